@@ -1,0 +1,303 @@
+"""Checks for notebook 1, "Derivatives by nudging".
+
+Each check first runs fixed probes whose wrong answers identify a known misconception, then randomized cases
+(hypothesis, shrunk to the smallest failing input) compared with torch.autograd in float64 and with central
+differences. Worked numbers come from the course seeds: log(x*x) at x = 3 has slope 2/3, and the tanh network
+at (x, w1, b1, w2, t) = (1.5, 0.8, -0.2, 1.3, 3.0) has gradients (-3.2921, -2.1947, -3.0615).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from hypothesis import given, strategies as st
+
+from autograder.checks import exercise
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, close, fmt
+from autograder.oracles import central_differences, torch_gradients
+
+# Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
+SCALAR_FUNCTIONS = {
+    "sin(3x) + x**2": lambda m, x: m.sin(3 * x) + x ** 2,
+    "exp(x/2) * x": lambda m, x: m.exp(x / 2) * x,
+    "tanh(x)**3": lambda m, x: m.tanh(x) ** 3,
+    "x**3 - 2x": lambda m, x: x ** 3 - 2 * x,
+}
+
+
+# ---------------------------------------------------------------------------------------------- central_difference
+
+@exercise("central_difference")
+def check_central_difference(central_difference) -> None:
+    ex = "central_difference"
+
+    def run(f, x, h, shown):
+        return as_float(ex, call_learner(ex, central_difference, f, x, h, shown_input=shown), "the slope")
+
+    # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number.
+    cube = lambda x: x ** 3
+    x, h = 2.0, 0.1
+    got = run(cube, x, h, "f(x) = x**3, x = 2.0, h = 0.1")
+    right = (cube(x + h) - cube(x - h)) / (2 * h)  # 12.01
+    mistakes = [
+        ((cube(x + h) - cube(x)) / h,
+         "this is the forward difference (f(x+h) - f(x)) / h. Its error shrinks only like h; nudging both ways, "
+         "(f(x+h) - f(x-h)) / (2h), cancels the curvature term and the error shrinks like h²."),
+        ((cube(x) - cube(x - h)) / h,
+         "this is the backward difference (f(x) - f(x-h)) / h. Nudge both ways: (f(x+h) - f(x-h)) / (2h)."),
+        ((cube(x + h) - cube(x - h)) / h,
+         "twice the slope: the two nudged points x-h and x+h are 2h apart, so divide by 2h, not h."),
+    ]
+    if not math.isclose(got, right, rel_tol=1e-9):
+        for value, why in mistakes:
+            if math.isclose(got, value, rel_tol=1e-9):
+                raise CheckFailure(ex, f"{why}\nInput: f(x) = x**3, x = 2.0, h = 0.1. Expected {fmt(right)}, received {fmt(got)}.")
+        if math.isclose(got, 12.0, rel_tol=1e-6):
+            raise CheckFailure(ex, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 "
+                                   f"is 12.01 (it carries an h² error on purpose), received {fmt(got)}.")
+        raise CheckFailure(ex, f"for f(x) = x**3, x = 2.0, h = 0.1 expected (f(x+h) - f(x-h)) / (2h) = {fmt(right)}, "
+                               f"received {fmt(got)}.")
+
+    @RANDOM_CASES
+    @given(name=st.sampled_from(sorted(SCALAR_FUNCTIONS)), x=st.floats(-2, 2),
+           h=st.sampled_from([1e-1, 1e-2, 1e-3, 1e-4]))
+    def random_case(name, x, h):
+        fn = SCALAR_FUNCTIONS[name]
+        shown = f"f(x) = {name}, x = {x!r}, h = {h!r}"
+        got = run(lambda v: fn(np, v), x, h, shown)
+        reference = central_differences(lambda v: fn(np, v), x, h=h)[0]
+        exact = torch_gradients(lambda v: fn(torch, v), x)[0]
+        if not close(got, reference, rtol=1e-8, atol=1e-10):
+            raise CheckFailure(ex, f"{shown}: expected {fmt(float(reference))}, received {fmt(got)}.")
+        # With a small nudge the measured slope must also match the true derivative (torch.autograd, float64).
+        if h <= 1e-3 and not close(got, exact, rtol=1e-5, atol=1e-5):
+            raise CheckFailure(ex, f"{shown}: the true derivative is {fmt(float(exact))}, received {fmt(got)}.")
+
+    random_case()
+
+
+# ---------------------------------------------------------------------------------------------- numerical_gradient
+
+# Scalar-valued functions of a whole array, each with fixed weights so every element matters differently.
+def _array_functions(shape):
+    weights = np.linspace(-1.5, 2.0, num=max(1, int(np.prod(shape)))).reshape(shape)
+    return {
+        "sum(w * sin(x))": lambda m, x: (_like(m, weights, x) * m.sin(x)).sum(),
+        "sum(x**2) * sum(x)": lambda m, x: (x ** 2).sum() * x.sum(),
+        "sum(tanh(x))**2": lambda m, x: m.tanh(x).sum() ** 2,
+        "log(sum(exp(w * x)))": lambda m, x: m.log(m.exp(_like(m, weights, x) * x).sum()),
+    }
+
+
+def _like(m, array, x):
+    return torch.as_tensor(array, dtype=x.dtype) if m is torch else array
+
+
+@exercise("numerical_gradient")
+def check_numerical_gradient(numerical_gradient) -> None:
+    ex = "numerical_gradient"
+
+    def run(f, x, h, shown):
+        kept = np.array(x, copy=True)
+        result = call_learner(ex, numerical_gradient, f, x, h, shown_input=shown)
+        if not np.array_equal(x, kept):
+            raise CheckFailure(ex, f"your function changed its input x ({shown}): put each element back after "
+                                   "nudging it, or nudge a float64 copy.")
+        if not isinstance(result, np.ndarray):
+            raise CheckFailure(ex, f"return a numpy array, got {type(result).__name__} ({shown}).")
+        if result.shape != np.shape(x):
+            flat = " It looks flattened: give each partial derivative the position of its element." \
+                if result.size == np.size(x) else ""
+            raise CheckFailure(ex, f"returned shape {result.shape} for an input of shape {np.shape(x)} ({shown}); "
+                                   f"the gradient has one partial derivative per element, in x's shape.{flat}")
+        if not np.issubdtype(result.dtype, np.floating):
+            raise CheckFailure(ex, f"returned dtype {result.dtype}; slopes are fractions, return float64 ({shown}).")
+        return result
+
+    # Probe 1: a linear function with distinct weights. Nudging all elements at once gives sum(w) everywhere.
+    w = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
+    x = np.arange(6.0).reshape(2, 3) / 4
+    got = run(lambda v: float((w * v).sum()), x, 1e-5, "f(x) = sum(w * x), x of shape (2, 3)")
+    if not close(got, w, rtol=1e-6, atol=1e-6):
+        if close(got, np.full_like(w, w.sum()), rtol=1e-6, atol=1e-6):
+            raise CheckFailure(ex, "every entry equals the change when all elements move together: you nudged the whole "
+                                   "array at once. A partial derivative nudges one element and holds the others still.")
+        raise CheckFailure(ex, f"for f(x) = sum(w * x) the gradient is w = {fmt(w)}, received {fmt(got)}.")
+
+    # Probe 2: a coupled function at a large h. If an element is not restored, later partials drift by ~h.
+    x = np.array([1.0, 2.0, 3.0])
+    got = run(lambda v: float(v.sum() ** 2), x, 0.1, "f(x) = sum(x)**2, x = [1, 2, 3], h = 0.1")
+    if not close(got, [12.0, 12.0, 12.0], rtol=1e-9, atol=1e-9):
+        raise CheckFailure(ex, "for f(x) = sum(x)**2 at x = [1, 2, 3] with h = 0.1 every partial is exactly 12 "
+                               f"(central differences are exact on quadratics), received {fmt(got)}. If later entries "
+                               "drift, an earlier element was not put back before the next one was nudged.")
+
+    # Probe 3: integer arrays cannot hold a nudge of 1e-5; the function must refuse them, naming the dtype.
+    ints = np.array([1, 2, 3])
+    try:
+        with_ints = call_learner(ex, numerical_gradient, lambda v: float((v ** 2).sum()), ints, 1e-5)
+    except CheckFailure as failure:
+        if not isinstance(failure.cause, (TypeError, ValueError)) or "int" not in str(failure.cause):
+            raise CheckFailure(ex, "for an integer array, raise a TypeError (or ValueError) whose message names the "
+                                   f"dtype (int64); instead {failure.message}") from None
+    else:
+        raise CheckFailure(ex, f"an integer array was accepted (result {fmt(with_ints)}). Writing x + 1e-5 back into an "
+                               "int64 array truncates it to x, so the nudge is lost; raise a TypeError naming the dtype.")
+
+    # Probe 4: float32 holds ~7 digits, so a 1e-5 nudge keeps ~2 of them. The answer must be computed in float64.
+    x32 = np.array([0.5, 1.0, 1.5], dtype=np.float32)
+    got = run(lambda v: float(np.sin(v).sum()), x32, 1e-5, "f(x) = sum(sin(x)), x = [0.5, 1, 1.5] as float32")
+    exact = np.cos(x32.astype(np.float64))
+    if not close(got, exact, rtol=1e-6, atol=1e-7):
+        raise CheckFailure(ex, f"float32 input: expected cos(x) = {fmt(exact)}, received {fmt(got)}. A float32 holds "
+                               "about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: do the nudging on a "
+                               "float64 copy, np.array(x, dtype=np.float64).")
+
+    shapes = st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple)
+
+    @RANDOM_CASES
+    @given(shape=shapes, seed=st.integers(0, 2 ** 16), pick=st.integers(0, 3))
+    def random_case(shape, seed, pick):
+        x = np.random.default_rng(seed).uniform(-1.5, 1.5, size=shape)
+        name, fn = sorted(_array_functions(shape).items())[pick]
+        shown = f"f(x) = {name}, x = {fmt(x)} (shape {shape})"
+        got = run(lambda v: float(fn(np, v)), x, 1e-5, shown)
+        exact = torch_gradients(lambda v: fn(torch, v), x)[0]
+        reference = central_differences(lambda v: fn(np, v), x, h=1e-5)[0]
+        for expected, source in ((reference, "central differences"), (exact, "torch.autograd")):
+            if not close(got, expected, rtol=1e-5, atol=1e-6):
+                raise CheckFailure(ex, f"{shown}: {source} gives {fmt(expected)}, received {fmt(got)}.")
+
+    random_case()
+
+
+# ---------------------------------------------------------------------------------------------- tanh_network_gradients
+
+def _tanh_net(m, x, w1, b1, w2, t):
+    """L = (w2 * tanh(w1 * x + b1) - t)**2, the two-parameter network of seed 001."""
+    return (w2 * m.tanh(w1 * x + b1) - t) ** 2
+
+
+def _tanh_net_mistakes(x, w1, b1, w2, t):
+    """Gradients (dw1, db1, dw2) as each known slip computes them, with the diagnosis it earns."""
+    z = w1 * x + b1
+    h = math.tanh(z)
+    g = 2 * (w2 * h - t)
+    right = (g * w2 * (1 - h * h) * x, g * w2 * (1 - h * h), g * h)
+    return [
+        ((right[0] / 2, right[1] / 2, right[2] / 2),
+         "every gradient is half the right size: d(ŷ - t)²/dŷ is 2(ŷ - t); the 2 is missing."),
+        ((-right[0], -right[1], -right[2]),
+         "every gradient has the wrong sign: dL/dŷ = 2(ŷ - t), not 2(t - ŷ)."),
+        ((g * w2 * (1 - z * z) * x, g * w2 * (1 - z * z), right[2]),
+         "dL/dw1 and dL/db1 use 1 - z² as tanh's local derivative; it is 1 - tanh(z)² = 1 - h², "
+         "evaluated at the unit's output h."),
+        ((g * w2 * (1 - h) * x, g * w2 * (1 - h), right[2]),
+         "tanh's local derivative is 1 - h² (h squared), not 1 - h."),
+        ((right[1], right[1], right[2]),
+         "dL/dw1 equals dL/db1: z = w1·x + b1, so the local derivative for w1 is x and dL/dw1 = dL/dz · x."),
+        ((right[0], right[1], g),
+         "dL/dw2 is missing its local derivative: ŷ = w2·h, so dL/dw2 = dL/dŷ · h."),
+        ((right[0] / w2, right[1] / w2, right[2]),
+         "dL/dw1 and dL/db1 skip the w2 edge: dL/dh = dL/dŷ · w2 before you go through tanh."),
+        ((right[2], right[0], right[1]),
+         "the right numbers in the wrong order: return (dL/dw1, dL/db1, dL/dw2)."),
+    ], right
+
+
+@exercise("tanh_network_gradients")
+def check_tanh_network_gradients(tanh_network_gradients) -> None:
+    ex = "tanh_network_gradients"
+
+    def run(args):
+        shown = "(x, w1, b1, w2, t) = " + ", ".join(f"{a:g}" for a in args)
+        result = call_learner(ex, tanh_network_gradients, *args, shown_input=shown)
+        try:
+            values = [as_float(ex, value, "each gradient") for value in result]
+        except TypeError:
+            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {result!r}") from None
+        if len(values) != 3:
+            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}")
+        return values, shown
+
+    # Probe: the worked example, then a second point where the seed's z = 1 coincidences vanish.
+    for args in ((1.5, 0.8, -0.2, 1.3, 3.0), (0.7, -1.2, 0.3, 0.9, -0.5)):
+        got, shown = run(args)
+        mistakes, right = _tanh_net_mistakes(*args)
+        if not close(got, right, rtol=1e-9, atol=1e-12):
+            for wrong, why in mistakes:
+                if close(got, wrong, rtol=1e-6, atol=1e-9):
+                    raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(np.array(right))}, received {fmt(np.array(got))}.")
+            raise CheckFailure(ex, f"{shown}: expected (dL/dw1, dL/db1, dL/dw2) = {fmt(np.array(right))}, "
+                                   f"received {fmt(np.array(got))}.")
+
+    unit = st.floats(-3, 3)
+
+    @RANDOM_CASES
+    @given(x=unit, w1=unit, b1=unit, w2=unit, t=unit)
+    def random_case(x, w1, b1, w2, t):
+        got, shown = run((x, w1, b1, w2, t))
+        exact = torch_gradients(lambda a, b, c: _tanh_net(torch, x, a, b, c, t), w1, b1, w2)
+        numeric = central_differences(lambda a, b, c: _tanh_net(np, x, a, b, c, t), w1, b1, w2)
+        for expected, source, rtol in ((exact, "torch.autograd", 1e-9), (numeric, "central differences", 1e-5)):
+            if not close(got, np.array(expected), rtol=rtol, atol=1e-7):
+                raise CheckFailure(ex, f"{shown}: {source} gives {fmt(np.array(expected, dtype=float))}, "
+                                       f"received {fmt(np.array(got))}.")
+
+    random_case()
+
+
+# ---------------------------------------------------------------------------------------------- log_square_trace
+
+TRACE_KEYS = ("e", "y", "grad_e", "grad_x")
+
+
+@exercise("log_square_trace")
+def check_log_square_trace(log_square_trace) -> None:
+    ex = "log_square_trace"
+
+    def run(x):
+        shown = f"x = {x!r}"
+        trace = call_learner(ex, log_square_trace, x, shown_input=shown)
+        if not isinstance(trace, dict) or set(TRACE_KEYS) - set(trace):
+            raise CheckFailure(ex, f"return a dict with the keys {list(TRACE_KEYS)}, got {trace!r}")
+        return {key: as_float(ex, trace[key], f"trace[{key!r}]") for key in TRACE_KEYS}, shown
+
+    def diagnose(x, got, shown):
+        e = x * x
+        expected = {"e": e, "y": math.log(e), "grad_e": 1 / e, "grad_x": 2 / x}
+        if not math.isclose(got["e"], e, rel_tol=1e-12) or not math.isclose(got["y"], math.log(e), rel_tol=1e-12, abs_tol=1e-15):
+            raise CheckFailure(ex, f"forward pass: {shown} should give e = x*x = {fmt(e)} and y = log(e) = "
+                                   f"{fmt(math.log(e))}, received e = {fmt(got['e'])}, y = {fmt(got['y'])}.")
+        if not math.isclose(got["grad_e"], 1 / e, rel_tol=1e-9):
+            why = "log's local derivative is 1 / (its input), and its input is e = x*x, not x." \
+                if math.isclose(got["grad_e"], 1 / x, rel_tol=1e-9) else "grad_e = grad_y × (local derivative of log at e) = 1 / e."
+            raise CheckFailure(ex, f"{why}\n{shown}: expected grad_e = {fmt(1 / e)}, received {fmt(got['grad_e'])}.")
+        if not math.isclose(got["grad_x"], 2 / x, rel_tol=1e-9):
+            if math.isclose(got["grad_x"], 1 / x, rel_tol=1e-9):
+                why = ("only one of the two edges into x was counted. x is a shared node: it feeds the multiply twice, "
+                       "so its gradient is the sum of both edges; the second one needs += (an = overwrote the first).")
+            elif math.isclose(got["grad_x"], 2 / e, rel_tol=1e-9) or math.isclose(got["grad_x"], 1 / e, rel_tol=1e-9):
+                why = "each edge through the multiply carries grad_e × (the other input), and the other input is x."
+            else:
+                why = "grad_x = grad_e·x (first edge) + grad_e·x (second edge)."
+            raise CheckFailure(ex, f"{why}\n{shown}: expected grad_x = {fmt(expected['grad_x'])}, "
+                                   f"received {fmt(got['grad_x'])}.")
+
+    got, shown = run(3.0)
+    diagnose(3.0, got, shown)
+
+    @RANDOM_CASES
+    @given(magnitude=st.floats(0.1, 10), negative=st.booleans())
+    def random_case(magnitude, negative):
+        x = -magnitude if negative else magnitude
+        got, shown = run(x)
+        diagnose(x, got, shown)
+        exact = torch_gradients(lambda v: torch.log(v * v), x)[0]
+        numeric = central_differences(lambda v: np.log(v * v), x)[0]
+        for expected, source, rtol in ((exact, "torch.autograd", 1e-9), (numeric, "central differences", 1e-5)):
+            if not close(got["grad_x"], expected, rtol=rtol):
+                raise CheckFailure(ex, f"{shown}: {source} gives grad_x = {fmt(float(expected))}, received {fmt(got['grad_x'])}.")
+
+    random_case()

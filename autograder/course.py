@@ -1,0 +1,68 @@
+"""The course as nbgrader sees it: configuration, assignments, and the notebook transformations we apply.
+
+Each assignment is one folder ``source/<NN_name>/`` holding one notebook ``<NN_name>.ipynb``.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = REPO / "source"
+COURSE_ID = "backprop-from-scratch"
+# Generous per-cell limit: training cells in later notebooks take tens of seconds on 2 cores.
+CELL_TIMEOUT_S = 300
+SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
+TEST_PREFIX = "test_"
+
+
+def configure(c, release_directory: str = "notebooks") -> None:
+    """Apply the course's nbgrader settings to a traitlets config ``c``."""
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+    c.CourseDirectory.course_id = COURSE_ID
+    c.CourseDirectory.source_directory = "source"
+    c.CourseDirectory.release_directory = release_directory
+    c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    c.Execute.timeout = CELL_TIMEOUT_S
+    # Plain tracebacks show one line per frame instead of five lines of context around it, so a failure in a
+    # visible assert never prints the hidden block that follows it. CheckFailure renders without frames at all.
+    c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain"]
+    # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
+    c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
+
+
+def assignments() -> dict[str, Path]:
+    """Assignment name -> source notebook path, in course order."""
+    return {p.parent.name: p for p in sorted(SOURCE.glob("*/*.ipynb")) if p.stem == p.parent.name}
+
+
+def nbgrader_cells(nb) -> list[dict]:
+    """The nbgrader metadata of every answer or test cell, in notebook order."""
+    found = []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") or meta.get("solution"):
+            found.append(meta)
+    return found
+
+
+def exercise_id(grade_id: str) -> str:
+    """The exercise id of a test cell (``test_<id>``) or of an answer cell (``<id>``)."""
+    return grade_id[len(TEST_PREFIX):] if grade_id.startswith(TEST_PREFIX) else grade_id
+
+
+def solution_version(nb):
+    """Source notebook -> solution notebook: hidden tests removed, solution markers dropped, outputs cleared."""
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    nb = nbformat.from_dict(nb)
+    nb, _ = ClearHiddenTests(enforce_metadata=False).preprocess(nb, {})
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = SOLUTION_MARKERS.sub("", cell.source)
+            cell.outputs, cell.execution_count = [], None
+    return nb

@@ -1,0 +1,113 @@
+"""What a failed check tells a learner, and how learner code is called safely.
+
+Every failure a learner sees is a :class:`CheckFailure`: a short diagnosis naming the misconception, the smallest
+failing input, and expected vs received. It renders without a traceback, so neither the hidden test cell nor the
+check's own source ever appears in a notebook output or in nbgrader feedback.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+
+import numpy as np
+from hypothesis import HealthCheck, settings
+
+# Seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
+CALL_TIMEOUT_S = 10
+
+# Randomized cases: reproducible across runs (derandomize), no .hypothesis folder in the learner's directory.
+RANDOM_CASES = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=False,
+    report_multiple_bugs=False,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+class CheckFailure(AssertionError):
+    """A learner's answer is wrong; the message says how and why.
+
+    Subclasses AssertionError so nbgrader and pytest treat it as an ordinary failed test.
+    """
+
+    def __init__(self, exercise: str, message: str, cause: BaseException | None = None):
+        self.exercise = exercise
+        self.message = message
+        self.cause = cause  # the learner's own exception, when the failure is that their code raised
+        super().__init__(f"[{exercise}] {message}")
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython calls this instead of formatting frames: the learner sees the diagnosis, never hidden code.
+        return [f"\x1b[0;31mCheckFailure\x1b[0m: [{self.exercise}]", *self.message.splitlines()]
+
+
+class _Timeout(BaseException):
+    """Raised inside learner code by the alarm; BaseException so a bare ``except Exception`` cannot swallow it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    def on_alarm(signum, frame):
+        raise _Timeout()
+
+    try:
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+    except ValueError:  # not the main thread: run without a limit rather than not at all
+        yield
+        return
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
+    """Call learner code; turn a crash, a stub or a runaway loop into a CheckFailure that names the input."""
+    where = f" for input {shown_input}" if shown_input else ""
+    try:
+        with _time_limit(CALL_TIMEOUT_S):
+            return fn(*args, **kwargs)
+    except CheckFailure:
+        raise
+    except NotImplementedError:
+        raise CheckFailure(exercise, "not implemented yet: replace `raise NotImplementedError()` with your code.") from None
+    except _Timeout:
+        raise CheckFailure(exercise, f"your code did not finish within {CALL_TIMEOUT_S} s{where}: "
+                                     "is there a loop that never ends?") from None
+    except Exception as error:
+        raise CheckFailure(exercise, f"your code raised {type(error).__name__}: {error}{where}", cause=error) from None
+
+
+def fmt(value) -> str:
+    """Short, stable text for a number or array in a diagnosis."""
+    if isinstance(value, np.ndarray):
+        return np.array2string(value, precision=6, suppress_small=True, separator=", ")
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.6g}"
+    return repr(value)
+
+
+def close(received, expected, rtol: float, atol: float = 0.0) -> bool:
+    """True when received matches expected in shape and value (NaNs never match)."""
+    try:
+        received = np.asarray(received, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    expected = np.asarray(expected, dtype=np.float64)
+    return received.shape == expected.shape and bool(np.allclose(received, expected, rtol=rtol, atol=atol))
+
+
+def as_float(exercise: str, value, what: str) -> float:
+    """A learner's scalar result as a float, or a CheckFailure saying what came back instead."""
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise CheckFailure(exercise, f"{what} should be a number, got {type(value).__name__}: {value!r}") from None
+    if array.shape != ():
+        raise CheckFailure(exercise, f"{what} should be a single number, got an array of shape {array.shape}")
+    return float(array)

@@ -1,0 +1,155 @@
+"""Grade one learner notebook against the hidden tests, through nbgrader, in a throwaway course directory."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.course import assignments, configure, exercise_id, nbgrader_cells
+
+STUDENT = "learner"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class UnusableNotebook(Exception):
+    """The file cannot be graded at all (missing, not a notebook, no known assignment, cells deleted)."""
+
+
+@dataclass
+class ExerciseResult:
+    id: str
+    score: float
+    max_score: float
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.score >= self.max_score
+
+
+@dataclass
+class GradeReport:
+    notebook: str
+    exercises: list[ExerciseResult] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return sum(e.score for e in self.exercises)
+
+    @property
+    def max_score(self) -> float:
+        return sum(e.max_score for e in self.exercises)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "notebook": self.notebook, "score": self.score, "max_score": self.max_score,
+            "exercises": [{**asdict(e), "passed": e.passed} for e in self.exercises],
+        }, indent=2)
+
+    def to_table(self) -> str:
+        width = max([len("exercise")] + [len(e.id) for e in self.exercises])
+        lines = [f"{self.notebook}: {self.score:g} / {self.max_score:g} points", "",
+                 f"{'exercise':<{width}}  points  diagnosis"]
+        for e in self.exercises:
+            text = (e.message or "passed").splitlines() or [""]
+            lines.append(f"{e.id:<{width}}  {e.score:>2g}/{e.max_score:<3g}  {text[0]}")
+            lines += [f"{'':<{width}}          {more}" for more in text[1:]]
+        return "\n".join(lines)
+
+
+def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
+    """Load a learner notebook and find its assignment.
+
+    Raises:
+        UnusableNotebook: with a one-line reason a learner can act on.
+    """
+    if not path.is_file():
+        raise UnusableNotebook(f"{path}: no such file")
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
+        raise UnusableNotebook(f"{path}: not a readable Jupyter notebook ({type(error).__name__}: "
+                               f"{str(error).splitlines()[0] if str(error) else ''})") from None
+    present = {meta.get("grade_id") for meta in nbgrader_cells(nb)}
+    best, missing = None, None
+    for name, source in assignments().items():
+        expected = [meta["grade_id"] for meta in nbgrader_cells(nbformat.read(source, as_version=4))]
+        if present & set(expected) and (best is None or len(present & set(expected)) > overlap):
+            best, overlap = name, len(present & set(expected))
+            missing = [g for g in expected if g not in present]
+    if best is None:
+        raise UnusableNotebook(f"{path}: not a notebook of this course (no exercise cells of any assignment in "
+                               f"{', '.join(assignments())}); grade the copy you worked in under notebooks/")
+    if missing:
+        raise UnusableNotebook(f"{path}: exercise cells were deleted or lost their metadata ({', '.join(missing)}); "
+                               f"copy your answers into a fresh notebooks/{best}/{best}.ipynb "
+                               f"(git checkout -- notebooks/{best}) and grade that")
+    return nb, best
+
+
+def grade(path: Path) -> GradeReport:
+    """Autograde a learner notebook with the hidden tests and return per-exercise scores and diagnoses."""
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config import Config
+
+    nb, assignment = read_submission(path)
+    with tempfile.TemporaryDirectory(prefix="autograde-") as root:
+        root = Path(root)
+        shutil.copytree(assignments()[assignment].parent, root / "source" / assignment)
+        submitted = root / "submitted" / STUDENT / assignment / f"{assignment}.ipynb"
+        submitted.parent.mkdir(parents=True)
+        nbformat.write(nb, submitted)
+
+        config = Config()
+        configure(config, release_directory="release")
+        config.CourseDirectory.root = str(root)
+        api = NbGraderAPI(config=config)
+        for step, result in (("generate_assignment", lambda: api.generate_assignment(assignment)),
+                             ("autograde", lambda: api.autograde(assignment, STUDENT))):
+            outcome = result()
+            if not outcome["success"]:
+                raise RuntimeError(f"nbgrader {step} failed:\n{outcome.get('error') or outcome.get('log')}")
+        graded = nbformat.read(root / "autograded" / STUDENT / assignment / f"{assignment}.ipynb", as_version=4)
+        return GradeReport(notebook=str(path), exercises=results(graded))
+
+
+def results(graded) -> list[ExerciseResult]:
+    """Scores (by nbgrader's own rule) and diagnoses from the test cells of an autograded notebook."""
+    from nbgrader.utils import determine_grade
+
+    found = []
+    for cell in graded.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade") or meta.get("solution"):
+            continue
+        score, max_score = determine_grade(cell)
+        errors = [out for out in cell.outputs if out.output_type == "error"]
+        stderr = [out.text for out in cell.outputs if out.output_type == "stream" and out.name == "stderr"]
+        message = diagnosis(errors[-1]) if errors else \
+            f"the cell wrote to stderr, which nbgrader scores as a failure: {(stderr or [""])[0].strip()[:200]}" if score < max_score else ""
+        found.append(ExerciseResult(exercise_id(meta["grade_id"]), float(score), max_score, message))
+    return found
+
+
+def diagnosis(error: dict) -> str:
+    """One readable message for a test cell's error output."""
+    name, value = error.get("ename", ""), error.get("evalue", "")
+    if name == "CheckFailure":
+        return re.sub(r"^\[[^\]]+\] ", "", value)
+    if name == "NotImplementedError":
+        return "not implemented yet: replace `raise NotImplementedError()` with your code."
+    if name == "CellTimeoutError":
+        return "the test cell ran out of time: is there a loop that never ends?"
+    if name == "AssertionError":
+        lines = [ANSI.sub("", line) for line in "\n".join(error.get("traceback", [])).splitlines()]
+        asserts = [line.strip() for line in lines if line.strip().startswith("assert")]
+        failed = asserts[-1] if asserts else "an assert"
+        return f"visible test failed: {failed}" + (f" -> {value}" if value else "")
+    if name == "NameError":
+        return f"NameError: {value} (did an earlier cell fail, or was the function renamed?)"
+    return f"{name}: {value}"

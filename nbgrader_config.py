@@ -1,0 +1,6 @@
+# nbgrader configuration for this repository as a course directory. The settings live in autograder.course so
+# that `python -m autograder`, `make demo` and an instructor's `nbgrader ...` commands all grade the same way.
+from autograder.course import configure
+
+c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
+configure(c)
