@@ -12,8 +12,10 @@ export JUPYTER_CONFIG_DIR ?= $(CURDIR)/build/jupyter/config
 export JUPYTER_DATA_DIR   ?= $(CURDIR)/build/jupyter/data
 export JUPYTER_RUNTIME_DIR ?= $(CURDIR)/build/jupyter/runtime
 export IPYTHONDIR         ?= $(CURDIR)/build/ipython
-export MPLBACKEND         ?= Agg
+$(shell mkdir -p "$(JUPYTER_CONFIG_DIR)" "$(JUPYTER_DATA_DIR)" "$(JUPYTER_RUNTIME_DIR)" "$(IPYTHONDIR)")
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
+# nbgrader runs `alembic` and Jupyter runs `python`: both must be the virtual environment's.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: help setup demo test test-quick lab release solutions grade clean
 

@@ -16,6 +16,10 @@ COURSE_ID = "backprop-from-scratch"
 CELL_TIMEOUT_S = 300
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 TEST_PREFIX = "test_"
+# Kernel flags for every notebook run. Plain tracebacks show one line per frame instead of five lines of context,
+# so a failing visible assert never prints the hidden block after it (CheckFailure renders without frames at all).
+# log_level=ERROR hides ipykernel's start-up warning about unencrypted loopback TCP, which is noise here.
+KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain", "--IPKernelApp.log_level=ERROR"]
 
 
 def configure(c, release_directory: str = "notebooks") -> None:
@@ -28,9 +32,7 @@ def configure(c, release_directory: str = "notebooks") -> None:
     c.CourseDirectory.release_directory = release_directory
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.Execute.timeout = CELL_TIMEOUT_S
-    # Plain tracebacks show one line per frame instead of five lines of context around it, so a failure in a
-    # visible assert never prints the hidden block that follows it. CheckFailure renders without frames at all.
-    c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain"]
+    c.Execute.extra_arguments = KERNEL_ARGS
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
 

@@ -5,6 +5,7 @@ import json
 import re
 import shutil
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -92,8 +93,17 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
     return nb, best
 
 
-def grade(path: Path) -> GradeReport:
-    """Autograde a learner notebook with the hidden tests and return per-exercise scores and diagnoses."""
+def grade(path: Path, feedback: Path | None = None) -> GradeReport:
+    """Autograde a learner notebook with the hidden tests and return per-exercise scores and diagnoses.
+
+    Args:
+        path: the learner's .ipynb.
+        feedback: where to write nbgrader's feedback HTML (hidden tests stripped); None for no feedback.
+
+    Raises:
+        UnusableNotebook: the file cannot be graded (see read_submission).
+        RuntimeError: nbgrader itself failed; its log is in the message.
+    """
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config
 
@@ -109,11 +119,19 @@ def grade(path: Path) -> GradeReport:
         configure(config, release_directory="release")
         config.CourseDirectory.root = str(root)
         api = NbGraderAPI(config=config)
-        for step, result in (("generate_assignment", lambda: api.generate_assignment(assignment)),
-                             ("autograde", lambda: api.autograde(assignment, STUDENT))):
-            outcome = result()
+        # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every autograde; they are not the learner's concern.
+        warnings.filterwarnings("ignore", module="nbgrader")
+        steps = [("generate_assignment", lambda: api.generate_assignment(assignment)),
+                 ("autograde", lambda: api.autograde(assignment, STUDENT))]
+        if feedback:
+            steps.append(("generate_feedback", lambda: api.generate_feedback(assignment, STUDENT)))
+        for step, run in steps:
+            outcome = run()
             if not outcome["success"]:
                 raise RuntimeError(f"nbgrader {step} failed:\n{outcome.get('error') or outcome.get('log')}")
+        if feedback:
+            Path(feedback).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / "feedback" / STUDENT / assignment / f"{assignment}.html", feedback)
         graded = nbformat.read(root / "autograded" / STUDENT / assignment / f"{assignment}.ipynb", as_version=4)
         return GradeReport(notebook=str(path), exercises=results(graded))
 
@@ -128,12 +146,18 @@ def results(graded) -> list[ExerciseResult]:
         if not meta.get("grade") or meta.get("solution"):
             continue
         score, max_score = determine_grade(cell)
-        errors = [out for out in cell.outputs if out.output_type == "error"]
-        stderr = [out.text for out in cell.outputs if out.output_type == "stream" and out.name == "stderr"]
-        message = diagnosis(errors[-1]) if errors else \
-            f"the cell wrote to stderr, which nbgrader scores as a failure: {(stderr or [""])[0].strip()[:200]}" if score < max_score else ""
-        found.append(ExerciseResult(exercise_id(meta["grade_id"]), float(score), max_score, message))
+        found.append(ExerciseResult(exercise_id(meta["grade_id"]), float(score), max_score,
+                                    "" if score >= max_score else failure_message(cell.outputs)))
     return found
+
+
+def failure_message(outputs) -> str:
+    """Why a test cell lost its points: its last error, or else what it wrote to stderr."""
+    errors = [out for out in outputs if out.output_type == "error"]
+    if errors:
+        return diagnosis(errors[-1])
+    stderr = "".join(out.text for out in outputs if out.output_type == "stream" and out.name == "stderr")
+    return f"the cell wrote to stderr, which nbgrader scores as a failure: {stderr.strip()[:200]}"
 
 
 def diagnosis(error: dict) -> str:

@@ -1,0 +1,55 @@
+"""Command line: ``python -m autograder {grade,release,solutions,demo}``.
+
+Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded (reason on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    grade = commands.add_parser("grade", help="grade one learner notebook against the hidden tests")
+    grade.add_argument("notebook", type=Path)
+    grade.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    grade.add_argument("--feedback", type=Path, metavar="HTML", help="also write nbgrader's feedback page here")
+    commands.add_parser("release", help="regenerate notebooks/ from source/")
+    commands.add_parser("solutions", help="regenerate and execute solutions/ from source/")
+    commands.add_parser("demo", help="rebuild everything and grade a demo class with nbgrader")
+    args = parser.parse_args(argv)
+    # nbgrader shells out to `alembic` and Jupyter to `python`: both must come from this interpreter's environment.
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+    if args.command == "grade":
+        return run_grade(args.notebook, args.json, args.feedback)
+    if args.command == "demo":
+        from autograder.demo import main as demo
+        return demo()
+    from autograder import build
+    for path in getattr(build, args.command)():
+        print(path)
+    return 0
+
+
+def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
+    from autograder.grading import UnusableNotebook, grade
+
+    if not as_json:
+        print(f"Grading {notebook} against the hidden tests (about 20 s)...", file=sys.stderr, flush=True)
+    try:
+        report = grade(notebook, feedback)
+    except UnusableNotebook as reason:
+        print(f"cannot grade: {reason}", file=sys.stderr)
+        return 2
+    print(report.to_json() if as_json else report.to_table())
+    if feedback and not as_json:
+        print(f"\nfeedback page: {feedback}")
+    return 0 if report.score >= report.max_score else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""`make demo`: rebuild the course, then grade a demo class through the real nbgrader command line.
+
+The class has three students per assignment: one hands in the solutions, one hands in the untouched notebook,
+one makes a realistic mistake. Everything happens in ``build/demo-course/``, which is wiped at each run.
+"""
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import time
+
+import nbformat
+
+from autograder.build import release, solutions
+from autograder.course import REPO, assignments, solution_version
+from autograder.grading import results
+
+COURSE = REPO / "build" / "demo-course"
+
+# One realistic mistake per assignment: (answer cell grade_id, the wrong code a learner might write).
+MISTAKES = {
+    "01_nudging": ("central_difference",
+                   "def central_difference(f, x, h):\n"
+                   "    # looks only to the right of x: a forward difference\n"
+                   "    return (f(x + h) - f(x)) / h\n"),
+}
+
+
+def submissions(name: str) -> dict[str, nbformat.NotebookNode]:
+    """The demo class's notebooks for one assignment, by student id."""
+    solved = solution_version(nbformat.read(assignments()[name], as_version=4))
+    mistaken = nbformat.from_dict(solved)
+    grade_id, wrong = MISTAKES[name]
+    for cell in mistaken.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            cell.source = wrong
+    untouched = nbformat.read(REPO / "notebooks" / name / f"{name}.ipynb", as_version=4)
+    return {"full-marks": solved, "untouched": untouched, "mistake": mistaken}
+
+
+def nbgrader(*args: str) -> None:
+    """Run one nbgrader command in the demo course; stop the demo with nbgrader's own log if it fails."""
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=COURSE, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"nbgrader {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+
+
+def step(text: str) -> float:
+    print(f"\n== {text}", flush=True)
+    return time.monotonic()
+
+
+def main() -> int:
+    started = step("Regenerating learner notebooks in notebooks/ (nbgrader generate_assignment)")
+    for path in release():
+        print(f"   {path.relative_to(REPO)}")
+    step("Executing solution notebooks into solutions/")
+    for path in solutions():
+        print(f"   {path.relative_to(REPO)}")
+
+    step(f"Grading a demo class in {COURSE.relative_to(REPO)}/ with the nbgrader command line")
+    shutil.rmtree(COURSE, ignore_errors=True)
+    shutil.copytree(REPO / "source", COURSE / "source")
+    (COURSE / "nbgrader_config.py").write_text(
+        "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n")
+    for name in assignments():
+        for student, nb in submissions(name).items():
+            path = COURSE / "submitted" / student / name / f"{name}.ipynb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+        for command in (["generate_assignment", name, "--force"], ["autograde", name, "--force"],
+                        ["generate_feedback", name, "--force"]):
+            print(f"   nbgrader {' '.join(command)}", flush=True)
+            nbgrader(*command)
+    nbgrader("export", "--to", "grades.csv")
+
+    step("Grades (nbgrader export -> build/demo-course/grades.csv)")
+    with open(COURSE / "grades.csv") as table:
+        rows = list(csv.DictReader(table))
+    print(f"   {'assignment':<14}{'student':<12}{'score':>10}")
+    for row in rows:
+        print(f"   {row['assignment']:<14}{row['student_id']:<12}{float(row['score']):>5g} / {float(row['max_score']):g}")
+
+    step("What each student is told (per exercise)")
+    for name in assignments():
+        for student in submissions(name):
+            graded = nbformat.read(COURSE / "autograded" / student / name / f"{name}.ipynb", as_version=4)
+            print(f"   {student} / {name}")
+            for result in results(graded):
+                first = (result.message or "passed").splitlines()[0]
+                print(f"      {result.id:<24}{result.score:>3g}/{result.max_score:<3g} {first}")
+            feedback = COURSE / "feedback" / student / name / f"{name}.html"
+            print(f"      feedback: {feedback}")
+    print(f"\nDemo finished in {time.monotonic() - started:.0f} s.")
+    return 0
