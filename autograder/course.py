@@ -12,8 +12,9 @@ import nbformat
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "source"
 COURSE_ID = "backprop-from-scratch"
-# Generous per-cell limit: training cells in later notebooks take tens of seconds on 2 cores.
-CELL_TIMEOUT_S = 300
+# Per-cell limit when nbgrader runs a notebook: room for later notebooks' training cells (tens of seconds on
+# 2 cores), short enough that a learner's endless loop outside a check costs minutes, not an hour.
+CELL_TIMEOUT_S = 120
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 TEST_PREFIX = "test_"
 # Kernel flags for every notebook run. Plain tracebacks show one line per frame instead of five lines of context,

@@ -104,7 +104,11 @@ def close(received, expected, rtol: float, atol: float = 0.0) -> bool:
 
 def as_float(exercise: str, value, what: str) -> float:
     """A learner's scalar result as a float, or a CheckFailure saying what came back instead."""
+    if value is None:
+        raise CheckFailure(exercise, f"{what} is None: did the function forget its `return`?")
     try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError("text is not a number")
         array = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise CheckFailure(exercise, f"{what} should be a number, got {type(value).__name__}: {value!r}") from None

@@ -1,0 +1,31 @@
+"""Shared set-up: Jupyter and IPython state in a temp folder, the venv's tools on PATH, and paths to notebooks."""
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Before anything imports Jupyter: nothing may land in $HOME, and kernels/alembic come from this environment.
+_STATE = Path(tempfile.mkdtemp(prefix="bfs-tests-"))
+for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
+                 ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython")):
+    os.environ[var] = str(_STATE / sub)
+    (_STATE / sub).mkdir()
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+REPO = Path(__file__).resolve().parent.parent
+ASSIGNMENTS = sorted(p.parent.name for p in REPO.glob("source/*/*.ipynb") if p.stem == p.parent.name)
+
+
+def learner_notebook(name: str) -> Path:
+    return REPO / "notebooks" / name / f"{name}.ipynb"
+
+
+def solution_notebook(name: str) -> Path:
+    return REPO / "solutions" / name / f"{name}.ipynb"
+
+
+@pytest.fixture(params=ASSIGNMENTS)
+def assignment(request) -> str:
+    return request.param

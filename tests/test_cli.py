@@ -1,0 +1,112 @@
+"""`python -m autograder grade`: exit codes, JSON shape, diagnoses, and feedback without hidden code."""
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from conftest import REPO, learner_notebook, solution_notebook
+
+NB = "01_nudging"
+
+
+def grade(path, *flags):
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), *flags],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    return done.returncode, done.stdout, done.stderr
+
+
+def with_answers(answers: dict[str, str]):
+    """The learner notebook with some answer cells replaced by the given code."""
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    return nb
+
+
+@pytest.mark.slow
+def test_full_marks_exit_0_and_json_shape():
+    code, out, _ = grade(solution_notebook(NB), "--json")
+    report = json.loads(out)
+    assert code == 0
+    assert set(report) == {"notebook", "score", "max_score", "exercises"}
+    assert report["score"] == report["max_score"] == 10
+    for exercise in report["exercises"]:
+        assert set(exercise) == {"id", "score", "max_score", "passed", "message"}
+        assert exercise["passed"] and exercise["message"] == ""
+    assert [e["id"] for e in report["exercises"]] == \
+        ["central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"]
+
+
+@pytest.mark.slow
+def test_untouched_notebook_scores_zero_and_exits_1():
+    code, out, _ = grade(learner_notebook(NB))
+    assert code == 1
+    assert "0 / 10 points" in out
+    assert out.count("not implemented yet") == 4
+
+
+MISBEHAVING = {
+    # Loops only for large nudges, as the hidden probe uses: other cells that call it still finish.
+    "central_difference": ("def central_difference(f, x, h):\n    while h > 0.01:\n        pass\n"
+                           "    return (f(x + h) - f(x - h)) / (2 * h)\n"),
+    "numerical_gradient": ("def numerical_gradient(f, x, h=1e-5):\n"
+                           "    x = np.asarray(x, dtype=np.float64)\n"
+                           "    if x.dtype.kind != 'f':\n        raise TypeError(str(x.dtype))\n"
+                           "    return np.array([(f(x + h * e.reshape(x.shape)) - f(x - h * e.reshape(x.shape))) / (2 * h)\n"
+                           "                     for e in np.eye(x.size)])\n"),
+    "log_square_trace": ("def log_square_trace(x):\n    e = x * x\n    y = math.log(e)\n    grad_e = 1 / e\n"
+                         "    grad_x = grad_e * x\n    grad_x = grad_e * x\n"
+                         "    return {'e': e, 'y': y, 'grad_e': grad_e, 'grad_x': grad_x}\n"),
+    "tanh_network_gradients": "def tanh_network_gradients(x, w1, b1, w2, t):\n    return 1 / 0\n",
+}
+
+
+@pytest.mark.slow
+def test_misbehaving_functions_are_each_diagnosed_and_feedback_hides_hidden_tests(tmp_path):
+    path = tmp_path / "submission.ipynb"
+    nbformat.write(with_answers(MISBEHAVING), path)
+    feedback = tmp_path / "feedback.html"
+    code, out, _ = grade(path, "--json", "--feedback", str(feedback))
+    assert code == 1
+    messages = {e["id"]: e["message"] for e in json.loads(out)["exercises"]}
+    assert "did not finish within" in messages["central_difference"]
+    assert "flattened" in messages["numerical_gradient"]
+    assert "shared node" in messages["log_square_trace"]
+    assert "ZeroDivisionError" in messages["tanh_network_gradients"]
+    html = feedback.read_text()
+    assert "shared node" in html  # the diagnosis reaches the feedback page...
+    for hidden in ("HIDDEN TESTS", "from autograder import check", 'check("'):
+        assert hidden not in html  # ...but the hidden code does not
+
+
+def test_missing_file_exits_2(tmp_path):
+    code, _, err = grade(tmp_path / "nothing.ipynb")
+    assert code == 2 and "no such file" in err
+
+
+def test_file_that_is_not_json_exits_2(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    path.write_text('{"cells": [')
+    code, _, err = grade(path)
+    assert code == 2 and "not a readable Jupyter notebook" in err
+    assert "Traceback" not in err
+
+
+def test_notebook_of_no_assignment_exits_2(tmp_path):
+    path = tmp_path / "other.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), path)
+    code, _, err = grade(path)
+    assert code == 2 and "not a notebook of this course" in err
+
+
+def test_notebook_with_deleted_test_cell_exits_2(tmp_path):
+    nb = nbformat.read(learner_notebook(NB), as_version=4)
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_numerical_gradient"]
+    path = tmp_path / "deleted.ipynb"
+    nbformat.write(nb, path)
+    code, _, err = grade(path)
+    assert code == 2 and "deleted" in err and "test_numerical_gradient" in err

@@ -1,0 +1,65 @@
+"""nbgrader metadata and the one-id-everywhere rule, read straight from the notebooks (fast: nothing executes)."""
+import re
+
+import nbformat
+import pytest
+
+from autograder.checks import exercise_ids
+from autograder.course import TEST_PREFIX, assignments, nbgrader_cells
+from conftest import REPO, learner_notebook, solution_notebook
+
+HIDDEN_CALL = re.compile(r'### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS', re.S)
+
+
+def source_nb(name):
+    return nbformat.read(assignments()[name], as_version=4)
+
+
+def test_grade_ids_are_unique_and_graded_cells_have_points(assignment):
+    cells = nbgrader_cells(source_nb(assignment))
+    ids = [meta["grade_id"] for meta in cells]
+    assert len(ids) == len(set(ids)), ids
+    for meta in cells:
+        if meta.get("grade"):
+            assert meta.get("points", 0) > 0, meta
+            assert meta.get("locked"), f"test cell {meta['grade_id']} must be locked"
+
+
+def test_each_answer_cell_has_a_test_cell_that_calls_its_check(assignment):
+    nb = source_nb(assignment)
+    answers = {c.metadata.nbgrader["grade_id"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    tests = {c.metadata.nbgrader["grade_id"]: c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert answers, "an assignment without exercises"
+    assert {TEST_PREFIX + a for a in answers} == set(tests)
+    for test_id, source in tests.items():
+        exercise = test_id[len(TEST_PREFIX):]
+        hidden = HIDDEN_CALL.findall(source)
+        assert len(hidden) == 1, f"{test_id}: one hidden block expected"
+        assert f'check("{exercise}", {exercise})' in hidden[0], f"{test_id} must call its own check"
+        assert exercise in exercise_ids(), f"no check registered for {exercise}"
+
+
+def test_source_notebooks_are_clean(assignment):
+    nb = source_nb(assignment)
+    assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def test_learner_notebooks_hold_no_hidden_tests_or_solutions(assignment):
+    text = learner_notebook(assignment).read_text()
+    for marker in ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "END SOLUTION", "from autograder import check"):
+        assert marker not in text
+
+
+def test_solution_notebooks_hold_no_hidden_tests(assignment):
+    text = solution_notebook(assignment).read_text()
+    assert "BEGIN HIDDEN TESTS" not in text and "from autograder import check" not in text
+
+
+def test_every_check_belongs_to_a_notebook():
+    in_notebooks = {meta["grade_id"] for name in assignments() for meta in nbgrader_cells(source_nb(name))}
+    assert set(exercise_ids()) <= in_notebooks
+
+
+@pytest.mark.parametrize("folder", ["notebooks", "solutions"])
+def test_generated_folders_cover_every_assignment(folder):
+    assert {p.parent.name for p in (REPO / folder).glob("*/*.ipynb")} == set(assignments())

@@ -1,0 +1,53 @@
+"""How learner code is called and how a failure is shown."""
+import time
+
+import pytest
+
+from autograder import diagnostics
+from autograder.diagnostics import CheckFailure, as_float, call_learner
+
+
+def test_failure_renders_without_frames_or_source():
+    failure = CheckFailure("some_exercise", "line one\nline two")
+    rendered = "\n".join(failure._render_traceback_())
+    assert "line one" in rendered and "line two" in rendered and "some_exercise" in rendered
+    assert "File" not in rendered and "check(" not in rendered
+
+
+def test_learner_exception_becomes_failure_naming_the_input():
+    with pytest.raises(CheckFailure, match=r"ZeroDivisionError.*for input x = 0") as info:
+        call_learner("ex", lambda x: 1 / x, 0, shown_input="x = 0")
+    assert isinstance(info.value.cause, ZeroDivisionError)
+
+
+def test_stub_is_reported_as_not_implemented():
+    def stub(x):
+        raise NotImplementedError()
+    with pytest.raises(CheckFailure, match="not implemented yet"):
+        call_learner("ex", stub, 1)
+
+
+def test_runaway_loop_is_stopped(monkeypatch):
+    monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 0.2)
+
+    def loop(x):
+        while True:
+            try:
+                time.sleep(0.01)
+            except Exception:  # a learner's catch-all must not swallow the time limit
+                pass
+    started = time.monotonic()
+    with pytest.raises(CheckFailure, match="did not finish within"):
+        call_learner("ex", loop, 1)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("value", ["3", [1.0, 2.0], None])
+def test_as_float_rejects_non_numbers(value):
+    with pytest.raises(CheckFailure):
+        as_float("ex", value, "the slope")
+
+
+def test_missing_return_is_named():
+    with pytest.raises(CheckFailure, match="forget its `return`"):
+        as_float("ex", None, "the slope")

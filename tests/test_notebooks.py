@@ -1,0 +1,61 @@
+"""Notebooks run as learners and instructors run them (slow: each starts a Jupyter kernel)."""
+import json
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from autograder.build import release, solutions
+from autograder.course import KERNEL_ARGS, assignments, solution_version
+from conftest import learner_notebook, solution_notebook
+
+pytestmark = pytest.mark.slow
+
+
+def execute(nb, cwd, allow_errors=False):
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=allow_errors, extra_arguments=KERNEL_ARGS,
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def test_source_notebook_runs_top_to_bottom_with_hidden_tests_passing(assignment):
+    source = assignments()[assignment]
+    nb = execute(nbformat.read(source, as_version=4), source.parent)  # raises CellExecutionError on any error
+    printed = "".join(out.get("text", "") for cell in nb.cells for out in cell.get("outputs", []))
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert printed.count("all hidden checks passed") == len(graded)
+
+
+def test_untouched_learner_notebook_fails_only_on_its_stubs(assignment):
+    path = learner_notebook(assignment)
+    nb = execute(nbformat.read(path, as_version=4), path.parent, allow_errors=True)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.output_type == "error":
+                assert out.ename == "NotImplementedError", f"{out.ename}: {out.evalue} in\n{cell.source}"
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert all(any(o.output_type == "error" for o in c.outputs) for c in graded), "a test cell passed on a stub"
+
+
+def test_notebooks_folder_is_in_sync_with_source(tmp_path):
+    for fresh in release(tmp_path):
+        committed = learner_notebook(fresh.parent.name)
+        assert json.loads(fresh.read_text()) == json.loads(committed.read_text()), \
+            f"{committed} is stale: run `make release` and commit"
+
+
+def test_solutions_folder_is_in_sync_with_source(tmp_path):
+    for fresh in solutions(tmp_path, execute=False):
+        committed = nbformat.read(solution_notebook(fresh.parent.name), as_version=4)
+        expected = nbformat.read(fresh, as_version=4)
+        assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in expected.cells], \
+            f"solutions/{fresh.parent.name} is stale: run `make solutions` and commit"
+        executed = [c for c in committed.cells if c.cell_type == "code" and c.source.strip()]
+        assert all(c.execution_count for c in executed), "committed solutions must be executed"
+        assert not any(o.output_type == "error" for c in executed for o in c.outputs)
+
+
+def test_solution_version_strips_hidden_tests_and_markers(assignment):
+    nb = solution_version(nbformat.read(assignments()[assignment], as_version=4))
+    text = "".join(c.source for c in nb.cells)
+    assert "HIDDEN TESTS" not in text and "### BEGIN SOLUTION" not in text and "check(" not in text
