@@ -86,9 +86,9 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
 def fmt(value) -> str:
     """Short, stable text for a number or array in a diagnosis."""
     if isinstance(value, np.ndarray):
-        return np.array2string(value, precision=6, suppress_small=True, separator=", ")
+        return np.array2string(value, precision=8, suppress_small=True, separator=", ")
     if isinstance(value, (float, np.floating)):
-        return f"{float(value):.6g}"
+        return f"{float(value):.10g}"
     return repr(value)
 
 
@@ -109,9 +109,13 @@ def as_float(exercise: str, value, what: str) -> float:
     try:
         if isinstance(value, (str, bytes)):
             raise TypeError("text is not a number")
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+        kept = np.asarray(value)
+        array = kept.astype(np.float64)
+    except Exception:  # strings, objects, tensors that still require grad, ...
         raise CheckFailure(exercise, f"{what} should be a number, got {type(value).__name__}: {value!r}") from None
+    if kept.dtype in (np.float32, np.float16):
+        raise CheckFailure(exercise, f"{what} is a {kept.dtype} ({float(array)!r}), which keeps only ~{7 if kept.dtype == np.float32 else 3} "
+                                     "significant digits: compute in float64 (plain Python floats are float64).")
     if array.shape != ():
         raise CheckFailure(exercise, f"{what} should be a single number, got an array of shape {array.shape}")
     return float(array)

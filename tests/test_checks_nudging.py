@@ -156,7 +156,7 @@ def keeps_float32(f, x, h=1e-5):
     (flattened, ["returned shape (6,)", "flattened"]),
     (never_restores, ["changed its input x"]),
     (drifting_copy, ["put back"]),
-    (accepts_integers, ["integer array was accepted"]),
+    (accepts_integers, ["int64 array was accepted"]),
     (integer_error_without_dtype, ["names the dtype"]),
     (keeps_float32, ["float32", "float64 copy"]),
     (lambda f, x, h=1e-5: [0.0], ["return a numpy array"]),
@@ -273,3 +273,103 @@ def test_tanh_network_gradients_rejects_wrong_implementations(answer, phrases):
 def test_every_notebook_1_exercise_has_a_check():
     from autograder.checks import exercise_ids
     assert {"central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"} <= set(exercise_ids())
+
+
+# ------------------------------------------------------------------------------------------- found by red-teaming
+
+def ignores_h(f, x, h=1e-5):
+    return gradient_by_index(f, x, 1e-5)
+
+
+def forward_gradient(f, x, h=1e-5):
+    if x.dtype.kind != "f":
+        raise TypeError(f"dtype {x.dtype}")
+    work = x.astype(np.float64)
+    grad = np.zeros(work.shape)
+    base = f(work)
+    for index in np.ndindex(work.shape):
+        work[index] += h
+        grad[index] = (f(work) - base) / h
+        work[index] -= h
+    return grad
+
+
+def flat_view_trick(f, x, h=1e-5):
+    if x.dtype.kind != "f":
+        raise TypeError(f"dtype {x.dtype}")
+    work = np.array(x, dtype=np.float64)
+    flat = work.reshape(-1)  # a copy, not a view, when work is not C-contiguous
+    grad = np.zeros(flat.size)
+    for i in range(flat.size):
+        flat[i] += h
+        up = f(work)
+        flat[i] -= 2 * h
+        grad[i] = (up - f(work)) / (2 * h)
+        flat[i] += h
+    return grad.reshape(work.shape)
+
+
+def refuses_only_int64(f, x, h=1e-5):
+    if x.dtype == np.int64:
+        raise TypeError("int64")
+    return gradient_by_index(f, x.astype(np.float64), h)
+
+
+def refuses_without_naming_dtype(f, x, h=1e-5):
+    if x.dtype.kind != "f":
+        raise TypeError("needs floating point input")  # 'point' contains 'int': naming the dtype means naming it
+    return gradient_by_index(f, x, h)
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    (ignores_h, ["ignores the h argument"]),
+    (forward_gradient, ["forward difference"]),
+    (lambda f, x, h: gradient_by_index(f, x, h), ["TypeError"]),  # no default h
+    (lambda f, x, h=1e-5: gradient_by_index(f, x, h).astype(x.dtype), ["float64"]),
+    (refuses_only_int64, ["int32 array was accepted"]),
+    (refuses_without_naming_dtype, ["names the dtype"]),
+    (flat_view_trick, ["transposed view"]),
+    (lambda f, x, h=1e-5: np.zeros(x.shape) if x.size > 27 else gradient_by_index(f, x, h), ["received"]),
+])
+def test_numerical_gradient_rejects_red_team_answers(answer, phrases):
+    rejects("numerical_gradient", answer, *phrases)
+
+
+def test_numerical_gradient_accepts_numpy_scalar_for_0d_input():
+    def scalar_for_0d(f, x, h=1e-5):
+        grad = gradient_by_index(f, x, h)
+        return grad * 1.0  # numpy turns 0-d arithmetic into a np.float64 scalar
+    check("numerical_gradient", scalar_for_0d)
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    (lambda f, x, h: 0.0 if abs(x) > 2 else central(f, x, h), ["expected"]),
+    (lambda f, x, h: central(f, x, min(h, 0.1)), ["expected"]),
+    (lambda f, x, h: np.float32(central(f, x, h)), ["float32", "float64"]),
+])
+def test_central_difference_rejects_red_team_answers(answer, phrases):
+    rejects("central_difference", answer, *phrases)
+
+
+def test_log_square_trace_names_a_sign_slip():
+    rejects("log_square_trace", lambda x: {**trace(abs(x))}, "sign")
+
+
+def test_tensor_that_requires_grad_is_a_diagnosis_not_a_crash():
+    def tensors(x, w1, b1, w2, t):
+        return tuple(torch.tensor(g, requires_grad=True) for g in by_chain_rule(x, w1, b1, w2, t))
+    rejects("tanh_network_gradients", tensors, "should be a number")
+
+
+def test_tanh_slip_is_named_only_when_it_explains_both_probes():
+    one_minus_z = slip(lambda x, z, h, g, w2: (g * w2 * (1 - z) * x, g * w2 * (1 - z), g * h))
+    message = rejects("tanh_network_gradients", one_minus_z, "expected")
+    assert "1 - z²" not in message
+
+
+def test_answer_that_changes_between_calls_is_diagnosed():
+    calls = iter(range(10 ** 6))
+
+    def sometimes_wrong(f, x, h):
+        return central(f, x, h) * (1.5 if next(calls) == 30 else 1.0)
+    rejects("central_difference", sometimes_wrong, "")
