@@ -38,10 +38,12 @@ def main(argv: list[str] | None = None) -> int:
 def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
     from autograder.grading import UnusableNotebook, grade
 
-    if not as_json:
-        print(f"Grading {notebook} against the hidden tests (about 20 s)...", file=sys.stderr, flush=True)
+    def announce(assignment: str) -> None:
+        if not as_json:
+            print(f"Grading {notebook} ({assignment}) against the hidden tests, about 20 s...", file=sys.stderr, flush=True)
+
     try:
-        report = grade(notebook, feedback)
+        report = grade(notebook, feedback, on_start=announce)
     except UnusableNotebook as reason:
         print(f"cannot grade: {reason}", file=sys.stderr)
         return 2

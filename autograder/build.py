@@ -1,6 +1,8 @@
 """Generate the committed learner notebooks (``notebooks/``) and solution notebooks (``solutions/``) from ``source/``."""
 from __future__ import annotations
 
+import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -9,10 +11,16 @@ import nbformat
 from autograder.course import CELL_TIMEOUT_S, KERNEL_ARGS, REPO, assignments, configure, solution_version
 
 
-def release(dest: Path = REPO / "notebooks") -> list[Path]:
+def release(dest: Path = REPO / "notebooks", keep_edited: bool = False) -> list[Path]:
     """Run nbgrader generate_assignment for every assignment, writing ``dest/<name>/<name>.ipynb``.
 
-    The gradebook nbgrader needs on the way is kept in a temporary folder, so the repository stays clean.
+    Args:
+        dest: the release folder.
+        keep_edited: leave alone a notebook that has uncommitted changes (a learner's answers); ``make demo`` sets
+            it, ``make release`` does not.
+
+    Returns:
+        The notebooks written (a kept notebook is not among them).
 
     Raises:
         RuntimeError: nbgrader refused a source notebook (its log is in the message).
@@ -23,16 +31,28 @@ def release(dest: Path = REPO / "notebooks") -> list[Path]:
     written = []
     with tempfile.TemporaryDirectory(prefix="release-") as scratch:
         config = Config()
-        configure(config, release_directory=str(Path(dest).resolve()))
+        configure(config, release_directory=f"{scratch}/release")
         config.CourseDirectory.root = str(REPO)
-        config.CourseDirectory.db_url = f"sqlite:///{scratch}/gradebook.db"
+        config.CourseDirectory.db_url = f"sqlite:///{scratch}/gradebook.db"  # keep the repository free of a gradebook
         api = NbGraderAPI(config=config)
         for name in assignments():
             outcome = api.generate_assignment(name)
             if not outcome["success"]:
                 raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n{outcome.get('error') or outcome.get('log')}")
-            written.append(Path(dest) / name / f"{name}.ipynb")
+            fresh = Path(scratch) / "release" / name / f"{name}.ipynb"
+            target = Path(dest) / name / f"{name}.ipynb"
+            if target.exists() and target.read_bytes() != fresh.read_bytes() and keep_edited and has_local_edits(target):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(fresh, target)
+            written.append(target)
     return written
+
+
+def has_local_edits(path: Path) -> bool:
+    """True when git reports uncommitted changes to ``path``, or when git cannot tell (then assume the worst)."""
+    status = subprocess.run(["git", "status", "--porcelain", "--", str(path)], cwd=REPO, capture_output=True, text=True)
+    return status.returncode != 0 or bool(status.stdout.strip())
 
 
 def solutions(dest: Path = REPO / "solutions", execute: bool = True) -> list[Path]:
@@ -51,8 +71,20 @@ def solutions(dest: Path = REPO / "solutions", execute: bool = True) -> list[Pat
         if execute:
             NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", record_timing=False, extra_arguments=KERNEL_ARGS,
                            resources={"metadata": {"path": str(out.parent)}}).execute()
-        nbformat.write(nb, out)
+        nbformat.write(stable_widget_ids(nb), out)
         written.append(out)
     return written
+
+
+def stable_widget_ids(nb):
+    """Renumber widget model ids in creation order, so that re-executing an unchanged notebook changes no byte.
+
+    nbclient saves each widget under a random model id, in the order the kernel created them.
+    """
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    text = nbformat.writes(nb)
+    for number, model_id in enumerate(list(state)):
+        text = text.replace(model_id, f"{number:032x}")
+    return nbformat.reads(text, as_version=4)
 
 

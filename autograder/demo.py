@@ -29,19 +29,20 @@ MISTAKES = {
 
 
 def submissions(name: str) -> dict[str, nbformat.NotebookNode]:
-    """The demo class's notebooks for one assignment, by student id."""
+    """The demo class's notebooks for one assignment, by student id (after generate_assignment in the demo course)."""
     solved = solution_version(nbformat.read(assignments()[name], as_version=4))
     mistaken = nbformat.from_dict(solved)
     grade_id, wrong = MISTAKES[name]
     for cell in mistaken.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
             cell.source = wrong
-    untouched = nbformat.read(REPO / "notebooks" / name / f"{name}.ipynb", as_version=4)
+    untouched = nbformat.read(COURSE / "release" / name / f"{name}.ipynb", as_version=4)
     return {"full-marks": solved, "untouched": untouched, "mistake": mistaken}
 
 
-def nbgrader(*args: str) -> None:
+def run(*args: str) -> None:
     """Run one nbgrader command in the demo course; stop the demo with nbgrader's own log if it fails."""
+    print(f"   nbgrader {' '.join(args)}", flush=True)
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=COURSE, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"nbgrader {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
@@ -54,8 +55,11 @@ def step(text: str) -> float:
 
 def main() -> int:
     started = step("Regenerating learner notebooks in notebooks/ (nbgrader generate_assignment)")
-    for path in release():
-        print(f"   {path.relative_to(REPO)}")
+    written = release(keep_edited=True)
+    for name in assignments():
+        path = REPO / "notebooks" / name / f"{name}.ipynb"
+        note = "" if path in written else "  (kept: it has your uncommitted answers; `make release` overwrites it)"
+        print(f"   {path.relative_to(REPO)}{note}")
     step("Executing solution notebooks into solutions/")
     for path in solutions():
         print(f"   {path.relative_to(REPO)}")
@@ -66,15 +70,14 @@ def main() -> int:
     (COURSE / "nbgrader_config.py").write_text(
         "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n")
     for name in assignments():
+        run("generate_assignment", name, "--force")
         for student, nb in submissions(name).items():
             path = COURSE / "submitted" / student / name / f"{name}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, path)
-        for command in (["generate_assignment", name, "--force"], ["autograde", name, "--force"],
-                        ["generate_feedback", name, "--force"]):
-            print(f"   nbgrader {' '.join(command)}", flush=True)
-            nbgrader(*command)
-    nbgrader("export", "--to", "grades.csv")
+        run("autograde", name, "--force")
+        run("generate_feedback", name, "--force")
+    run("export", "--to", "grades.csv")
 
     step("Grades (nbgrader export -> build/demo-course/grades.csv)")
     with open(COURSE / "grades.csv") as table:

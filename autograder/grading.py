@@ -69,8 +69,10 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
     Raises:
         UnusableNotebook: with a one-line reason a learner can act on.
     """
-    if not path.is_file():
+    if not path.exists():
         raise UnusableNotebook(f"{path}: no such file")
+    if not path.is_file():
+        raise UnusableNotebook(f"{path}: a folder, not a notebook file")
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
@@ -93,12 +95,13 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
     return nb, best
 
 
-def grade(path: Path, feedback: Path | None = None) -> GradeReport:
+def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeReport:
     """Autograde a learner notebook with the hidden tests and return per-exercise scores and diagnoses.
 
     Args:
         path: the learner's .ipynb.
         feedback: where to write nbgrader's feedback HTML (hidden tests stripped); None for no feedback.
+        on_start: called with the assignment name once the notebook is known to be gradable.
 
     Raises:
         UnusableNotebook: the file cannot be graded (see read_submission).
@@ -108,6 +111,8 @@ def grade(path: Path, feedback: Path | None = None) -> GradeReport:
     from traitlets.config import Config
 
     nb, assignment = read_submission(path)
+    if on_start:
+        on_start(assignment)
     with tempfile.TemporaryDirectory(prefix="autograde-") as root:
         root = Path(root)
         shutil.copytree(assignments()[assignment].parent, root / "source" / assignment)
