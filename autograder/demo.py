@@ -19,12 +19,11 @@ from autograder.grading import results
 
 COURSE = REPO / "build" / "demo-course"
 
-# One realistic mistake per assignment: (answer cell grade_id, the wrong code a learner might write).
+# One realistic mistake per assignment: the answer cell's grade_id and the edits that turn its solution wrong.
 MISTAKES = {
-    "01_nudging": ("central_difference",
-                   "def central_difference(f, x, h):\n"
-                   "    # looks only to the right of x: a forward difference\n"
-                   "    return (f(x + h) - f(x)) / h\n"),
+    "01_nudging": ("central_difference", [("(f(x + h) - f(x - h)) / (2 * h)", "(f(x + h) - f(x)) / h")]),
+    "02_scalar_engine": ("value_node", [("self.grad += other.data * out.grad", "self.grad = other.data * out.grad"),
+                                        ("other.grad += self.data * out.grad", "other.grad = self.data * out.grad")]),
 }
 
 
@@ -32,10 +31,13 @@ def submissions(name: str) -> dict[str, nbformat.NotebookNode]:
     """The demo class's notebooks for one assignment, by student id (after generate_assignment in the demo course)."""
     solved = solution_version(nbformat.read(assignments()[name], as_version=4))
     mistaken = nbformat.from_dict(solved)
-    grade_id, wrong = MISTAKES[name]
+    grade_id, edits = MISTAKES[name]
     for cell in mistaken.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
-            cell.source = wrong
+            for right, wrong in edits:
+                if right not in cell.source:
+                    raise ValueError(f"demo mistake for {name} no longer matches its solution: {right!r}")
+                cell.source = cell.source.replace(right, wrong)
     untouched = nbformat.read(COURSE / "release" / name / f"{name}.ipynb", as_version=4)
     return {"full-marks": solved, "untouched": untouched, "mistake": mistaken}
 

@@ -63,3 +63,10 @@ def test_every_check_belongs_to_a_notebook():
 @pytest.mark.parametrize("folder", ["notebooks", "solutions"])
 def test_generated_folders_cover_every_assignment(folder):
     assert {p.parent.name for p in (REPO / folder).glob("*/*.ipynb")} == set(assignments())
+
+
+def test_demo_has_a_realistic_mistake_that_still_applies(assignment):
+    from autograder.demo import MISTAKES
+    grade_id, edits = MISTAKES[assignment]
+    cells = [c for c in source_nb(assignment).cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    assert len(cells) == 1 and all(right in cells[0].source for right, _ in edits)

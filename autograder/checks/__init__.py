@@ -39,8 +39,9 @@ def check(exercise_id: str, answer) -> None:
     except CheckFailure:
         raise
     except (Flaky, FlakyFailure):
-        raise CheckFailure(exercise_id, "your code gave different answers for the same input when called again: "
-                                        "does it keep state between calls (a counter, a cache, a global)?") from None
+        raise CheckFailure(exercise_id, "your code gave different answers for the same input when run again: does it "
+                                        "keep state between calls (a counter, a cache, a global), or depend on the "
+                                        "order in which a set is iterated (which changes from run to run)?") from None
     except Exception as error:  # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
         raise CheckFailure(exercise_id, f"the check could not use your answer ({type(error).__name__}: {error}); "
                                         "make sure it returns what the exercise asks for.") from None
@@ -52,4 +53,4 @@ def exercise_ids() -> list[str]:
 
 
 # Each module registers its checks on import; one module per notebook.
-from autograder.checks import nudging  # noqa: E402,F401
+from autograder.checks import nudging, scalar_engine  # noqa: E402,F401

@@ -1,0 +1,503 @@
+"""Checks for notebook 2, "A scalar engine": a micrograd-compatible ``Value`` built in five steps, and a tiny MLP.
+
+Learner graphs are compared with the same program run on torch float64 tensors (data and every leaf's grad,
+relative 1e-9) and, for a sample, with central differences. Worked numbers come from the course seeds:
+y = a·a at a = 3 has a.grad 6; exp at 2 has slope e² = 7.389; x = 2, a = x·x, y = a·a gives a.grad 8 and
+x.grad 32, then 16 and 96 after a second backward() without clearing (micrograd's behaviour).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from hypothesis import given, strategies as st
+
+from autograder.checks import exercise
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, fmt
+from autograder.oracles import central_differences
+
+CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
+
+
+# ------------------------------------------------------------------------------------------------ random programs
+
+@dataclass(frozen=True)
+class Step:
+    """One line of a random program: out = op(values[a], values[b]) or op(values[a]) or op(values[a], constant)."""
+    op: str
+    a: int
+    b: int
+    constant: float
+
+
+BINARY = ["+", "-", "*", "/"]
+REFLECTED = ["c+", "c-", "c*", "c/"]
+UNARY = ["neg", "**2", "**3", "**-1", "**0.5", "exp", "log", "tanh", "relu"]
+
+
+def programs(ops: list[str], max_steps: int = 8):
+    """Hypothesis strategy: (leaf values, steps). Operands index earlier values, so sub-expressions get reused."""
+    leaves = st.lists(st.floats(-2, 2).filter(lambda v: abs(v) > 0.05), min_size=1, max_size=3)
+    step = st.builds(Step, st.sampled_from(ops), st.integers(0, 10 ** 6), st.integers(0, 10 ** 6),
+                     st.sampled_from([-2.0, 0.5, 3.0]))
+    return st.tuples(leaves, st.lists(step, min_size=1, max_size=max_steps))
+
+
+def run_program(leaves, steps, make_leaf, lib):
+    """Run a program on Values (lib='value') or torch tensors (lib='torch'); unsafe steps become a scaling.
+
+    Returns (leaf objects, every value, a text listing of the program).
+    """
+    nodes = [make_leaf(v) for v in leaves]
+    lines = [f"v{i} = {v!r}" for i, v in enumerate(leaves)]
+    for step in steps:
+        x, y = nodes[step.a % len(nodes)], nodes[step.b % len(nodes)]
+        xi, yi = step.a % len(nodes), step.b % len(nodes)
+        xd, yd = _data(x), _data(y)
+        op = _safe(step.op, xd, yd, step.constant)
+        out, text = _apply(op, x, y, step.constant, lib, xi, yi)
+        nodes.append(out)
+        lines.append(f"v{len(nodes) - 1} = {text}")
+    return nodes[:len(leaves)], nodes, "; ".join(lines)
+
+
+def _data(node) -> float:
+    return float(node.item()) if isinstance(node, torch.Tensor) else float(node.data)
+
+
+def _safe(op, xd, yd, c):
+    """Keep every step inside its function's domain and away from overflow; otherwise scale by the constant,
+    which every exercise's Value supports."""
+    unsafe = ((op == "/" and abs(yd) < 0.2) or (op == "c/" and abs(xd) < 0.2) or (op == "**-1" and abs(xd) < 0.2)
+              or (op == "**0.5" and xd < 0.05) or (op == "log" and xd < 0.05) or (op == "exp" and xd > 5)
+              or (op in ("**2", "**3", "*") and max(abs(xd), abs(yd)) > 50) or (op == "relu" and abs(xd) < 1e-6))
+    return "c*" if unsafe else op
+
+
+def _apply(op, x, y, c, lib, xi, yi):
+    if op == "+": return x + y, f"v{xi} + v{yi}"
+    if op == "-": return x - y, f"v{xi} - v{yi}"
+    if op == "*": return x * y, f"v{xi} * v{yi}"
+    if op == "/": return x / y, f"v{xi} / v{yi}"
+    if op == "c+": return c + x, f"{c} + v{xi}"
+    if op == "c-": return c - x, f"{c} - v{xi}"
+    if op == "c*": return c * x, f"{c} * v{xi}"
+    if op == "c/": return c / x, f"{c} / v{xi}"
+    if op == "neg": return -x, f"-v{xi}"
+    if op.startswith("**"):
+        k = float(op[2:]) if "." in op else int(op[2:])
+        return x ** k, f"v{xi} ** {k}"
+    if lib == "torch":
+        fn = {"exp": torch.exp, "log": torch.log, "tanh": torch.tanh, "relu": torch.relu}[op]
+        return fn(x), f"v{xi}.{op}()"
+    return getattr(x, op)(), f"v{xi}.{op}()"
+
+
+def torch_program(leaves, steps):
+    """Data and leaf gradients of the program's last value, by torch.autograd in float64."""
+    tensors, nodes, _ = run_program(leaves, steps, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True),
+                                    "torch")
+    out = nodes[-1]
+    grads = torch.autograd.grad(out, tensors, allow_unused=True) if out.requires_grad else [None] * len(tensors)
+    return float(out.item()), [0.0 if g is None else float(g) for g in grads]
+
+
+def compare_program(ex, Value, leaves, steps, with_differences=False):
+    """Run a program on the learner's Value and on torch; raise CheckFailure naming the program on a mismatch."""
+    values, nodes, listing = call_learner(ex, run_program, leaves, steps, Value, "value")
+    out = nodes[-1]
+    expected_data, expected_grads = torch_program(leaves, steps)
+    got = as_float(ex, out.data, "the output's .data")
+    if not math.isclose(got, expected_data, rel_tol=1e-9, abs_tol=1e-12):
+        raise CheckFailure(ex, f"forward value differs from torch for the program\n  {listing}\n"
+                               f"expected {fmt(expected_data)}, received {fmt(got)}.")
+    call_learner(ex, out.backward, shown_input=listing)
+    grads = [as_float(ex, leaf.grad, "a leaf's .grad") for leaf in values]
+    for i, (g, e) in enumerate(zip(grads, expected_grads)):
+        if not math.isclose(g, e, rel_tol=1e-9, abs_tol=1e-9):
+            raise CheckFailure(ex, f"gradient of v{i} differs from torch.autograd for the program\n  {listing}\n"
+                                   f"expected {fmt(e)}, received {fmt(g)} (output = v{len(nodes) - 1}).")
+    if with_differences:
+        numeric = central_differences(lambda *xs: run_program(list(xs), steps, lambda v: torch.tensor(float(v), dtype=torch.float64), "torch")[1][-1].item(), *leaves)
+        for i, (g, n) in enumerate(zip(grads, numeric)):
+            if not math.isclose(g, float(n), rel_tol=1e-4, abs_tol=1e-5):
+                raise CheckFailure(ex, f"gradient of v{i} differs from central differences for\n  {listing}\n"
+                                       f"expected about {fmt(float(n))}, received {fmt(g)}.")
+
+
+# ------------------------------------------------------------------------------------------------ reference nodes
+
+class RefNode:
+    """A minimal correct node used to test topological_order and backward without the learner's Value.
+
+    Operations build nodes of the same class as their operand, so a subclass carrying a learner's backward()
+    propagates through the whole graph. ``backward_calls`` counts how often a node's _backward ran.
+    """
+
+    def __init__(self, data, children=(), op=""):
+        self.data = float(data)
+        self.grad = 0.0
+        self._prev = set(children)
+        self._op = op
+        self._backward = lambda: None
+        self.backward_calls = 0
+
+    def _wrap(self, out, rule):
+        def _backward():
+            out.backward_calls += 1
+            rule()
+        out._backward = _backward
+        return out
+
+    def __add__(self, other):
+        out = type(self)(self.data + other.data, (self, other), "+")
+
+        def rule():
+            self.grad += out.grad
+            other.grad += out.grad
+        return self._wrap(out, rule)
+
+    def __mul__(self, other):
+        out = type(self)(self.data * other.data, (self, other), "*")
+
+        def rule():
+            self.grad += other.data * out.grad
+            other.grad += self.data * out.grad
+        return self._wrap(out, rule)
+
+    def tanh(self):
+        out = type(self)(math.tanh(self.data), (self,), "tanh")
+
+        def rule():
+            self.grad += (1 - out.data ** 2) * out.grad
+        return self._wrap(out, rule)
+
+
+def ref_chain(length, cls=RefNode):
+    """x -> tanh -> tanh -> ... : a chain deeper than the recursion limit. Returns (x, the last node)."""
+    x = node = cls(0.5)
+    for _ in range(length):
+        node = node.tanh()
+    return x, node
+
+
+# ------------------------------------------------------------------------------------------------ value_node
+
+@exercise("value_node")
+def check_value_node(Value) -> None:
+    ex = "value_node"
+    v = call_learner(ex, Value, 2.0, shown_input="Value(2.0)")
+    if as_float(ex, getattr(v, "data", None), "Value(2.0).data") != 2.0:
+        raise CheckFailure(ex, f"Value(2.0).data should be 2.0, got {getattr(v, 'data', None)!r}")
+    if getattr(v, "grad", None) != 0:
+        raise CheckFailure(ex, f"a new Value's .grad should start at 0.0, got {getattr(v, 'grad', None)!r}")
+
+    for op, a, b, expected, grads in (("+", 2.0, -3.0, -1.0, (1.0, 1.0)), ("*", 2.0, -3.0, -6.0, (-3.0, 2.0))):
+        x, y = Value(a), Value(b)
+        out = call_learner(ex, (lambda p, q: p + q) if op == "+" else (lambda p, q: p * q), x, y,
+                           shown_input=f"Value({a}) {op} Value({b})")
+        if as_float(ex, out.data, "the result's .data") != expected:
+            raise CheckFailure(ex, f"Value({a}) {op} Value({b}) should have data {expected}, got {out.data!r}")
+        if set(getattr(out, "_prev", ())) != {x, y}:
+            raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
+        out.grad = 5.0
+        call_learner(ex, out._backward, shown_input=f"out = Value({a}) {op} Value({b}); out.grad = 5; out._backward()")
+        got = (x.grad, y.grad)
+        want = (5.0 * grads[0], 5.0 * grads[1])
+        if got != want:
+            rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
+                    "multiply sends each input upstream × the other input's data")
+            raise CheckFailure(ex, f"{rule}. out = Value({a}) {op} Value({b}) with out.grad = 5: expected input grads "
+                                   f"{want}, received {got}.")
+
+    # A shared node: y = a·a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6.
+    a = Value(3.0)
+    y = a * a
+    y.grad = 1.0
+    call_learner(ex, y._backward, shown_input="a = Value(3.0); y = a * a; y.grad = 1; y._backward()")
+    if a.grad == 3.0:
+        raise CheckFailure(ex, "y = a * a at a = 3 gave a.grad = 3, not 6. a is a shared node: it is both inputs of "
+                               "the multiply, and the second edge overwrote the first. Accumulate with +=.")
+    if a.grad != 6.0:
+        raise CheckFailure(ex, f"y = a * a at a = 3 should give a.grad = 6, received {a.grad!r}.")
+
+    # Plain numbers are wrapped: Value + 1 and Value * 2.
+    for expr, fn, want in (("Value(2.0) + 1", lambda p: p + 1, 3.0), ("Value(2.0) * 3", lambda p: p * 3, 6.0)):
+        out = call_learner(ex, fn, Value(2.0), shown_input=expr)
+        if as_float(ex, getattr(out, "data", out), expr) != want:
+            raise CheckFailure(ex, f"{expr} should have data {want}: wrap plain numbers in a Value.")
+
+
+def require_value_node(ex, Value) -> None:
+    """Later exercises run on the learner's Value: name a broken exercise 1 instead of a puzzling later mismatch."""
+    try:
+        check_value_node(Value)
+    except CheckFailure as failure:
+        raise CheckFailure(ex, f"this exercise builds on exercise value_node, which fails first: {failure.message}") from None
+
+
+# ------------------------------------------------------------------------------------------------ topological_order
+
+def _reachable(root):
+    seen, stack = {id(root): root}, [root]
+    while stack:
+        for child in stack.pop()._prev:
+            if id(child) not in seen:
+                seen[id(child)] = child
+                stack.append(child)
+    return seen
+
+
+def _check_order(ex, order, root, shown):
+    if not isinstance(order, (list, tuple)):
+        raise CheckFailure(ex, f"return a list of nodes, got {type(order).__name__} ({shown})")
+    ids = [id(n) for n in order]
+    if len(ids) != len(set(ids)):
+        raise CheckFailure(ex, f"a node appears more than once in the order ({shown}): keep a set of visited nodes "
+                               "so that a node reached along several paths is added once.")
+    reachable = _reachable(root)
+    if set(ids) != set(reachable):
+        raise CheckFailure(ex, f"the order has {len(ids)} nodes but {len(reachable)} are reachable from the root ({shown}).")
+    position = {id(n): i for i, n in enumerate(order)}
+    if position[id(root)] != len(order) - 1:
+        if position[id(root)] == 0:
+            raise CheckFailure(ex, f"the root comes first ({shown}): return inputs first and the root last; "
+                                   "backward() walks the list reversed.")
+        raise CheckFailure(ex, f"the root must be the last node ({shown}).")
+    for node in order:
+        for child in node._prev:
+            if position[id(child)] > position[id(node)]:
+                raise CheckFailure(ex, f"a node comes before one of its inputs ({shown}): every node must come after "
+                                       "all the nodes it was computed from.")
+
+
+@exercise("topological_order")
+def check_topological_order(topological_order) -> None:
+    ex = "topological_order"
+    x = RefNode(2.0)
+    a = x * x
+    y = a * x + a  # x reached along three paths, a along two
+    _check_order(ex, call_learner(ex, topological_order, y, shown_input="y = (x*x)*x + x*x"), y, "y = (x*x)*x + x*x")
+
+    # Twenty diamonds d_i = a_i + a_i·k: whichever way a set orders a_i and a_i·k, a walk that marks nodes when
+    # pushing rather than when expanding gets about half of them wrong, so this probe cannot pass by luck.
+    total = RefNode(0.0)
+    for i in range(20):
+        a = RefNode(float(i))
+        total = total + (a + a * RefNode(2.0))
+    _check_order(ex, call_learner(ex, topological_order, total, shown_input="a sum of 20 diamonds a + a·k"), total,
+                 "a sum of 20 diamonds a + a·k")
+
+    _, end = ref_chain(CHAIN_LENGTH)
+    try:
+        order = call_learner(ex, topological_order, end, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")
+    except CheckFailure as failure:
+        if isinstance(failure.cause, RecursionError):
+            raise CheckFailure(ex, f"RecursionError on a chain of {CHAIN_LENGTH} nodes: a recursive walk needs one Python "
+                                   "stack frame per node and Python allows about 1,000. Keep your own stack (a list) "
+                                   "instead of recursing.") from None
+        raise
+    _check_order(ex, order, end, f"a chain of {CHAIN_LENGTH} nodes")
+
+    @RANDOM_CASES
+    @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.booleans()), min_size=1, max_size=25))
+    def random_dag(recipe):
+        nodes = [RefNode(1.0), RefNode(2.0)]
+        for i, j, multiply in recipe:
+            p, q = nodes[i % len(nodes)], nodes[j % len(nodes)]
+            nodes.append(p * q if multiply else p + q)
+        shown = f"a random graph of {len(nodes)} nodes with shared inputs"
+        _check_order(ex, call_learner(ex, topological_order, nodes[-1], shown_input=shown), nodes[-1], shown)
+
+    random_dag()
+
+
+# ------------------------------------------------------------------------------------------------ backward
+
+@exercise("backward")
+def check_backward(backward) -> None:
+    ex = "backward"
+
+    class Node(RefNode):
+        pass
+
+    Node.backward = backward
+
+    # Seed 002: x = 2, a = x·x, y = a·a.
+    x = Node(2.0)
+    a = x * x
+    y = a * a
+    call_learner(ex, y.backward, shown_input="x = 2; a = x*x; y = a*a; y.backward()")
+    if as_float(ex, y.grad, "y.grad") == 0 and x.grad == 0:
+        raise CheckFailure(ex, "every gradient stayed 0: the output's gradient must be seeded with 1 (dy/dy = 1) "
+                               "before walking the graph.")
+    if (a.grad, x.grad) != (8.0, 32.0):
+        if (a.grad, x.grad) == (8.0, 0.0) or x.grad < 32.0:
+            why = ("x's gradient is incomplete: a node was processed before all its consumers had contributed. "
+                   "Walk reversed(topological_order(self)).")
+        else:
+            why = "expected a.grad = 8 and x.grad = 32."
+        raise CheckFailure(ex, f"{why}\nx = 2; a = x*x; y = a*a; y.backward(): received a.grad = {a.grad}, x.grad = {x.grad}.")
+    call_learner(ex, y.backward, shown_input="a second y.backward() without clearing")
+    if (a.grad, x.grad) != (16.0, 96.0):
+        raise CheckFailure(ex, f"after a second y.backward() without clearing, micrograd gives a.grad = 16 and x.grad = 96 "
+                               f"(every node accumulates); received {a.grad} and {x.grad}. backward() should set only the "
+                               "output's grad to 1 and leave the others to accumulate with +=.")
+
+    # Two paths from a to the output: a walk that follows paths runs a's rule twice and doubles x's gradient.
+    x = Node(0.5)
+    a = x.tanh()
+    y = a * Node(2.0) + a * Node(3.0)
+    call_learner(ex, y.backward, shown_input="a = tanh(x); y = 2a + 3a; y.backward()")
+    if a.backward_calls > 1:
+        raise CheckFailure(ex, f"a node's _backward ran {a.backward_calls} times in one pass (a = tanh(x) feeds two "
+                               "products): a walk that follows every path runs a shared node once per path and "
+                               "counts its gradient again each time. Run each node once, in reverse topological order.")
+    expected = 5 * (1 - math.tanh(0.5) ** 2)
+    if not math.isclose(as_float(ex, x.grad, "x.grad"), expected, rel_tol=1e-9):
+        raise CheckFailure(ex, f"a = tanh(x); y = 2a + 3a at x = 0.5: expected x.grad = {fmt(expected)}, received {fmt(x.grad)}.")
+
+    # Deep graph: no recursion anywhere in the pass.
+    chain_x, end = ref_chain(CHAIN_LENGTH, Node)
+    try:
+        call_learner(ex, end.backward, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")
+    except CheckFailure as failure:
+        if isinstance(failure.cause, RecursionError):
+            raise CheckFailure(ex, f"RecursionError on a chain of {CHAIN_LENGTH} nodes: use an iterative "
+                                   "topological_order (an explicit stack).") from None
+        raise
+    expected = 1.0
+    value = 0.5
+    for _ in range(CHAIN_LENGTH):
+        value = math.tanh(value)
+        expected *= 1 - value ** 2
+    if not math.isclose(chain_x.grad, expected, rel_tol=1e-9, abs_tol=1e-300):
+        raise CheckFailure(ex, f"chain of {CHAIN_LENGTH} tanh nodes: expected x.grad = {expected!r}, received {chain_x.grad!r}")
+
+
+# ------------------------------------------------------------------------------------------------ derived_operators
+
+@exercise("derived_operators")
+def check_derived_operators(Value) -> None:
+    ex = "derived_operators"
+    require_value_node(ex, Value)
+    probes = [
+        ("5 - Value(2.0)", lambda: 5 - Value(2.0), 3.0,
+         "5 - v must be 5 - v.data = 3, not v - 5: in __rsub__, self is the right operand."),
+        ("1 / Value(4.0)", lambda: 1 / Value(4.0), 0.25,
+         "1 / v must be 1 / v.data = 0.25, not v / 1: in __rtruediv__, self is the right operand."),
+        ("3 + Value(2.0)", lambda: 3 + Value(2.0), 5.0, "3 + v needs __radd__."),
+        ("2 * Value(2.5)", lambda: 2 * Value(2.5), 5.0, "2 * v needs __rmul__."),
+        ("-Value(2.0)", lambda: -Value(2.0), -2.0, "unary minus needs __neg__."),
+        ("Value(7.0) - 2", lambda: Value(7.0) - 2, 5.0, "v - 2 needs __sub__."),
+        ("Value(3.0) / 2", lambda: Value(3.0) / 2, 1.5, "v / 2 needs __truediv__."),
+        ("Value(3.0) ** 2", lambda: Value(3.0) ** 2, 9.0, "v ** 2 needs __pow__ with a number exponent."),
+    ]
+    for shown, make, want, why in probes:
+        out = call_learner(ex, make, shown_input=shown)
+        got = as_float(ex, getattr(out, "data", None), f"({shown}).data")
+        if not math.isclose(got, want, rel_tol=1e-12):
+            raise CheckFailure(ex, f"{why}\n{shown}: expected data {want}, received {got}.")
+
+    x = Value(2.0)
+    y = x ** 3
+    call_learner(ex, y.backward, shown_input="x = Value(2.0); (x ** 3).backward()")
+    if not math.isclose(as_float(ex, x.grad, "x.grad"), 12.0, rel_tol=1e-12):
+        raise CheckFailure(ex, f"x ** 3 at x = 2: local derivative 3·x² = 12, received x.grad = {x.grad}.")
+
+    @RANDOM_CASES
+    @given(programs(BINARY + REFLECTED + ["neg", "**2", "**3", "**-1", "**0.5"]))
+    def random_case(program):
+        compare_program(ex, Value, *program)
+
+    random_case()
+
+
+# ------------------------------------------------------------------------------------------------ nonlinearities
+
+@exercise("nonlinearities")
+def check_nonlinearities(Value) -> None:
+    ex = "nonlinearities"
+    require_value_node(ex, Value)
+    cases = [
+        ("exp", 2.0, math.exp(2.0), math.exp(2.0),
+         {2.0: "exp's local derivative is its output e^x (here 7.389), not its input x."}),
+        ("log", 2.0, math.log(2.0), 0.5, {math.log(2.0): "log's local derivative is 1/x, not log(x)."}),
+        ("tanh", 0.5, math.tanh(0.5), 1 - math.tanh(0.5) ** 2,
+         {1 - 0.25: "tanh's local derivative is 1 - tanh(x)², using the output; 1 - x² uses the input."}),
+        ("relu", -1.5, 0.0, 0.0, {1.0: "relu passes gradient only where the output is positive: at x = -1.5 it is 0."}),
+        ("relu", 2.0, 2.0, 1.0, {}),
+        ("tanh", 1000.0, 1.0, 0.0, {}),
+        ("tanh", -1000.0, -1.0, 0.0, {}),
+    ]
+    for op, x0, want_data, want_grad, slips in cases:
+        shown = f"Value({x0}).{op}()"
+        x = Value(x0)
+        overflow = "A formula through exp(2x) overflows at large inputs; math.tanh does not."
+        try:
+            out = call_learner(ex, lambda: getattr(x, op)(), shown_input=shown)
+        except CheckFailure as failure:
+            if isinstance(failure.cause, OverflowError):
+                raise CheckFailure(ex, f"{shown} raised OverflowError. {overflow}") from None
+            raise
+        got = as_float(ex, getattr(out, "data", None), f"{shown}.data")
+        if math.isnan(got) or not math.isclose(got, want_data, rel_tol=1e-12, abs_tol=1e-300):
+            hint = f" {overflow}" if op == "tanh" and abs(x0) > 100 else ""
+            raise CheckFailure(ex, f"{shown} should be {want_data!r}, received {got!r}.{hint}")
+        call_learner(ex, out.backward, shown_input=f"{shown}.backward()")
+        grad = as_float(ex, x.grad, "x.grad")
+        if not math.isclose(grad, want_grad, rel_tol=1e-9, abs_tol=1e-12):
+            for wrong, why in slips.items():
+                if math.isclose(grad, wrong, rel_tol=1e-9):
+                    raise CheckFailure(ex, f"{why}\n{shown}: expected x.grad = {fmt(want_grad)}, received {fmt(grad)}.")
+            raise CheckFailure(ex, f"{shown}: expected x.grad = {fmt(want_grad)}, received {fmt(grad)}.")
+
+    @RANDOM_CASES
+    @given(programs(BINARY + REFLECTED + UNARY), st.booleans())
+    def random_case(program, with_differences):
+        compare_program(ex, Value, *program, with_differences=with_differences)
+
+    random_case()
+
+
+# ------------------------------------------------------------------------------------------------ mlp
+
+@exercise("mlp")
+def check_mlp(MLP) -> None:
+    ex = "mlp"
+    model = call_learner(ex, MLP, 3, [4, 4, 1], shown_input="MLP(3, [4, 4, 1])")
+    params = call_learner(ex, model.parameters, shown_input="MLP(3, [4, 4, 1]).parameters()")
+    if params:
+        require_value_node(ex, type(params[0]))
+    if len(params) != 41 or len({id(p) for p in params}) != 41:
+        raise CheckFailure(ex, f"MLP(3, [4, 4, 1]) has (3+1)·4 + (4+1)·4 + (4+1)·1 = 41 distinct parameters; "
+                               f"parameters() returned {len(params)} ({len({id(p) for p in params})} distinct).")
+    inputs = [0.5, -1.0, 2.0]
+    out = call_learner(ex, model, inputs, shown_input="model([0.5, -1.0, 2.0])")
+    if isinstance(out, list):
+        if len(out) != 1:
+            raise CheckFailure(ex, f"the last layer has one neuron, so the model returns one Value, got {len(out)}")
+        out = out[0]
+    # The same network in torch: per neuron its weights then its bias; ReLU on every layer but the last.
+    flat = torch.tensor([as_float(ex, p.data, "a parameter's data") for p in params], dtype=torch.float64,
+                        requires_grad=True)
+    h, start = torch.tensor(inputs, dtype=torch.float64), 0
+    for layer, (n_in, n_out) in enumerate(((3, 4), (4, 4), (4, 1))):
+        block = flat[start:start + n_out * (n_in + 1)].reshape(n_out, n_in + 1)
+        start += n_out * (n_in + 1)
+        h = block[:, :n_in] @ h + block[:, n_in]
+        h = torch.relu(h) if layer < 2 else h
+    if not math.isclose(as_float(ex, out.data, "the model's output"), h.item(), rel_tol=1e-9, abs_tol=1e-12):
+        raise CheckFailure(ex, f"model([0.5, -1.0, 2.0]) = {out.data!r}, but the same weights in torch give {h.item()!r}. "
+                               "Expected: each neuron computes sum(w·x) + b, ReLU on every layer except the last, and "
+                               "parameters() lists each neuron's weights then its bias, layer by layer.")
+    call_learner(ex, out.backward, shown_input="model(x).backward()")
+    (expected,) = torch.autograd.grad(h, flat)
+    got = np.array([as_float(ex, p.grad, "a parameter's grad") for p in params])
+    if not np.allclose(got, expected.numpy(), rtol=1e-9, atol=1e-12):
+        raise CheckFailure(ex, f"parameter gradients differ from torch: expected {fmt(expected.numpy())}, received {fmt(got)}")
+    call_learner(ex, model.zero_grad, shown_input="model.zero_grad()")
+    if any(p.grad != 0 for p in model.parameters()):
+        raise CheckFailure(ex, "zero_grad() must set every parameter's grad back to 0.")

@@ -1,0 +1,393 @@
+"""Notebook 2 checks: a wrong implementation per misconception probe is rejected with that probe's message, and
+correct alternatives (subtraction built from add and negate, or implemented directly; DFS or Kahn ordering) pass.
+"""
+import math
+import random
+from collections import deque
+
+import pytest
+
+from autograder import CheckFailure, check
+
+
+def rejects(exercise_id, answer, *phrases):
+    with pytest.raises(CheckFailure) as info:
+        check(exercise_id, answer)
+    for phrase in phrases:
+        assert phrase in info.value.message, info.value.message
+    return info.value.message
+
+
+# ------------------------------------------------------------------------------------------- ordering and backward
+
+def order_by_stack(root):
+    order, visited, stack = [], set(), [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+        elif node not in visited:
+            visited.add(node)
+            stack.append((node, True))
+            stack.extend((child, False) for child in node._prev if child not in visited)
+    return order
+
+
+def order_by_kahn(root):
+    """Kahn's algorithm: count each node's consumers, emit a node once all of them are emitted, then reverse."""
+    consumers, seen, todo = {}, {root}, [root]
+    while todo:
+        node = todo.pop()
+        for child in node._prev:
+            consumers[child] = consumers.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    ready, emitted = deque([root]), []
+    while ready:
+        node = ready.popleft()
+        emitted.append(node)
+        for child in node._prev:
+            consumers[child] -= 1
+            if consumers[child] == 0:
+                ready.append(child)
+    return emitted[::-1]
+
+
+def order_recursive(root):
+    order, visited = [], set()
+
+    def visit(node):
+        if node not in visited:
+            visited.add(node)
+            for child in node._prev:
+                visit(child)
+            order.append(node)
+    visit(root)
+    return order
+
+
+def order_without_visited(root):
+    order, stack = [], [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+        else:
+            stack.append((node, True))
+            stack.extend((child, False) for child in node._prev)
+    return order
+
+
+def order_marked_on_push(root):
+    """The classic slip: marking a node visited when pushed lets a consumer be appended before it."""
+    order, visited, stack = [], {root}, [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for child in node._prev:
+            if child not in visited:
+                visited.add(child)
+                stack.append((child, False))
+    return order
+
+
+@pytest.mark.parametrize("answer", [order_by_stack, order_by_kahn])
+def test_topological_order_accepts_correct_alternatives(answer):
+    check("topological_order", answer)
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    (order_recursive, ["RecursionError", "stack"]),
+    (order_without_visited, ["more than once"]),
+    (lambda root: order_by_stack(root)[::-1], ["root comes first"]),
+    (order_marked_on_push, ["comes before one of its inputs"]),
+    (lambda root: order_by_stack(root)[1:], ["reachable"]),
+])
+def test_topological_order_rejects_wrong_implementations(answer, phrases):
+    rejects("topological_order", answer, *phrases)
+
+
+def backward_reference(self):
+    order = order_by_stack(self)
+    self.grad = 1.0
+    for node in reversed(order):
+        node._backward()
+
+
+def backward_kahn(self):
+    self.grad = 1.0
+    for node in reversed(order_by_kahn(self)):
+        node._backward()
+
+
+def backward_per_path(self):
+    """Recursive walk that follows every path: shared nodes run once per path."""
+    self.grad = 1.0
+    stack = [self]
+    while stack:
+        node = stack.pop()
+        node._backward()
+        stack.extend(node._prev)
+
+
+def backward_forward_order(self):
+    self.grad = 1.0
+    for node in order_by_stack(self):
+        node._backward()
+
+
+def backward_without_seed(self):
+    for node in reversed(order_by_stack(self)):
+        node._backward()
+
+
+def backward_that_clears(self):
+    order = order_by_stack(self)
+    for node in order:
+        node.grad = 0.0
+    self.grad = 1.0
+    for node in reversed(order):
+        node._backward()
+
+
+def backward_recursive(self):
+    self.grad = 1.0
+    for node in reversed(order_recursive(self)):
+        node._backward()
+
+
+@pytest.mark.parametrize("answer", [backward_reference, backward_kahn])
+def test_backward_accepts_correct_alternatives(answer):
+    check("backward", answer)
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    (backward_per_path, ["ran 2 times", "once per path"]),
+    (backward_forward_order, ["processed before all its consumers"]),
+    (backward_without_seed, ["seeded with 1"]),
+    (backward_that_clears, ["accumulates"]),
+    (backward_recursive, ["RecursionError"]),
+])
+def test_backward_rejects_wrong_implementations(answer, phrases):
+    rejects("backward", answer, *phrases)
+
+
+# ------------------------------------------------------------------------------------------- Value variants
+
+def make_value(slip=None, direct=False):
+    """A micrograd-style Value; `slip` plants one known mistake, `direct` gives - and / their own local rules."""
+
+    class Value:
+        def __init__(self, data, _children=(), _op=""):
+            self.data = data
+            self.grad = 0.0
+            self._backward = lambda: None
+            self._prev = set(_children)
+            self._op = _op
+
+        def _unary(self, data, op, local):
+            out = Value(data, (self,), op)
+
+            def _backward():
+                self.grad += local(out) * out.grad
+            out._backward = _backward
+            return out
+
+        def __add__(self, other):
+            other = other if isinstance(other, Value) else Value(other)
+            out = Value(self.data + other.data, (self, other), "+")
+
+            def _backward():
+                if slip == "overwrite":
+                    self.grad = out.grad
+                    other.grad = out.grad
+                else:
+                    self.grad += out.grad
+                    other.grad += out.grad
+            out._backward = _backward
+            return out
+
+        def __mul__(self, other):
+            other = other if isinstance(other, Value) else Value(other)
+            out = Value(self.data * other.data, (self, other), "*")
+
+            def _backward():
+                if slip == "overwrite":
+                    self.grad = other.data * out.grad
+                    other.grad = self.data * out.grad
+                else:
+                    self.grad += other.data * out.grad
+                    other.grad += self.data * out.grad
+            out._backward = _backward
+            return out
+
+        def __pow__(self, k):
+            return self._unary(self.data ** k, f"**{k}", lambda out: k * self.data ** (k - 1))
+
+        def __neg__(self):
+            return self * -1
+
+        def __radd__(self, other):
+            return self + other
+
+        def __rmul__(self, other):
+            return self * other
+
+        def __sub__(self, other):
+            if not direct:
+                return self + (-other)
+            other = other if isinstance(other, Value) else Value(other)
+            out = Value(self.data - other.data, (self, other), "-")
+
+            def _backward():
+                self.grad += out.grad
+                other.grad -= out.grad
+            out._backward = _backward
+            return out
+
+        def __rsub__(self, other):
+            if slip == "swapped reflection":
+                return self - other
+            return Value(other) - self if direct else other + (-self)
+
+        def __truediv__(self, other):
+            if not direct:
+                return self * other ** -1
+            other = other if isinstance(other, Value) else Value(other)
+            out = Value(self.data / other.data, (self, other), "/")
+
+            def _backward():
+                self.grad += out.grad / other.data
+                other.grad += -self.data / other.data ** 2 * out.grad
+            out._backward = _backward
+            return out
+
+        def __rtruediv__(self, other):
+            if slip == "swapped reflection":
+                return self / other
+            return Value(other) / self if direct else other * self ** -1
+
+        def exp(self):
+            return self._unary(math.exp(self.data), "exp",
+                               lambda out: self.data if slip == "exp uses input" else out.data)
+
+        def log(self):
+            return self._unary(math.log(self.data), "log", lambda out: 1 / self.data)
+
+        def tanh(self):
+            if slip == "tanh via exp":
+                e = math.exp(2 * self.data)
+                t = (e - 1) / (e + 1)
+            else:
+                t = math.tanh(self.data)
+            return self._unary(t, "tanh", lambda out: 1 - out.data ** 2)
+
+        def relu(self):
+            return self._unary(max(self.data, 0.0), "ReLU", lambda out: float(out.data > 0))
+
+        def backward(self):
+            backward_reference(self)
+
+    return Value
+
+
+@pytest.mark.parametrize("exercise_id", ["value_node", "derived_operators", "nonlinearities"])
+@pytest.mark.parametrize("direct", [False, True], ids=["built from add and negate", "own local rules"])
+def test_value_exercises_accept_correct_alternatives(exercise_id, direct):
+    check(exercise_id, make_value(direct=direct))
+
+
+@pytest.mark.parametrize("exercise_id, slip, phrases", [
+    ("value_node", "overwrite", ["shared node", "+="]),
+    ("derived_operators", "swapped reflection", ["self is the right operand"]),
+    ("nonlinearities", "exp uses input", ["its output", "not its input"]),
+    ("nonlinearities", "tanh via exp", ["overflows"]),
+])
+def test_value_exercises_reject_each_misconception(exercise_id, slip, phrases):
+    rejects(exercise_id, make_value(slip), *phrases)
+
+
+def test_value_node_rejects_a_graph_without_edges():
+    class Forgetful(make_value()):
+        def __mul__(self, other):
+            out = super().__mul__(other)
+            out._prev = set()
+            return out
+    rejects("value_node", Forgetful, "_prev")
+
+
+def test_derived_operators_reject_a_wrong_power_rule():
+    class WrongPower(make_value()):
+        def __pow__(self, k):
+            return self._unary(self.data ** k, f"**{k}", lambda out: k * self.data ** k)
+    rejects("derived_operators", WrongPower, "x ** 3")
+
+
+# ------------------------------------------------------------------------------------------- mlp
+
+Value = make_value()
+
+
+class Module:
+    def zero_grad(self):
+        for p in self.parameters():
+            p.grad = 0.0
+
+
+def make_mlp(hidden_activation="relu", bias_first=False, keeps_grads=False):
+    class Neuron(Module):
+        def __init__(self, n_inputs, nonlinear=True):
+            self.w = [Value(random.uniform(-1, 1)) for _ in range(n_inputs)]
+            self.b = Value(0.1)
+            self.nonlinear = nonlinear
+
+        def __call__(self, x):
+            total = self.b
+            for wi, xi in zip(self.w, x):
+                total = total + wi * xi
+            return getattr(total, hidden_activation)() if self.nonlinear else total
+
+        def parameters(self):
+            return [self.b] + self.w if bias_first else self.w + [self.b]
+
+    class MLP(Module):
+        def __init__(self, n_inputs, sizes):
+            dims = [n_inputs] + list(sizes)
+            self.layers = [[Neuron(dims[i], nonlinear=i < len(sizes) - 1) for _ in range(dims[i + 1])]
+                           for i in range(len(sizes))]
+
+        def __call__(self, x):
+            for layer in self.layers:
+                x = [neuron(x) for neuron in layer]
+            return x[0] if len(x) == 1 else x
+
+        def parameters(self):
+            return [p for layer in self.layers for neuron in layer for p in neuron.parameters()]
+
+        def zero_grad(self):
+            if not keeps_grads:
+                super().zero_grad()
+
+    return MLP
+
+
+def test_mlp_accepts_a_layerless_alternative():
+    check("mlp", make_mlp())
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    (make_mlp(hidden_activation="tanh"), ["ReLU on every layer except the last"]),
+    (make_mlp(bias_first=True), ["weights then its bias"]),
+    (make_mlp(keeps_grads=True), ["zero_grad"]),
+])
+def test_mlp_rejects_wrong_implementations(answer, phrases):
+    rejects("mlp", answer, *phrases)
+
+
+@pytest.mark.parametrize("exercise_id", ["derived_operators", "nonlinearities"])
+def test_later_exercises_name_a_broken_value_node(exercise_id):
+    rejects(exercise_id, make_value("overwrite"), "builds on exercise value_node", "shared node")
