@@ -79,19 +79,18 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
         raise UnusableNotebook(f"{path}: not a readable Jupyter notebook ({type(error).__name__}: "
                                f"{str(error).splitlines()[0] if str(error) else ''})") from None
     present = {meta.get("grade_id") for meta in nbgrader_cells(nb)}
-    best, missing = None, None
-    for name, source in assignments().items():
-        expected = [meta["grade_id"] for meta in nbgrader_cells(nbformat.read(source, as_version=4))]
-        if present & set(expected) and (best is None or len(present & set(expected)) > overlap):
-            best, overlap = name, len(present & set(expected))
-            missing = [g for g in expected if g not in present]
-    if best is None:
+    expected = {name: [meta["grade_id"] for meta in nbgrader_cells(nbformat.read(source, as_version=4))]
+                for name, source in assignments().items()}
+    best = max(expected, key=lambda name: len(present & set(expected[name])), default=None)
+    if best is None or not present & set(expected[best]):
         raise UnusableNotebook(f"{path}: not a notebook of this course (no exercise cells of any assignment in "
                                f"{', '.join(assignments())}); grade the copy you worked in under notebooks/")
+    missing = [grade_id for grade_id in expected[best] if grade_id not in present]
     if missing:
-        raise UnusableNotebook(f"{path}: exercise cells were deleted or lost their metadata ({', '.join(missing)}); "
-                               f"copy your answers into a fresh notebooks/{best}/{best}.ipynb "
-                               f"(git checkout -- notebooks/{best}) and grade that")
+        fresh = f"notebooks/{best}/{best}.ipynb"
+        raise UnusableNotebook(f"{path}: exercise cells were deleted or lost their metadata ({', '.join(missing)}). "
+                               f"Save your answers elsewhere, restore a fresh copy (git checkout -- {fresh}), "
+                               "paste your answers back into its answer cells, and grade that")
     return nb, best
 
 
