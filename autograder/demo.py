@@ -24,6 +24,7 @@ MISTAKES = {
     "01_nudging": ("central_difference", [("(f(x + h) - f(x - h)) / (2 * h)", "(f(x + h) - f(x)) / h")]),
     "02_scalar_engine": ("value_node", [("self.grad += other.data * out.grad", "self.grad = other.data * out.grad"),
                                         ("other.grad += self.data * out.grad", "other.grad = self.data * out.grad")]),
+    "03_backward_functions": ("unbroadcast", [("result.sum(axis=stretched, keepdims=True)", "result.sum(axis=stretched)")]),
 }
 
 

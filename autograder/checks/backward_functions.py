@@ -1,0 +1,390 @@
+"""Checks for notebook 3, "Backward functions": numpy backward rules and ``unbroadcast``.
+
+Every backward function ``f_back(grad_out, out, *inputs)`` must return the vector–Jacobian product for one input,
+already summed back to that input's shape. Each is compared with torch.autograd in float64 (the VJP of the same
+forward operation with the same upstream gradient) and with central differences of sum(grad_out · f(inputs)), on
+randomized broadcastable shapes of rank 0–4 (hypothesis), float64, float32 and integer inputs, and Python scalars.
+Probe numbers come from course seed 000 (cell 06) and the notebook-3 issue: (3,) -> (2,3) sums to [2,2,2];
+(2,1) -> (2,3) sums to [[3],[3]]; upstream [[1,2,3],[4,5,6]] to shape (3,) is [5,7,9].
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import given, strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
+
+from autograder.checks import exercise
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, fmt
+from autograder.oracles import central_differences
+
+
+# ------------------------------------------------------------------------------------------------ shared harness
+
+def as_gradient(ex, name, result, shape, shown):
+    """The learner's gradient as an ndarray of the input's shape and a float dtype, or a CheckFailure.
+
+    numpy turns 0-d arithmetic into numpy scalars, so a backward function may return one for a 0-d input.
+    """
+    if isinstance(result, np.generic):
+        result = np.asarray(result)
+    if not isinstance(result, np.ndarray):
+        raise CheckFailure(ex, f"{name} returned {type(result).__name__}; return a numpy array ({shown}).")
+    if result.shape != tuple(shape):
+        raise CheckFailure(ex, f"{name} returned shape {result.shape}, but the input has shape {tuple(shape)} ({shown}): "
+                               "a gradient has its input's shape; sum away what broadcasting added (unbroadcast).")
+    if not np.issubdtype(result.dtype, np.floating):
+        raise CheckFailure(ex, f"{name} returned dtype {result.dtype} ({shown}): an integer gradient buffer truncates "
+                               "fractions. Build gradients in float (e.g. np.zeros(shape) or grad_out * 1.0).")
+    return result
+
+
+def torch_vjp(forward, inputs, index, grad_out, **kwargs):
+    """d/d inputs[index] of sum(grad_out · forward(*inputs)), by torch.autograd in float64."""
+    tensors = [torch.tensor(np.asarray(v, dtype=np.float64), requires_grad=(j == index)) for j, v in enumerate(inputs)]
+    out = forward(*tensors, **kwargs)
+    (grad,) = torch.autograd.grad(out, tensors[index], torch.as_tensor(grad_out, dtype=torch.float64))
+    return out.detach().numpy(), grad.numpy()
+
+
+def numeric_vjp(forward, inputs, index, grad_out, **kwargs):
+    """The same VJP by central differences (forward evaluated with torch, no autograd)."""
+    def weighted(*values):
+        tensors = [torch.tensor(np.asarray(v, dtype=np.float64)) for v in values]
+        return float((torch.as_tensor(grad_out, dtype=torch.float64) * forward(*tensors, **kwargs)).sum())
+    return central_differences(weighted, *inputs)[index]
+
+
+def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, differences=False, **kwargs):
+    """Call the learner's ``back(grad_out, out, *inputs, **kwargs)`` and compare with torch (and finite differences)."""
+    if grad_out is None:  # a reproducible upstream gradient with three decimals, so messages stay readable
+        shape = forward(*[torch.tensor(np.asarray(v, dtype=np.float64)) for v in inputs], **kwargs).shape
+        rng = np.random.default_rng(len(name) + sum(np.size(v) for v in inputs))
+        grad_out = rng.uniform(-2, 2, size=tuple(shape)).round(3)
+    out, expected = torch_vjp(forward, inputs, index, grad_out, **kwargs)
+    extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
+    shown = (f"{name}(grad_out of shape {np.shape(grad_out)}, out, "
+             + ", ".join(describe(v) for v in inputs) + f"{extra})")
+    result = call_learner(ex, back, np.array(grad_out), out, *inputs, shown_input=shown, **kwargs)
+    got = as_gradient(ex, name, result, np.shape(inputs[index]), shown)
+    if not np.allclose(got, expected, rtol=1e-7, atol=1e-9):
+        raise CheckFailure(ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
+    if differences:
+        numeric = numeric_vjp(forward, inputs, index, grad_out, **kwargs)
+        if not np.allclose(got, numeric, rtol=1e-4, atol=1e-5):
+            raise CheckFailure(ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
+    return got
+
+
+def describe(value) -> str:
+    if isinstance(value, (int, float)):
+        return f"the Python number {value!r}"
+    return f"{np.asarray(value).dtype} array of shape {np.shape(value)}"
+
+
+def cast(values, dtype):
+    """Inputs in a dtype the forward pass might have seen: float64, float32, integers or a Python number."""
+    if dtype == "python" and np.ndim(values) == 0:
+        return float(values)
+    if dtype == "int":
+        return np.round(values * 3).astype(np.int64) + (np.round(values * 3) == 0)  # no zeros: log and / stay defined
+    return np.asarray(values, dtype=np.float32 if dtype == "float32" else np.float64)
+
+
+def pair_cases():
+    """Two inputs with broadcastable shapes (rank 0–4, size-1 and missing axes anywhere), values, dtypes."""
+    return st.tuples(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=3),
+                     st.integers(0, 2 ** 16), st.sampled_from(["float64", "float32", "int", "python"]),
+                     st.sampled_from(["float64", "float32", "int", "python"]))
+
+
+def make_pair(case, low=0.5, high=2.0):
+    (shapes, seed, dtype0, dtype1) = case
+    rng = np.random.default_rng(seed)
+    signs = [rng.choice([-1.0, 1.0], size=s) for s in shapes.input_shapes]
+    return [cast(rng.uniform(low, high, size=s) * sign, d)
+            for s, sign, d in zip(shapes.input_shapes, signs, (dtype0, dtype1))]
+
+
+def functions(ex, given_functions, names):
+    """The learner's functions from the dict the test cell passes, or a CheckFailure naming what is missing."""
+    if not isinstance(given_functions, dict) or any(not callable(given_functions.get(n)) for n in names):
+        raise CheckFailure(ex, f"expected a dict of the functions {names}; got {given_functions!r}")
+    return [given_functions[n] for n in names]
+
+
+# ------------------------------------------------------------------------------------------------ unbroadcast
+
+@exercise("unbroadcast")
+def check_unbroadcast(unbroadcast) -> None:
+    ex = "unbroadcast"
+
+    def run(broadcasted, original_shape):
+        original = np.zeros(original_shape)
+        shown = f"unbroadcast(array of shape {np.shape(broadcasted)}, original of shape {original_shape})"
+        result = call_learner(ex, unbroadcast, np.array(broadcasted), original, shown_input=shown)
+        if isinstance(result, np.generic):
+            raise CheckFailure(ex, f"{shown} returned the numpy scalar {result!r}: return a 0-d ndarray "
+                                   "(np.asarray(total)) so that callers can accumulate into it in place.")
+        return as_gradient(ex, "unbroadcast", result, original_shape, shown), shown
+
+    by_position = ("choose the axes to sum by position — where the original has size 1, or is missing on the left — "
+                   "not by looking for sizes that differ or match.")
+    probes = [
+        (np.ones((2, 3)), (3,), np.full(3, 2.0), "case 1: a prepended axis is summed away (no keepdims)."),
+        (np.ones((2, 3)), (2, 1), np.full((2, 1), 3.0), "case 2: a stretched size-1 axis is summed with keepdims=True."),
+        (np.array([[1.0, 2, 3], [4, 5, 6]]), (3,), np.array([5.0, 7, 9]),
+         "a bias of shape (3,) was added to every row: sum over the rows only."),
+        (np.arange(1.0, 10.0).reshape(3, 3), (3, 1), np.array([[6.0], [15.0], [24.0]]),
+         f"(3, 1) was stretched to (3, 3): sum axis 1, keeping it. Every size here is 3, so {by_position}"),
+        (np.ones((2, 4, 3)), (1, 1, 3), np.full((1, 1, 3), 8.0),
+         f"(1, 1, 3) was stretched along axes 0 and 1 (sizes 2 and 4): {by_position}"),
+        (np.ones((1, 2)), (1,), np.full(1, 2.0),
+         "(1,) -> (1, 2): the prepended axis must disappear (shape (1,), not (1, 1)); then axis 0 of the "
+         "original, size 1, was stretched to 2."),
+        (np.arange(6.0).reshape(2, 3), (), np.array(15.0), "a 0-d original collects the sum of everything."),
+    ]
+    for broadcasted, shape, expected, why in probes:
+        try:
+            got, shown = run(broadcasted, shape)
+        except CheckFailure as failure:
+            raise CheckFailure(ex, f"{why}\n{failure.message}") from None
+        if not np.allclose(got, expected):
+            if np.allclose(got, broadcasted.sum()):
+                why = "every entry is the sum of the whole upstream gradient: sum only over the axes broadcasting " \
+                      "added or stretched, not over every axis."
+            raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(expected)}, received {fmt(got)}.")
+
+    @RANDOM_CASES
+    @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4), st.integers(0, 2 ** 16))
+    def random_case(shapes, seed):
+        original_shape = shapes.input_shapes[0]
+        upstream = np.random.default_rng(seed).uniform(-1, 1, size=shapes.result_shape)
+        got, shown = run(upstream, original_shape)
+        expected = torch_vjp(lambda o: o.expand(*shapes.result_shape) if shapes.result_shape else o,
+                             [np.zeros(original_shape)], 0, upstream)[1]
+        if not np.allclose(got, expected, rtol=1e-9, atol=1e-12):
+            raise CheckFailure(ex, f"{shown}: summing the upstream gradient over what broadcasting copied gives "
+                                   f"{fmt(expected)} (torch.autograd agrees), received {fmt(got)}.")
+
+    random_case()
+
+
+# ------------------------------------------------------------------------------------------------ elementwise rules
+
+def pair_exercise(ex, backs, forward, low=0.5, high=2.0, probes=()):
+    """Check f_back0 (and f_back1) of a two-input elementwise operation on probes then random broadcast pairs."""
+    for inputs, index, grad_out, why in probes:
+        try:
+            check_vjp(ex, backs[index][0], backs[index][1], forward, inputs, index, grad_out=grad_out)
+        except CheckFailure as failure:
+            raise CheckFailure(ex, f"{why}\n{failure.message}") from None
+
+    @RANDOM_CASES
+    @given(pair_cases(), st.integers(0, len(backs) - 1), st.booleans())
+    def random_case(case, index, differences):
+        inputs = make_pair(case, low, high)
+        check_vjp(ex, backs[index][0], backs[index][1], forward, inputs, index, differences=differences)
+
+    random_case()
+
+
+def unary_exercise(ex, name, back, forward, low, high):
+    @RANDOM_CASES
+    @given(mutually_broadcastable_shapes(num_shapes=1, max_dims=4, max_side=3), st.integers(0, 2 ** 16),
+           st.sampled_from(["float64", "float32", "int", "python"]), st.booleans())
+    def random_case(shapes, seed, dtype, differences):
+        rng = np.random.default_rng(seed)
+        shape = shapes.input_shapes[0]
+        x = cast(rng.uniform(low, high, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+                 if low < 0 else rng.uniform(low, high, size=shape), dtype)
+        check_vjp(ex, name, back, forward, [x], 0, differences=differences)
+
+    random_case()
+
+
+@exercise("log_back")
+def check_log_back(log_back) -> None:
+    ex = "log_back"
+    check_vjp(ex, "log_back", log_back, torch.log, [np.array([1.0, 2.0, 4.0])], 0, grad_out=np.array([1.0, 1.0, 1.0]))
+    unary_exercise(ex, "log_back", log_back, torch.log, 0.1, 5.0)
+
+
+@exercise("multiply_back")
+def check_multiply_back(given_functions) -> None:
+    ex = "multiply_back"
+    back0, back1 = functions(ex, given_functions, ["multiply_back0", "multiply_back1"])
+    probes = [
+        ([np.array([[1.0], [2.0]]), np.array([1.0, 2.0, 3.0])], 0, np.ones((2, 3)),
+         "x of shape (2, 1) was stretched to (2, 3): its gradient sums each row of grad_out · y, keeping the axis."),
+        ([np.array([2.0, 3.0]), 4.0], 1, np.array([1.0, 1.0]),
+         "y is a Python number: its gradient is one number, the sum over every element, as a 0-d array."),
+        ([np.array([1, 2]), np.array([3, 5])], 0, np.array([0.5, 0.5]),
+         "integer inputs with grad_out 0.5: the gradient y · 0.5 = [1.5, 2.5] must stay fractional."),
+    ]
+    pair_exercise(ex, [("multiply_back0", back0), ("multiply_back1", back1)], torch.mul, -2.0, 2.0, probes)
+
+
+@exercise("exp_and_negative_back")
+def check_exp_and_negative_back(given_functions) -> None:
+    ex = "exp_and_negative_back"
+    exp_back, negative_back = functions(ex, given_functions, ["exp_back", "negative_back"])
+    unary_exercise(ex, "exp_back", exp_back, torch.exp, -2.0, 2.0)
+    unary_exercise(ex, "negative_back", negative_back, torch.neg, -2.0, 2.0)
+
+
+@exercise("arithmetic_back")
+def check_arithmetic_back(given_functions) -> None:
+    ex = "arithmetic_back"
+    names = ["add_back0", "add_back1", "subtract_back0", "subtract_back1", "divide_back0", "divide_back1"]
+    fns = functions(ex, given_functions, names)
+    for (n0, f0), (n1, f1), forward in zip(zip(names[::2], fns[::2]), zip(names[1::2], fns[1::2]),
+                                          (torch.add, torch.sub, torch.div)):
+        probes = [([np.ones((2, 3)), np.array([0.5, 1.0, 2.0])], 1, np.array([[1.0, 2, 3], [4, 5, 6]]),
+                   "the second input, shape (3,), was added to every row: sum its gradient over the rows.")]
+        pair_exercise(ex, [(n0, f0), (n1, f1)], forward, 0.5, 2.0, probes)
+
+
+# ------------------------------------------------------------------------------------------------ reductions and shapes
+
+def axes_for(shape, choice):
+    """None, one axis or a tuple of axes of an array of this shape (possibly negative)."""
+    if not shape or choice == 0:
+        return None
+    ndim = len(shape)
+    if choice == 1:
+        return ndim - 1
+    if choice == 2:
+        return -1
+    return tuple(sorted({0, ndim - 1}))
+
+
+@exercise("reduction_back")
+def check_reduction_back(given_functions) -> None:
+    ex = "reduction_back"
+    sum_back, mean_back = functions(ex, given_functions, ["sum_back", "mean_back"])
+    # Probe: a square input hides a missing expand_dims from any shape check.
+    x = np.arange(9.0).reshape(3, 3)
+    try:
+        check_vjp(ex, "sum_back", sum_back, lambda t, dim, keepdim: t.sum(dim=dim, keepdim=keepdim), [x], 0,
+                  grad_out=np.array([1.0, 2.0, 3.0]), dim=1, keepdim=False)
+    except CheckFailure as failure:
+        raise CheckFailure(ex, "sum over axis 1 of a 3×3 with upstream [1, 2, 3] must give rows [1,1,1], [2,2,2], "
+                               "[3,3,3]: put the reduced axis back (np.expand_dims) before broadcasting, or the "
+                               f"upstream values land in columns.\n{failure.message}") from None
+
+    for name, back, reduce in (("sum_back", sum_back, torch.sum), ("mean_back", mean_back, torch.mean)):
+        @RANDOM_CASES
+        @given(mutually_broadcastable_shapes(num_shapes=1, min_dims=0, max_dims=4, max_side=4), st.integers(0, 2 ** 16),
+               st.integers(0, 3), st.booleans())
+        def random_case(shapes, seed, choice, keepdim):
+            shape = shapes.input_shapes[0]
+            x = np.random.default_rng(seed).uniform(-1, 1, size=shape)
+            dim = axes_for(shape, choice)
+            forward = (lambda t, dim, keepdim: reduce(t)) if dim is None else \
+                (lambda t, dim, keepdim: reduce(t, dim=dim, keepdim=keepdim))
+            check_vjp(ex, name, back, forward, [x], 0, dim=dim, keepdim=keepdim if dim is not None else False)
+
+        random_case()
+
+
+@exercise("shape_back")
+def check_shape_back(given_functions) -> None:
+    ex = "shape_back"
+    reshape_back, permute_back = functions(ex, given_functions, ["reshape_back", "permute_back"])
+
+    @RANDOM_CASES
+    @given(st.lists(st.integers(1, 3), min_size=1, max_size=4), st.integers(0, 2 ** 16), st.randoms())
+    def random_case(shape, seed, rnd):
+        x = np.random.default_rng(seed).uniform(-1, 1, size=shape)
+        new_shape = (int(np.prod(shape)),) if len(shape) > 1 else (1, shape[0])
+        check_vjp(ex, "reshape_back", reshape_back, lambda t, new_shape: t.reshape(new_shape), [x], 0,
+                  new_shape=new_shape)
+        axes = list(range(len(shape)))
+        rnd.shuffle(axes)
+        check_vjp(ex, "permute_back", permute_back, lambda t, axes: t.permute(*axes), [x], 0, axes=tuple(axes))
+
+    # A 3-axis permutation that is not its own inverse: transposing grad_out by `axes` again is wrong.
+    check_vjp(ex, "permute_back", permute_back, lambda t, axes: t.permute(*axes), [np.arange(24.0).reshape(2, 3, 4)],
+              0, axes=(1, 2, 0))
+    random_case()
+
+
+@exercise("matmul_back")
+def check_matmul_back(given_functions) -> None:
+    ex = "matmul_back"
+    backs = functions(ex, given_functions, ["matmul_back0", "matmul_back1"])
+    names = ["matmul_back0", "matmul_back1"]
+
+    @RANDOM_CASES
+    @given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.booleans(), st.booleans(),
+           st.integers(0, 2 ** 16), st.integers(0, 1))
+    def random_case(n, m, k, x_vector, y_vector, seed, index):
+        rng = np.random.default_rng(seed)
+        x = rng.uniform(-1, 1, size=(m,) if x_vector else (n, m))
+        y = rng.uniform(-1, 1, size=(m,) if y_vector else (m, k))
+        check_vjp(ex, names[index], backs[index], torch.matmul, [x, y], index, differences=True)
+
+    for x_shape, y_shape in (((2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)), ((3,), (3,))):
+        rng = np.random.default_rng(7)
+        for index in (0, 1):
+            check_vjp(ex, names[index], backs[index], torch.matmul,
+                      [rng.uniform(-1, 1, x_shape), rng.uniform(-1, 1, y_shape)], index)
+    random_case()
+
+
+@exercise("maximum_back")
+def check_maximum_back(given_functions) -> None:
+    ex = "maximum_back"
+    back0, back1, relu_back = functions(ex, given_functions, ["maximum_back0", "maximum_back1", "relu_back"])
+    ties = [np.array([1.0, 2.0, 2.0]), np.array([2.0, 2.0, 1.0])]
+    for index, back, name in ((0, back0, "maximum_back0"), (1, back1, "maximum_back1")):
+        try:
+            check_vjp(ex, name, back, torch.maximum, ties, index, grad_out=np.ones(3))
+        except CheckFailure as failure:
+            raise CheckFailure(ex, "where x == y the maximum depends on both equally: torch gives each input half the "
+                                   f"gradient.\n{failure.message}") from None
+    try:
+        check_vjp(ex, "maximum_back0", back0, torch.maximum, [np.array([3, 1]), np.array([2, 2])], 0,
+                  grad_out=np.array([0.5, 0.5]))
+    except CheckFailure as failure:
+        raise CheckFailure(ex, "integer inputs, grad_out 0.5: a gradient buffer made with np.zeros_like(x) is an "
+                               f"integer array and truncates 0.5 to 0.\n{failure.message}") from None
+    check_vjp(ex, "relu_back", relu_back, torch.relu, [np.array([-1.0, 0.0, 2.0])], 0, grad_out=np.ones(3))
+
+    @RANDOM_CASES
+    @given(pair_cases(), st.integers(0, 1))
+    def random_case(case, index):
+        inputs = make_pair(case, -2.0, 2.0)
+        check_vjp(ex, ["maximum_back0", "maximum_back1"][index], [back0, back1][index], torch.maximum, inputs, index)
+
+    random_case()
+    unary_exercise(ex, "relu_back", relu_back, torch.relu, -2.0, 2.0)
+
+
+# ------------------------------------------------------------------------------------------------ forward_and_back
+
+@exercise("forward_and_back")
+def check_forward_and_back(forward_and_back) -> None:
+    ex = "forward_and_back"
+
+    def graph(a, b, c):
+        return torch.log(a * b * torch.log(c))
+
+    @RANDOM_CASES
+    @given(st.lists(st.integers(1, 3), max_size=2).map(tuple), st.integers(0, 2 ** 16))
+    def random_case(shape, seed):
+        rng = np.random.default_rng(seed)
+        a, b = rng.uniform(0.5, 2, size=shape), rng.uniform(0.5, 2, size=shape)
+        c = rng.uniform(1.5, 4, size=shape)  # log c > 0, so f = a·b·log c > 0 and log f is defined
+        shown = f"a, b, c of shape {shape}"
+        result = call_learner(ex, forward_and_back, a, b, c, shown_input=shown)
+        if not isinstance(result, (tuple, list)) or len(result) != 3:
+            raise CheckFailure(ex, f"return three arrays (dg/da, dg/db, dg/dc), got {result!r}")
+        for name, index, got in zip(("dg/da", "dg/db", "dg/dc"), range(3), result):
+            got = as_gradient(ex, name, got, shape, shown)
+            _, expected = torch_vjp(graph, [a, b, c], index, np.ones(shape))
+            if not np.allclose(got, expected, rtol=1e-9):
+                raise CheckFailure(ex, f"{name} for {shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
+
+    random_case()

@@ -1,0 +1,218 @@
+"""Notebook 3 checks: a wrong implementation per probe is rejected with that probe's message; correct alternatives
+(loop-based and vectorised unbroadcast, different formulations of each rule) pass."""
+import numpy as np
+import pytest
+
+from autograder import CheckFailure, check
+
+
+def rejects(exercise_id, answer, *phrases):
+    with pytest.raises(CheckFailure) as info:
+        check(exercise_id, answer)
+    for phrase in phrases:
+        assert phrase in info.value.message, info.value.message
+    return info.value.message
+
+
+# ------------------------------------------------------------------------------------------- unbroadcast
+
+def unbroadcast_vectorised(broadcasted, original):
+    shape = np.shape(original)
+    extra = broadcasted.ndim - len(shape)
+    result = broadcasted.sum(axis=tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and result.shape[i] != 1)
+    result = np.asarray(result.sum(axis=stretched, keepdims=True), dtype=float)
+    assert result.shape == shape
+    return result
+
+
+def unbroadcast_loop(broadcasted, original):
+    shape = np.shape(original)
+    result = np.array(broadcasted, dtype=float)
+    while result.ndim > len(shape):
+        result = result.sum(axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1 and result.shape[axis] > 1:
+            result = result.sum(axis=axis, keepdims=True)
+    assert result.shape == shape
+    return np.asarray(result)  # sum over the last axis of a 1-d array gives a numpy scalar
+
+
+def unbroadcast_via_torch_style_sum_to_size(broadcasted, original):
+    import torch
+    return torch.as_tensor(np.asarray(broadcasted, dtype=float)).sum_to_size(np.shape(original)).numpy()
+
+
+@pytest.mark.parametrize("answer", [unbroadcast_vectorised, unbroadcast_loop, unbroadcast_via_torch_style_sum_to_size])
+def test_unbroadcast_accepts_correct_alternatives(answer):
+    check("unbroadcast", answer)
+
+
+def keeps_prepended_axes(broadcasted, original):
+    shape = np.shape(original)
+    result = np.array(broadcasted, dtype=float)
+    extra = result.ndim - len(shape)
+    for axis in range(result.ndim):
+        if axis < extra or shape[axis - extra] == 1:
+            result = result.sum(axis=axis, keepdims=True)
+    return result.reshape(result.shape[extra:]) if result.size == np.prod(shape) and extra == 0 else result
+
+
+def axes_by_size(broadcasted, original):
+    shape = np.shape(original)
+    result = np.array(broadcasted, dtype=float)
+    for axis in reversed(range(result.ndim)):
+        if result.shape[axis] not in shape:  # looks for a matching size instead of the matching position
+            result = result.sum(axis=axis)
+    return result.reshape(shape) if result.size == np.prod(shape) else result
+
+
+def sums_everything(broadcasted, original):
+    return np.full(np.shape(original), float(np.sum(broadcasted)))
+
+
+def numpy_scalar_for_0d(broadcasted, original):
+    result = unbroadcast_loop(broadcasted, original)
+    return result[()] if result.ndim == 0 else result
+
+
+def drops_stretched_axes(broadcasted, original):
+    shape = np.shape(original)
+    result = np.array(broadcasted, dtype=float)
+    while result.ndim > len(shape):
+        result = result.sum(axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1 and result.shape[axis] > 1:
+            result = result.sum(axis=axis)  # forgets keepdims
+    return result
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    (keeps_prepended_axes, ["prepended axis"]),
+    (axes_by_size, ["by position"]),
+    (sums_everything, ["not over every axis"]),
+    (numpy_scalar_for_0d, ["0-d ndarray", "collects the sum"]),
+    (drops_stretched_axes, ["returned shape"]),
+])
+def test_unbroadcast_rejects_wrong_implementations(answer, phrases):
+    rejects("unbroadcast", answer, *phrases)
+
+
+# ------------------------------------------------------------------------------------------- backward rules
+
+def ub(grad, x):
+    return unbroadcast_loop(np.asarray(grad, dtype=float), x)
+
+
+RIGHT = {
+    "log_back": lambda g, out, x: ub(g / x, x),
+    "multiply_back0": lambda g, out, x, y: ub(g * y, x),
+    "multiply_back1": lambda g, out, x, y: ub(g * x, y),
+    "exp_back": lambda g, out, x: ub(g * out, x),
+    "negative_back": lambda g, out, x: ub(-g, x),
+    "add_back0": lambda g, out, x, y: ub(g, x),
+    "add_back1": lambda g, out, x, y: ub(g, y),
+    "subtract_back0": lambda g, out, x, y: ub(g, x),
+    "subtract_back1": lambda g, out, x, y: ub(-g, y),
+    "divide_back0": lambda g, out, x, y: ub(g / y, x),
+    "divide_back1": lambda g, out, x, y: ub(-g * out / y, y),  # x/y² written as out/y
+    "maximum_back0": lambda g, out, x, y: ub(g * np.where(x == y, 0.5, (x > y) * 1.0), x),
+    "maximum_back1": lambda g, out, x, y: ub(g * np.where(x == y, 0.5, (y > x) * 1.0), y),
+    "relu_back": lambda g, out, x: ub(g * (out > 0), x),
+}
+
+
+def sum_back(g, out, x, dim=None, keepdim=False):
+    g = np.asarray(g, dtype=float)
+    if dim is not None and not keepdim:
+        for axis in sorted(np.atleast_1d(dim) % np.ndim(x)):
+            g = np.expand_dims(g, int(axis))
+    return g + np.zeros(np.shape(x))
+
+
+def mean_back(g, out, x, dim=None, keepdim=False):
+    return sum_back(g, out, x, dim, keepdim) * np.size(out) / np.size(x)
+
+
+def matmul_back0(g, out, x, y):
+    if x.ndim == 1 and y.ndim == 1:
+        return g * y
+    if x.ndim == 1:
+        return y @ g
+    if y.ndim == 1:
+        return np.outer(g, y)
+    return g @ y.T
+
+
+def matmul_back1(g, out, x, y):
+    if x.ndim == 1 and y.ndim == 1:
+        return g * x
+    if x.ndim == 1:
+        return np.outer(x, g)
+    if y.ndim == 1:
+        return x.T @ g
+    return x.T @ g
+
+
+def bundle(*names, **overrides):
+    return {name: overrides.get(name, RIGHT.get(name)) for name in names}
+
+
+CORRECT = {
+    "log_back": RIGHT["log_back"],
+    "multiply_back": bundle("multiply_back0", "multiply_back1"),
+    "exp_and_negative_back": bundle("exp_back", "negative_back"),
+    "arithmetic_back": bundle("add_back0", "add_back1", "subtract_back0", "subtract_back1", "divide_back0", "divide_back1"),
+    "reduction_back": {"sum_back": sum_back, "mean_back": mean_back},
+    "shape_back": {"reshape_back": lambda g, out, x, new_shape: np.reshape(g, np.shape(x)) * 1.0,
+                   "permute_back": lambda g, out, x, axes: np.moveaxis(g * 1.0, range(len(axes)), axes)},
+    "matmul_back": {"matmul_back0": matmul_back0, "matmul_back1": matmul_back1},
+    "maximum_back": bundle("maximum_back0", "maximum_back1", "relu_back"),
+    "forward_and_back": lambda a, b, c: (
+        1 / a + 0 * b, 1 / b + 0 * a, 1 / (c * np.log(c))),  # g = log a + log b + log log c, simplified by hand
+}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(CORRECT))
+def test_backward_rules_accept_correct_alternatives(exercise_id):
+    check(exercise_id, CORRECT[exercise_id])
+
+
+def zeros_like_buffer(g, out, x, y):
+    grad = np.zeros_like(x)  # an int buffer when x is an int array
+    grad[...] = ub(g * np.where(x == y, 0.5, (x > y) * 1.0), x)
+    return grad
+
+
+def no_expand_dims(g, out, x, dim=None, keepdim=False):
+    return np.broadcast_to(np.asarray(g, dtype=float), np.shape(x)).copy()
+
+
+@pytest.mark.parametrize("exercise_id, answer, phrases", [
+    ("log_back", lambda g, out, x: ub(g / out, x), ["torch.autograd gives"]),
+    ("multiply_back", bundle("multiply_back0", "multiply_back1", multiply_back0=lambda g, out, x, y: g * y),
+     ["returned shape", "unbroadcast"]),
+    ("multiply_back", bundle("multiply_back0", "multiply_back1",
+                             multiply_back1=lambda g, out, x, y: np.sum(g * x).astype(np.int64) * np.ones(np.shape(y), int)),
+     ["Python number"]),
+    ("arithmetic_back", bundle("add_back0", "add_back1", "subtract_back0", "subtract_back1", "divide_back0",
+                               "divide_back1", add_back1=lambda g, out, x, y: np.full(np.shape(y), float(np.sum(g)))),
+     ["sum its gradient over the rows"]),
+    ("arithmetic_back", bundle("add_back0", "add_back1", "subtract_back0", "subtract_back1", "divide_back0",
+                               "divide_back1", subtract_back1=RIGHT["add_back1"]), ["torch.autograd gives"]),
+    ("reduction_back", {"sum_back": no_expand_dims, "mean_back": mean_back}, ["land in columns"]),
+    ("reduction_back", {"sum_back": sum_back, "mean_back": sum_back}, ["mean_back"]),
+    ("shape_back", {"reshape_back": CORRECT["shape_back"]["reshape_back"],
+                    "permute_back": lambda g, out, x, axes: np.transpose(g, axes)}, ["permute_back"]),
+    ("matmul_back", {"matmul_back0": lambda g, out, x, y: g @ y, "matmul_back1": matmul_back1}, ["matmul_back0"]),
+    ("maximum_back", bundle("maximum_back0", "maximum_back1", "relu_back",
+                            maximum_back0=lambda g, out, x, y: ub(g * (x >= y), x)), ["half the gradient"]),
+    ("maximum_back", bundle("maximum_back0", "maximum_back1", "relu_back", maximum_back0=zeros_like_buffer),
+     ["integer gradient buffer", "truncates"]),
+    ("maximum_back", bundle("maximum_back0", "maximum_back1", "relu_back",
+                            relu_back=lambda g, out, x: ub(g * (x >= 0), x)), ["relu_back"]),
+    ("forward_and_back", lambda a, b, c: (1 / a, 1 / b, 1 / c), ["dg/dc"]),
+    ("multiply_back", RIGHT["multiply_back0"], ["expected a dict"]),
+])
+def test_backward_rules_reject_wrong_implementations(exercise_id, answer, phrases):
+    rejects(exercise_id, answer, *phrases)
