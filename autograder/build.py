@@ -71,16 +71,21 @@ def solutions(dest: Path = REPO / "solutions", execute: bool = True) -> list[Pat
         if execute:
             NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", record_timing=False, extra_arguments=KERNEL_ARGS,
                            resources={"metadata": {"path": str(out.parent)}}).execute()
-        nbformat.write(stable_widget_ids(nb), out)
+        nbformat.write(reproducible(nb), out)
         written.append(out)
     return written
 
 
-def stable_widget_ids(nb):
-    """Renumber widget model ids in creation order, so that re-executing an unchanged notebook changes no byte.
+def reproducible(nb):
+    """Make an executed notebook byte-identical across runs of unchanged code.
 
-    nbclient saves each widget under a random model id, in the order the kernel created them.
+    Stream output arrives in chunks whose boundaries depend on timing: merge consecutive ones (nbconvert's
+    CoalesceStreamsPreprocessor). nbclient saves widgets under random model ids, in the order the kernel created
+    them: renumber them in that order.
     """
+    from nbconvert.preprocessors.coalescestreams import CoalesceStreamsPreprocessor
+
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     text = nbformat.writes(nb)
     for number, model_id in enumerate(list(state)):

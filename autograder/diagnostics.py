@@ -44,6 +44,17 @@ class CheckFailure(AssertionError):
         return [f"\x1b[0;31mCheckFailure\x1b[0m: [{self.exercise}]", *self.message.splitlines()]
 
 
+class Abandon(BaseException):
+    """Stops a check at once, past hypothesis (which would otherwise shrink, re-running a 10 s timeout per attempt).
+
+    ``check`` unwraps it into its CheckFailure.
+    """
+
+    def __init__(self, failure: CheckFailure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
 class _Timeout(BaseException):
     """Raised inside learner code by the alarm; BaseException so a bare ``except Exception`` cannot swallow it."""
 
@@ -77,8 +88,8 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
     except NotImplementedError:
         raise CheckFailure(exercise, "not implemented yet: replace `raise NotImplementedError()` with your code.") from None
     except _Timeout:
-        raise CheckFailure(exercise, f"your code did not finish within {CALL_TIMEOUT_S} s{where}: "
-                                     "is there a loop that never ends?") from None
+        raise Abandon(CheckFailure(exercise, f"your code did not finish within {CALL_TIMEOUT_S} s{where}: "
+                                             "is there a loop that never ends?")) from None
     except Exception as error:
         raise CheckFailure(exercise, f"your code raised {type(error).__name__}: {error}{where}", cause=error) from None
 

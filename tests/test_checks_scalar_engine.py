@@ -391,3 +391,106 @@ def test_mlp_rejects_wrong_implementations(answer, phrases):
 @pytest.mark.parametrize("exercise_id", ["derived_operators", "nonlinearities"])
 def test_later_exercises_name_a_broken_value_node(exercise_id):
     rejects(exercise_id, make_value("overwrite"), "builds on exercise value_node", "shared node")
+
+
+# ------------------------------------------------------------------------------------------- found by red-teaming
+
+class RectifierAtZero(make_value()):
+    def relu(self):
+        return self._unary(max(self.data, 0.0), "ReLU", lambda out: float(self.data >= 0))
+
+
+class DetachedReflection(make_value()):
+    def __radd__(self, other):
+        return Value(self.data) if other == 0 else self + other
+
+
+class ClearsUpstream(make_value()):
+    def __add__(self, other):
+        out = super().__add__(other)
+        rule = out._backward
+
+        def _backward():
+            rule()
+            out.grad = 0.0  # PyTorch-style freeing, but micrograd accumulates on every node
+        out._backward = _backward
+        return out
+
+
+class DetachedNumberProduct(make_value()):
+    def __mul__(self, other):
+        if not hasattr(other, "data"):
+            return type(self)(self.data * other)
+        return super().__mul__(other)
+
+
+@pytest.mark.parametrize("exercise_id, answer, phrases", [
+    ("nonlinearities", RectifierAtZero, ["exactly 0"]),
+    ("derived_operators", DetachedReflection, ["sum() starts from 0"]),
+    ("value_node", ClearsUpstream, ["leave out.grad alone"]),
+    ("value_node", DetachedNumberProduct, ["Wrap the number"]),
+])
+def test_value_exercises_reject_red_team_answers(exercise_id, answer, phrases):
+    rejects(exercise_id, answer, *phrases)
+
+
+def order_with_raised_limit(root):
+    import sys
+    sys.setrecursionlimit(100_000)
+    return order_recursive(root)
+
+
+def order_by_paths(root):
+    """Reverse pre-order over every path, deduplicated at the end: exponential on stacked diamonds."""
+    seen, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        seen.append(node)
+        stack.extend(node._prev)
+    order, kept = [], set()
+    for node in reversed(seen):
+        if node not in kept:
+            kept.add(node)
+            order.append(node)
+    return order
+
+
+@pytest.mark.parametrize("answer, phrases", [
+    (order_with_raised_limit, ["recursion limit"]),
+    (lambda root: [] if not root._prev else order_by_stack(root), ["single leaf"]),
+])
+def test_topological_order_rejects_red_team_answers(answer, phrases):
+    rejects("topological_order", answer, *phrases)
+
+
+def test_endless_walk_is_stopped_with_a_diagnosis(monkeypatch):
+    from autograder import diagnostics
+    monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 1)
+    rejects("topological_order", order_by_paths, "did not finish")
+
+
+def test_backward_with_the_seed_after_the_walk_is_named():
+    def seeds_late(self):
+        for node in reversed(order_by_stack(self)):
+            node._backward()
+        self.grad = 1.0
+    rejects("backward", seeds_late, "seeded with 1")
+
+
+def test_mlp_with_relu_on_the_output_layer_is_rejected():
+    class AlwaysRelu(make_mlp()):
+        def __init__(self, n_inputs, sizes):
+            super().__init__(n_inputs, sizes)
+            for layer in self.layers:
+                for neuron in layer:
+                    neuron.nonlinear = True
+    rejects("mlp", AlwaysRelu, "ReLU on every layer except the last")
+
+
+def test_mlp_with_constant_weights_is_rejected():
+    class Constant(make_mlp()):
+        def __init__(self, n_inputs, sizes):
+            super().__init__(n_inputs, sizes)
+            for p in self.parameters():
+                p.data = 0.5
+    rejects("mlp", Constant, "random.uniform(-1, 1)")

@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 from hypothesis.errors import Flaky, FlakyFailure
 
-from autograder.diagnostics import CheckFailure
+from autograder.diagnostics import Abandon, CheckFailure
 
 _CHECKS: dict[str, Callable[[object], None]] = {}
 
@@ -38,6 +38,8 @@ def check(exercise_id: str, answer) -> None:
             _CHECKS[exercise_id](answer)
     except CheckFailure:
         raise
+    except Abandon as stop:
+        raise stop.failure from None
     except (Flaky, FlakyFailure):
         raise CheckFailure(exercise_id, "your code gave different answers for the same input when run again: does it "
                                         "keep state between calls (a counter, a cache, a global), or depend on the "

@@ -8,6 +8,8 @@ x.grad 32, then 16 and 96 after a second backward() without clearing (micrograd'
 from __future__ import annotations
 
 import math
+import random
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,7 +108,8 @@ def torch_program(leaves, steps):
 
 def compare_program(ex, Value, leaves, steps, with_differences=False):
     """Run a program on the learner's Value and on torch; raise CheckFailure naming the program on a mismatch."""
-    values, nodes, listing = call_learner(ex, run_program, leaves, steps, Value, "value")
+    listing = run_program(leaves, steps, lambda v: torch.tensor(v, dtype=torch.float64), "torch")[2]
+    values, nodes, _ = call_learner(ex, run_program, leaves, steps, Value, "value", shown_input=listing)
     out = nodes[-1]
     expected_data, expected_grads = torch_program(leaves, steps)
     got = as_float(ex, out.data, "the output's .data")
@@ -214,7 +217,7 @@ def check_value_node(Value) -> None:
 
     # A shared node: y = a·a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6.
     a = Value(3.0)
-    y = a * a
+    y = call_learner(ex, lambda: a * a, shown_input="a * a")
     y.grad = 1.0
     call_learner(ex, y._backward, shown_input="a = Value(3.0); y = a * a; y.grad = 1; y._backward()")
     if a.grad == 3.0:
@@ -222,12 +225,31 @@ def check_value_node(Value) -> None:
                                "the multiply, and the second edge overwrote the first. Accumulate with +=.")
     if a.grad != 6.0:
         raise CheckFailure(ex, f"y = a * a at a = 3 should give a.grad = 6, received {a.grad!r}.")
+    if y.grad != 1.0:
+        raise CheckFailure(ex, f"y._backward() changed y.grad to {y.grad!r}: a rule reads out.grad and adds to its "
+                               "inputs; it must leave out.grad alone (micrograd's gradients accumulate on every node).")
+    a = Value(3.0)
+    y = call_learner(ex, lambda: a + a, shown_input="a + a")
+    y.grad = 1.0
+    call_learner(ex, y._backward, shown_input="a = Value(3.0); y = a + a; y.grad = 1; y._backward()")
+    if a.grad != 2.0:
+        raise CheckFailure(ex, f"y = a + a should give a.grad = 2 (one per edge), received {a.grad!r}: accumulate with +=.")
+    if y.grad != 1.0:
+        raise CheckFailure(ex, f"y._backward() for y = a + a changed y.grad to {y.grad!r}: a rule must leave out.grad "
+                               "alone (micrograd's gradients accumulate on every node).")
 
-    # Plain numbers are wrapped: Value + 1 and Value * 2.
-    for expr, fn, want in (("Value(2.0) + 1", lambda p: p + 1, 3.0), ("Value(2.0) * 3", lambda p: p * 3, 6.0)):
-        out = call_learner(ex, fn, Value(2.0), shown_input=expr)
+    # Plain numbers are wrapped in a Value, and the result is still connected to the graph.
+    for expr, fn, want, slope in (("Value(2.0) + 1", lambda p: p + 1, 3.0, 1.0),
+                                  ("Value(2.0) * 3", lambda p: p * 3, 6.0, 3.0)):
+        v = Value(2.0)
+        out = call_learner(ex, fn, v, shown_input=expr)
         if as_float(ex, getattr(out, "data", out), expr) != want:
             raise CheckFailure(ex, f"{expr} should have data {want}: wrap plain numbers in a Value.")
+        out.grad = 1.0
+        call_learner(ex, out._backward, shown_input=f"out = {expr}; out.grad = 1; out._backward()")
+        if v.grad != slope:
+            raise CheckFailure(ex, f"out = {expr}: after out._backward() the Value should have grad {slope}, received "
+                                   f"{v.grad!r}. Wrap the number and build the node exactly as for two Values.")
 
 
 def require_value_node(ex, Value) -> None:
@@ -276,6 +298,9 @@ def _check_order(ex, order, root, shown):
 @exercise("topological_order")
 def check_topological_order(topological_order) -> None:
     ex = "topological_order"
+    limit = sys.getrecursionlimit()
+    leaf = RefNode(1.0)
+    _check_order(ex, call_learner(ex, topological_order, leaf, shown_input="a single leaf"), leaf, "a single leaf")
     x = RefNode(2.0)
     a = x * x
     y = a * x + a  # x reached along three paths, a along two
@@ -290,6 +315,13 @@ def check_topological_order(topological_order) -> None:
     _check_order(ex, call_learner(ex, topological_order, total, shown_input="a sum of 20 diamonds a + a·k"), total,
                  "a sum of 20 diamonds a + a·k")
 
+    # 2^40 paths from the root to x: a walk that follows paths instead of visiting each node once never ends.
+    layered = RefNode(1.0)
+    for _ in range(40):
+        layered = layered * RefNode(2.0) + layered * RefNode(3.0)
+    _check_order(ex, call_learner(ex, topological_order, layered, shown_input="40 stacked diamonds (2^40 paths)"),
+                 layered, "40 stacked diamonds (2^40 paths)")
+
     _, end = ref_chain(CHAIN_LENGTH)
     try:
         order = call_learner(ex, topological_order, end, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")
@@ -299,6 +331,10 @@ def check_topological_order(topological_order) -> None:
                                    "stack frame per node and Python allows about 1,000. Keep your own stack (a list) "
                                    "instead of recursing.") from None
         raise
+    if sys.getrecursionlimit() != limit:
+        sys.setrecursionlimit(limit)
+        raise CheckFailure(ex, "your code raised Python's recursion limit. That only moves the crash: a deeper graph "
+                               "overflows the C stack and kills the kernel. Keep your own stack (a list) instead.")
     _check_order(ex, order, end, f"a chain of {CHAIN_LENGTH} nodes")
 
     @RANDOM_CASES
@@ -330,9 +366,9 @@ def check_backward(backward) -> None:
     a = x * x
     y = a * a
     call_learner(ex, y.backward, shown_input="x = 2; a = x*x; y = a*a; y.backward()")
-    if as_float(ex, y.grad, "y.grad") == 0 and x.grad == 0:
-        raise CheckFailure(ex, "every gradient stayed 0: the output's gradient must be seeded with 1 (dy/dy = 1) "
-                               "before walking the graph.")
+    if x.grad == 0 and a.grad == 0:
+        raise CheckFailure(ex, "no gradient reached a or x: the output's gradient must be seeded with 1 (dy/dy = 1) "
+                               "before walking the graph, since every rule multiplies by it.")
     if (a.grad, x.grad) != (8.0, 32.0):
         if (a.grad, x.grad) == (8.0, 0.0) or x.grad < 32.0:
             why = ("x's gradient is incomplete: a node was processed before all its consumers had contributed. "
@@ -349,15 +385,16 @@ def check_backward(backward) -> None:
     # Two paths from a to the output: a walk that follows paths runs a's rule twice and doubles x's gradient.
     x = Node(0.5)
     a = x.tanh()
-    y = a * Node(2.0) + a * Node(3.0)
-    call_learner(ex, y.backward, shown_input="a = tanh(x); y = 2a + 3a; y.backward()")
+    y = a * Node(-2.0) + a * Node(-3.0)  # negative gradients too: nothing may be skipped for its sign
+    call_learner(ex, y.backward, shown_input="a = tanh(x); y = -2a - 3a; y.backward()")
     if a.backward_calls > 1:
         raise CheckFailure(ex, f"a node's _backward ran {a.backward_calls} times in one pass (a = tanh(x) feeds two "
                                "products): a walk that follows every path runs a shared node once per path and "
                                "counts its gradient again each time. Run each node once, in reverse topological order.")
-    expected = 5 * (1 - math.tanh(0.5) ** 2)
+    expected = -5 * (1 - math.tanh(0.5) ** 2)
     if not math.isclose(as_float(ex, x.grad, "x.grad"), expected, rel_tol=1e-9):
-        raise CheckFailure(ex, f"a = tanh(x); y = 2a + 3a at x = 0.5: expected x.grad = {fmt(expected)}, received {fmt(x.grad)}.")
+        raise CheckFailure(ex, f"a = tanh(x); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(expected)}, "
+                               f"received {fmt(x.grad)}.")
 
     # Deep graph: no recursion anywhere in the pass.
     chain_x, end = ref_chain(CHAIN_LENGTH, Node)
@@ -401,11 +438,23 @@ def check_derived_operators(Value) -> None:
         if not math.isclose(got, want, rel_tol=1e-12):
             raise CheckFailure(ex, f"{why}\n{shown}: expected data {want}, received {got}.")
 
-    x = Value(2.0)
-    y = x ** 3
-    call_learner(ex, y.backward, shown_input="x = Value(2.0); (x ** 3).backward()")
-    if not math.isclose(as_float(ex, x.grad, "x.grad"), 12.0, rel_tol=1e-12):
-        raise CheckFailure(ex, f"x ** 3 at x = 2: local derivative 3·x² = 12, received x.grad = {x.grad}.")
+    slopes = [
+        ("x ** 3 at x = 2", lambda x: x ** 3, 2.0, 12.0, "the local derivative of x**k is k·x**(k-1) = 12."),
+        ("x ** 2 at x = 0", lambda x: x ** 2, 0.0, 0.0, "the local derivative of x**2 at 0 is 0 (compute it from x, "
+                                                      "not as k·out/x, which divides by zero)."),
+        ("5 - x at x = 2", lambda x: 5 - x, 2.0, -1.0, "5 - x must stay connected to x: d(5 - x)/dx = -1."),
+        ("1 / x at x = 4", lambda x: 1 / x, 4.0, -1 / 16, "1 / x must stay connected to x: d(1/x)/dx = -1/x²."),
+        ("sum([x, x]) at x = 2", lambda x: sum([x, x]), 2.0, 2.0,
+         "sum() starts from 0, so 0 + x calls __radd__: it must stay connected to x."),
+        ("0 * x + 1 * x at x = 2", lambda x: 0 * x + 1 * x, 2.0, 1.0, "__rmul__ must stay connected for every number."),
+    ]
+    for shown, fn, x0, want, why in slopes:
+        x = Value(x0)
+        y = call_learner(ex, fn, x, shown_input=shown)
+        call_learner(ex, y.backward, shown_input=f"({shown}).backward()")
+        got = as_float(ex, x.grad, "x.grad")
+        if not math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-15):
+            raise CheckFailure(ex, f"{why}\n{shown}: expected x.grad = {fmt(want)}, received {fmt(got)}.")
 
     @RANDOM_CASES
     @given(programs(BINARY + REFLECTED + ["neg", "**2", "**3", "**-1", "**0.5"]))
@@ -429,6 +478,9 @@ def check_nonlinearities(Value) -> None:
          {1 - 0.25: "tanh's local derivative is 1 - tanh(x)², using the output; 1 - x² uses the input."}),
         ("relu", -1.5, 0.0, 0.0, {1.0: "relu passes gradient only where the output is positive: at x = -1.5 it is 0."}),
         ("relu", 2.0, 2.0, 1.0, {}),
+        ("relu", 0.0, 0.0, 0.0, {1.0: "relu's gradient at exactly 0 is 0 (as in torch): use out.data > 0, not >= 0."}),
+        ("log", 0.01, math.log(0.01), 100.0, {}),
+        ("exp", 10.0, math.exp(10.0), math.exp(10.0), {}),
         ("tanh", 1000.0, 1.0, 0.0, {}),
         ("tanh", -1000.0, -1.0, 0.0, {}),
     ]
@@ -467,37 +519,71 @@ def check_nonlinearities(Value) -> None:
 @exercise("mlp")
 def check_mlp(MLP) -> None:
     ex = "mlp"
-    model = call_learner(ex, MLP, 3, [4, 4, 1], shown_input="MLP(3, [4, 4, 1])")
-    params = call_learner(ex, model.parameters, shown_input="MLP(3, [4, 4, 1]).parameters()")
-    if params:
-        require_value_node(ex, type(params[0]))
-    if len(params) != 41 or len({id(p) for p in params}) != 41:
-        raise CheckFailure(ex, f"MLP(3, [4, 4, 1]) has (3+1)·4 + (4+1)·4 + (4+1)·1 = 41 distinct parameters; "
-                               f"parameters() returned {len(params)} ({len({id(p) for p in params})} distinct).")
-    inputs = [0.5, -1.0, 2.0]
-    out = call_learner(ex, model, inputs, shown_input="model([0.5, -1.0, 2.0])")
-    if isinstance(out, list):
-        if len(out) != 1:
-            raise CheckFailure(ex, f"the last layer has one neuron, so the model returns one Value, got {len(out)}")
-        out = out[0]
-    # The same network in torch: per neuron its weights then its bias; ReLU on every layer but the last.
-    flat = torch.tensor([as_float(ex, p.data, "a parameter's data") for p in params], dtype=torch.float64,
-                        requires_grad=True)
-    h, start = torch.tensor(inputs, dtype=torch.float64), 0
-    for layer, (n_in, n_out) in enumerate(((3, 4), (4, 4), (4, 1))):
-        block = flat[start:start + n_out * (n_in + 1)].reshape(n_out, n_in + 1)
-        start += n_out * (n_in + 1)
-        h = block[:, :n_in] @ h + block[:, n_in]
-        h = torch.relu(h) if layer < 2 else h
-    if not math.isclose(as_float(ex, out.data, "the model's output"), h.item(), rel_tol=1e-9, abs_tol=1e-12):
-        raise CheckFailure(ex, f"model([0.5, -1.0, 2.0]) = {out.data!r}, but the same weights in torch give {h.item()!r}. "
-                               "Expected: each neuron computes sum(w·x) + b, ReLU on every layer except the last, and "
-                               "parameters() lists each neuron's weights then its bias, layer by layer.")
-    call_learner(ex, out.backward, shown_input="model(x).backward()")
-    (expected,) = torch.autograd.grad(h, flat)
-    got = np.array([as_float(ex, p.grad, "a parameter's grad") for p in params])
-    if not np.allclose(got, expected.numpy(), rtol=1e-9, atol=1e-12):
-        raise CheckFailure(ex, f"parameter gradients differ from torch: expected {fmt(expected.numpy())}, received {fmt(got)}")
+    random.seed(0)  # the learner draws weights with random.uniform: make the grade reproducible
+    for n_in, sizes in ((3, [4, 4, 1]), (2, [3, 2])):  # one output (a Value) and two (a list)
+        check_architecture(ex, MLP, n_in, sizes)
+
+
+def check_architecture(ex, MLP, n_in, sizes):
+    shown = f"MLP({n_in}, {sizes})"
+    model = call_learner(ex, MLP, n_in, sizes, shown_input=shown)
+    params = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters()")
+    count = sum((a + 1) * b for a, b in zip([n_in] + sizes, sizes))
+    again = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters() called twice")
+    if len(params) != count or len({id(p) for p in params}) != count:
+        raise CheckFailure(ex, f"{shown} has {count} distinct parameters (weights and a bias per neuron); parameters() "
+                               f"returned {len(params)} ({len({id(p) for p in params})} distinct).")
+    if [id(p) for p in again] != [id(p) for p in params]:
+        raise CheckFailure(ex, "parameters() returned different objects (or a different list) on a second call: it "
+                               "must list the model's own Values, the same ones every time.")
+    require_value_node(ex, type(params[0]))
+    data = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
+    weights = data[[k for k in range(count) if not _is_bias(k, n_in, sizes)]]
+    if np.any(np.abs(weights) > 1) or np.std(weights) < 0.1:
+        raise CheckFailure(ex, f"{shown}: weights should be drawn with random.uniform(-1, 1), each its own number; got "
+                               f"values from {weights.min():.3f} to {weights.max():.3f}.")
+    flat = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+    for inputs in ([0.5, -1.0, 2.0][:n_in], [-2.0, 1.5, 0.3][:n_in], [1.0, 1.0, -1.0][:n_in]):
+        out = call_learner(ex, model, inputs, shown_input=f"model({inputs})")
+        outs = out if isinstance(out, list) else [out]
+        expected = _torch_mlp(flat, inputs, n_in, sizes)
+        got = np.array([as_float(ex, o.data, "an output's data") for o in outs])
+        if got.shape != expected.shape or not np.allclose(got, expected.detach().numpy(), rtol=1e-9, atol=1e-12):
+            raise CheckFailure(ex, f"{shown}: model({inputs}) = {fmt(got)}, but the same weights in torch give "
+                                   f"{fmt(expected.detach().numpy())}. Expected: each neuron computes sum(w·x) + b, ReLU on "
+                                   "every layer except the last, and parameters() lists each neuron's weights then its "
+                                   "bias, layer by layer; a layer of one neuron returns a Value, else a list.")
+        call_learner(ex, model.zero_grad, shown_input="model.zero_grad()")
+        if any(p.grad != 0 for p in params):
+            raise CheckFailure(ex, "zero_grad() must set every parameter's grad back to 0.")
+        loss = sum(outs[1:], outs[0])
+        call_learner(ex, loss.backward, shown_input=f"sum(model({inputs})).backward()")
+        (want,) = torch.autograd.grad(expected.sum(), flat)
+        grads = np.array([as_float(ex, p.grad, "a parameter's grad") for p in params])
+        if not np.allclose(grads, want.numpy(), rtol=1e-9, atol=1e-12):
+            raise CheckFailure(ex, f"{shown}: parameter gradients differ from torch: expected {fmt(want.numpy())}, "
+                                   f"received {fmt(grads)}")
     call_learner(ex, model.zero_grad, shown_input="model.zero_grad()")
-    if any(p.grad != 0 for p in model.parameters()):
-        raise CheckFailure(ex, "zero_grad() must set every parameter's grad back to 0.")
+    if not np.array_equal([p.data for p in params], data):
+        raise CheckFailure(ex, "zero_grad() changed parameter values: it clears .grad only.")
+
+
+def _is_bias(k, n_in, sizes):
+    """Whether flat parameter k is a bias, given each neuron lists its weights then its bias."""
+    for fan_in, width in zip([n_in] + sizes, sizes):
+        block = (fan_in + 1) * width
+        if k < block:
+            return k % (fan_in + 1) == fan_in
+        k -= block
+    raise IndexError(k)
+
+
+def _torch_mlp(flat, inputs, n_in, sizes):
+    """The same network in torch, reading weights from the flat parameter vector in micrograd's order."""
+    h, start = torch.tensor(inputs, dtype=torch.float64), 0
+    for layer, (fan_in, width) in enumerate(zip([n_in] + sizes, sizes)):
+        block = flat[start:start + width * (fan_in + 1)].reshape(width, fan_in + 1)
+        start += width * (fan_in + 1)
+        h = block[:, :fan_in] @ h + block[:, fan_in]
+        h = torch.relu(h) if layer < len(sizes) - 1 else h
+    return h
