@@ -29,3 +29,14 @@ def solution_notebook(name: str) -> Path:
 @pytest.fixture(params=ASSIGNMENTS)
 def assignment(request) -> str:
     return request.param
+
+
+def rejects(exercise_id, answer, *phrases):
+    """Run a check that must fail; every phrase must appear in its diagnosis. Returns the diagnosis."""
+    from autograder import CheckFailure, check
+
+    with pytest.raises(CheckFailure) as info:
+        check(exercise_id, answer)
+    for phrase in phrases:
+        assert phrase in info.value.message, info.value.message
+    return info.value.message
