@@ -69,7 +69,8 @@ def _time_limit(seconds: float):
     except ValueError:  # not the main thread: run without a limit rather than not at all
         yield
         return
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # Repeat every second after the first alarm: code that swallows one _Timeout still gets stopped by the next.
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
     try:
         yield
     finally:
@@ -90,7 +91,7 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
     except _Timeout:
         raise Abandon(CheckFailure(exercise, f"your code did not finish within {CALL_TIMEOUT_S} s{where}: "
                                              "is there a loop that never ends?")) from None
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         raise CheckFailure(exercise, f"your code raised {type(error).__name__}: {error}{where}", cause=error) from None
 
 

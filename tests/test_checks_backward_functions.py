@@ -200,7 +200,7 @@ def no_expand_dims(g, out, x, dim=None, keepdim=False):
     ("subtract_back", bundle("subtract_back0", "subtract_back1", subtract_back1=RIGHT["add_back1"]), ["subtract_back1"]),
     ("divide_back", bundle("divide_back0", "divide_back1", divide_back1=lambda g, out, x, y: ub(-g / np.square(y), y)),
      ["divide_back1"]),
-    ("sum_back", no_expand_dims, ["land in columns"]),
+    ("sum_back", no_expand_dims, ["rows and columns swap"]),
     ("mean_back", lambda g, out, x, dim=None, keepdim=False: sum_back(g, out, x, dim, keepdim) / np.size(x),
      ["divide by the size of the reduced axes"]),
     ("mean_back", sum_back, ["mean_back"]),
@@ -215,4 +215,38 @@ def no_expand_dims(g, out, x, dim=None, keepdim=False):
     ("multiply_back", RIGHT["multiply_back0"], ["expected a dict"]),
 ])
 def test_backward_rules_reject_wrong_implementations(exercise_id, answer, phrases):
+    rejects(exercise_id, answer, *phrases)
+
+
+# ------------------------------------------------------------------------------------------- found by red-teaming
+
+def sum_back_axes_at_the_end(g, out, x, dim=None, keepdim=False):
+    g = np.asarray(g, dtype=float)
+    if dim is not None and not keepdim:
+        for _ in np.atleast_1d(dim):
+            g = g[..., None]  # right only when the reduced axes were the last ones
+    return g + np.zeros(np.shape(x))
+
+
+def unbroadcast_needs_an_array(broadcasted, original):
+    original.shape  # AttributeError for a Python number
+    return unbroadcast_loop(broadcasted, original)
+
+
+def multiply_back0_in_place(g, out, x, y):
+    g *= y  # the engine's other backward function reads the same grad_out
+    return ub(g, x)
+
+
+@pytest.mark.parametrize("exercise_id, answer, phrases", [
+    ("sum_back", sum_back_axes_at_the_end, ["where it was"]),
+    ("multiply_back", bundle("multiply_back0", "multiply_back1", multiply_back0=multiply_back0_in_place), ["in place"]),
+    ("multiply_back", bundle("multiply_back0", "multiply_back1", multiply_back0=lambda g, out, x, y: ub(g * out / x, x)),
+     ["divides by zero"]),
+    ("exp_back", lambda g, out, x: ub(g * out, x).astype(np.float32), ["float64"]),
+    ("unbroadcast", lambda b, original: np.broadcast_to(unbroadcast_loop(b, original), np.shape(original)), ["read-only"]),
+    ("unbroadcast", unbroadcast_needs_an_array, ["Python number"]),
+    ("negative_back", lambda g, out, x: exit(), ["SystemExit"]),
+])
+def test_backward_rules_reject_red_team_answers(exercise_id, answer, phrases):
     rejects(exercise_id, answer, *phrases)

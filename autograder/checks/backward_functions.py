@@ -31,12 +31,16 @@ def as_gradient(ex, name, result, shape, shown):
     if not isinstance(result, np.ndarray):
         raise CheckFailure(ex, f"{name} returned {type(result).__name__}; return a numpy array ({shown}).")
     if result.shape != tuple(shape):
+        hint = " Sum away what broadcasting added (unbroadcast)." if result.size > np.prod(shape, dtype=int) else ""
         raise CheckFailure(ex, f"{name} returned shape {result.shape}, but the input has shape {tuple(shape)} ({shown}): "
-                               "a gradient has its input's shape; sum away what broadcasting added (unbroadcast).")
-    if not np.issubdtype(result.dtype, np.floating):
+                               f"a gradient has its input's shape.{hint}")
+    if np.issubdtype(result.dtype, np.integer) or result.dtype == bool:
         raise CheckFailure(ex, f"{name} returned dtype {result.dtype} ({shown}): an integer gradient buffer truncates "
-                               "fractions. Build gradients in float (e.g. np.zeros(shape) or grad_out * 1.0).")
-    return result
+                               "fractions. Build gradients in float64 (e.g. np.zeros(shape) or grad_out * 1.0).")
+    if result.dtype != np.float64:
+        raise CheckFailure(ex, f"{name} returned dtype {result.dtype} ({shown}): return float64, whatever the inputs' "
+                               "dtype; float32 keeps only ~7 significant digits.")
+    return np.array(result, dtype=np.float64, subok=False)  # a plain array: no subclass can bend the comparison
 
 
 def torch_vjp(forward, inputs, index, grad_out, **kwargs):
@@ -69,9 +73,14 @@ def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True
     extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
     shown = (f"{name}(grad_out of shape {np.shape(grad_out)}, out, "
              + ", ".join(describe(v) for v in inputs) + f"{extra})")
-    result = call_learner(ex, back, np.array(grad_out), out, *inputs, shown_input=shown, **kwargs)
+    sent = [np.array(grad_out), out, *[np.array(v) if isinstance(v, np.ndarray) else v for v in inputs]]
+    result = call_learner(ex, back, *sent, shown_input=shown, **kwargs)
+    if not np.array_equal(sent[0], grad_out) or not all(
+            np.array_equal(a, b) for a, b in zip(sent[2:], inputs) if isinstance(b, np.ndarray)):
+        raise CheckFailure(ex, f"{name} changed grad_out or an input in place ({shown}). In an engine the backward "
+                               "functions of one operation share grad_out: compute new arrays instead.")
     got = as_gradient(ex, name, result, np.shape(inputs[index]), shown)
-    if not np.allclose(got, expected, rtol=1e-7, atol=1e-9):
+    if not np.allclose(got, expected, rtol=1e-9, atol=1e-12):
         raise CheckFailure(ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
     numeric = numeric_vjp(forward, inputs, index, grad_out, **kwargs) if smooth else got
     if not np.allclose(got, numeric, rtol=1e-4, atol=1e-5):
@@ -166,6 +175,22 @@ def check_unbroadcast(unbroadcast) -> None:
                       "added or stretched, not over every axis."
             raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(expected)}, received {fmt(got)}.")
 
+    for broadcasted, original, why in (
+            (np.ones((2, 3)), 7.0, "original may be a Python number (np.shape(7.0) is ()): use np.shape(original)."),
+            (np.ones((2, 3), dtype=np.int64), np.zeros(3), "an integer upstream gradient must come back as float64.")):
+        kept = broadcasted.copy()
+        try:
+            result = call_learner(ex, unbroadcast, broadcasted, original,
+                                  shown_input=f"{broadcasted.dtype} {kept.shape} to {original!r}")
+        except CheckFailure as failure:
+            raise CheckFailure(ex, f"{why}\n{failure.message}") from None
+        if not isinstance(result, np.ndarray) or result.dtype != np.float64 or result.shape != np.shape(original):
+            raise CheckFailure(ex, f"{why} Received {result!r}.")
+        if not result.flags.writeable:
+            raise CheckFailure(ex, "unbroadcast returned a read-only array (a broadcast view?): callers accumulate "
+                                   "into gradients in place, so return a fresh array.")
+        if not np.array_equal(broadcasted, kept):
+            raise CheckFailure(ex, "unbroadcast changed the array it was given: sum into a new array instead.")
     @RANDOM_CASES
     @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4), st.integers(0, 2 ** 16))
     def random_case(shapes, seed):
@@ -229,6 +254,8 @@ def check_multiply_back(given_functions) -> None:
          "y is a Python number: its gradient is one number, the sum over every element, as a 0-d array."),
         ([np.array([1, 2]), np.array([3, 5])], 0, np.array([0.5, 0.5]),
          "integer inputs with grad_out 0.5: the gradient y · 0.5 = [1.5, 2.5] must stay fractional."),
+        ([np.array([0.0, 2.0]), np.array([3.0, 4.0])], 0, np.array([1.0, 1.0]),
+         "x contains 0: the gradient for x is grad_out · y = [3, 4]; computing y as out / x divides by zero."),
     ]
     pair_exercise(ex, [("multiply_back0", back0), ("multiply_back1", back1)], torch.mul, -2.0, 2.0, probes)
 
@@ -248,7 +275,9 @@ def arithmetic_exercise(ex, given_functions, forward):
     names = [f"{ex}0", f"{ex}1"]
     backs = functions(ex, given_functions, names)
     probes = [([np.ones((2, 3)), np.array([0.5, 1.0, 2.0])], 1, np.array([[1.0, 2, 3], [4, 5, 6]]),
-               "the second input, shape (3,), was combined with every row: sum its gradient over the rows.")]
+               "the second input, shape (3,), was combined with every row: sum its gradient over the rows."),
+              ([np.array([0.0, 1.0]), np.array([2.0, 2.0])], 1, np.array([1.0, 1.0]),
+               "x contains 0: use x itself in the local rule, not a value recovered by dividing by it.")]
     pair_exercise(ex, list(zip(names, backs)), forward, 0.5, 2.0, probes)
 
 
@@ -269,31 +298,25 @@ def check_divide_back(given_functions) -> None:
 
 # ------------------------------------------------------------------------------------------------ reductions and shapes
 
-def axes_for(shape, choice):
-    """None, one axis or a tuple of axes of an array of this shape (possibly negative)."""
-    if not shape or choice == 0:
-        return None
-    ndim = len(shape)
-    if choice == 1:
-        return ndim - 1
-    if choice == 2:
-        return -1
-    return tuple(sorted({0, ndim - 1}))
+@st.composite
+def reductions(draw):
+    """(shape, dim, keepdim): rank 0–4 with sides 1–4; dim None, one axis or a tuple in any order, negative or not."""
+    shape = tuple(draw(st.lists(st.integers(1, 4), max_size=4)))
+    axes = draw(st.lists(st.integers(0, len(shape) - 1), unique=True, max_size=len(shape))) if shape else []
+    axes = [a - len(shape) if draw(st.booleans()) else a for a in axes]
+    dim = None if not axes else axes[0] if len(axes) == 1 and draw(st.booleans()) else tuple(axes)
+    return shape, dim, draw(st.booleans())
 
 
 def reduction_exercise(ex, back, reduce):
-    """Random shapes of rank 0–4, reduced over everything, one axis (positive or negative) or two, with and
-    without keepdims."""
+    """Random reductions of random arrays: everything, any axes in any order (negative too), keepdim or not."""
     @RANDOM_CASES
-    @given(mutually_broadcastable_shapes(num_shapes=1, min_dims=0, max_dims=4, max_side=4), st.integers(0, 2 ** 16),
-           st.integers(0, 3), st.booleans())
-    def random_case(shapes, seed, choice, keepdim):
-        shape = shapes.input_shapes[0]
+    @given(reductions(), st.integers(0, 2 ** 16))
+    def random_case(reduction, seed):
+        shape, dim, keepdim = reduction
         x = np.random.default_rng(seed).uniform(-1, 1, size=shape)
-        dim = axes_for(shape, choice)
-        forward = (lambda t, dim, keepdim: reduce(t)) if dim is None else \
-            (lambda t, dim, keepdim: reduce(t, dim=dim, keepdim=keepdim))
-        check_vjp(ex, ex, back, forward, [x], 0, dim=dim, keepdim=keepdim if dim is not None else False)
+        check_vjp(ex, ex, back, lambda t, dim, keepdim: reduce(t, dim=dim, keepdim=keepdim), [x], 0,
+                  dim=dim, keepdim=keepdim)
 
     random_case()
 
@@ -301,11 +324,14 @@ def reduction_exercise(ex, back, reduce):
 @exercise("sum_back")
 def check_sum_back(sum_back) -> None:
     ex = "sum_back"
-    # Probe: a square input hides a missing expand_dims from any shape check.
-    probe_vjp(ex, "sum over axis 1 of a 3×3 with upstream [1, 2, 3] must give rows [1,1,1], [2,2,2], [3,3,3]: put "
-                  "the reduced axis back (np.expand_dims) before broadcasting, or the upstream values land in columns.",
-              ex, sum_back, lambda t, dim, keepdim: t.sum(dim=dim, keepdim=keepdim), [np.arange(9.0).reshape(3, 3)], 0,
-              grad_out=np.array([1.0, 2.0, 3.0]), dim=1, keepdim=False)
+    # Probes: a square input hides a misplaced axis from any shape check; then a middle axis and a tuple.
+    total = lambda t, dim, keepdim: t.sum(dim=dim, keepdim=keepdim)  # noqa: E731
+    for x, dim, grad_out in ((np.ones((3, 3)), 1, np.array([1.0, 2.0, 3.0])), (np.ones((3, 3)), 0, np.array([1.0, 2.0, 3.0])),
+                             (np.ones((2, 3, 4)), -2, None), (np.ones((2, 3, 4)), (2, 0), None)):
+        probe_vjp(ex, f"sum over axis {dim} of shape {x.shape}: put each reduced axis back where it was, "
+                      "np.expand_dims(grad_out, dim), before broadcasting; otherwise the upstream values land along the "
+                      "wrong axis (for a square input, rows and columns swap with no shape error).",
+                  ex, sum_back, total, [x], 0, grad_out=grad_out, dim=dim, keepdim=False)
     reduction_exercise(ex, sum_back, torch.sum)
 
 
