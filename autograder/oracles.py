@@ -1,7 +1,7 @@
 """The two references every check compares against: torch.autograd in float64 and central finite differences."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import torch
@@ -57,7 +57,3 @@ def central_differences(fn: Callable[..., float], *inputs, h: float = 1e-6) -> l
         grads.append(grad)
     return grads
 
-
-def agree(torch_grads: Sequence[np.ndarray], fd_grads: Sequence[np.ndarray], rtol: float = 1e-5) -> bool:
-    """Sanity check that the two oracles agree, so a check never grades against a broken reference."""
-    return all(np.allclose(t, f, rtol=rtol, atol=rtol) for t, f in zip(torch_grads, fd_grads))
