@@ -49,12 +49,9 @@ def test_central_difference_reports_crash_with_the_input():
 
 # ------------------------------------------------------------------------------------------- numerical_gradient
 
-def gradient_by_index(f, x, h=1e-5):
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        raise TypeError(f"need a float array, got {x.dtype}")
-    work = x.astype(np.float64)
-    grad = np.zeros_like(work)
+def nudge_each(f, work, h):
+    """Central differences element by element, nudging `work` in place and putting each element back."""
+    grad = np.zeros(work.shape)
     for index in np.ndindex(work.shape):
         kept = work[index]
         work[index] = kept + h
@@ -64,6 +61,13 @@ def gradient_by_index(f, x, h=1e-5):
         work[index] = kept
         grad[index] = (up - down) / (2 * h)
     return grad
+
+
+def gradient_by_index(f, x, h=1e-5):
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"need a float array, got {x.dtype}")
+    return nudge_each(f, x.astype(np.float64), h)
 
 
 def gradient_by_basis_vectors(f, x, h=1e-5):
@@ -131,17 +135,7 @@ def integer_error_without_dtype(f, x, h=1e-5):
 def keeps_float32(f, x, h=1e-5):
     if x.dtype.kind != "f":
         raise TypeError(f"dtype {x.dtype}")
-    work = x.copy()
-    grad = np.zeros(x.shape)
-    for index in np.ndindex(x.shape):
-        kept = work[index]
-        work[index] = kept + h
-        up = f(work)
-        work[index] = kept - h
-        down = f(work)
-        work[index] = kept
-        grad[index] = (up - down) / (2 * h)
-    return grad
+    return nudge_each(f, x.copy(), h)  # nudges in the input's own dtype: float32 loses the nudge
 
 
 @pytest.mark.parametrize("answer, phrases", [
