@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import CELL_TIMEOUT_S, KERNEL_ARGS, REPO, assignments, configure, solution_version
+from autograder.course import CELL_TIMEOUT_S, MEASURED_TAG, KERNEL_ARGS, REPO, assignments, configure, solution_version
 
 
 def release(dest: Path = REPO / "notebooks", keep_edited: bool = False) -> list[Path]:
@@ -81,11 +81,15 @@ def reproducible(nb):
 
     Stream output arrives in chunks whose boundaries depend on timing: merge consecutive ones (nbconvert's
     CoalesceStreamsPreprocessor). nbclient saves widgets under random model ids, in the order the kernel created
-    them: renumber them in that order.
+    them: renumber them in that order. Cells tagged ``measured`` show timings of this machine at this moment: keep
+    them executed but without outputs, since a learner's own run is what counts.
     """
     from nbconvert.preprocessors.coalescestreams import CoalesceStreamsPreprocessor
 
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
+    for cell in nb.cells:
+        if MEASURED_TAG in cell.metadata.get("tags", []):
+            cell.outputs = []
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     text = nbformat.writes(nb)
     for number, model_id in enumerate(list(state)):

@@ -17,6 +17,7 @@ COURSE_ID = "backprop-from-scratch"
 CELL_TIMEOUT_S = 120
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 TEST_PREFIX = "test_"
+MEASURED_TAG = "measured"  # a cell whose outputs are timings: solutions/ keeps it without outputs
 # Kernel flags for every notebook run. Plain tracebacks show one line per frame instead of five lines of context,
 # so a failing visible assert never prints the hidden block after it (CheckFailure renders without frames at all).
 # log_level=ERROR hides ipykernel's start-up warning about unencrypted loopback TCP, which is noise here.

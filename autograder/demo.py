@@ -25,6 +25,8 @@ MISTAKES = {
     "02_scalar_engine": ("value_node", [("self.grad += other.data * out.grad", "self.grad = other.data * out.grad"),
                                         ("other.grad += self.data * out.grad", "other.grad = self.data * out.grad")]),
     "03_backward_functions": ("unbroadcast", [("result.sum(axis=stretched, keepdims=True)", "result.sum(axis=stretched)")]),
+    "04_tensor_engine": ("backprop", [("grads[id(x)] = grads[id(x)] + contribution if id(x) in grads else contribution",
+                                       "grads[id(x)] = contribution")]),
 }
 
 

@@ -160,3 +160,76 @@ def backward_stepper(root, names: dict | None = None):
     slider.observe(show, names="value")
     show()
     return widgets.VBox([widgets.HBox([play, slider]), text, picture])
+
+
+# ------------------------------------------------------------------------------------------------ tensor graphs
+
+TENSOR_STYLES = {  # (is_leaf, requires_grad) -> how the node looks, and the legend text
+    (True, True): ({"style": "filled", "fillcolor": "#c6efce"}, "leaf, requires_grad"),
+    (True, False): ({"style": "dashed", "color": "#808080", "fontcolor": "#606060"}, "leaf, no grad (data)"),
+    (False, True): ({"style": "filled,rounded", "fillcolor": "#dde8f8"}, "non-leaf (made by an op)"),
+    (False, False): ({"style": "dashed,rounded", "color": "#808080"}, "non-leaf, no grad"),
+}
+
+
+def tensor_to_dot(end, names: dict | None = None) -> graphviz.Digraph:
+    """A tensor graph as a Graphviz diagram: one box per tensor, one ellipse per recorded operation.
+
+    Works on any tensor with ``.array``, ``.requires_grad``, ``.grad`` and ``.recipe`` (None, or ``.inputs`` and
+    ``.backwards``). Boxes are styled by kind (see TENSOR_STYLES); plain-number inputs show as bare text.
+
+    Args:
+        names: display names keyed by id(tensor), e.g. {id(x): "x"}.
+    """
+    names = names or {}
+    order = _tensor_order(end)
+    key = {id(t): f"t{i}" for i, t in enumerate(order)}
+    dot = graphviz.Digraph(graph_attr={"rankdir": "LR"}, node_attr={"fontname": "Helvetica", "fontsize": "11"})
+    for t in order:
+        style, kind = TENSOR_STYLES[(t.recipe is None, bool(t.requires_grad))]
+        grad = "" if t.grad is None else f"\ngrad {_short(t.grad.array)}"
+        label = f"{names.get(id(t), '')}  shape {tuple(t.array.shape)}\n{kind}\n{_short(t.array)}{grad}".strip()
+        dot.node(key[id(t)], label, shape="box", **style)
+        if t.recipe is None:
+            continue
+        dot.node(key[id(t)] + "op", _op_name(t.recipe), shape="ellipse")
+        dot.edge(key[id(t)] + "op", key[id(t)])
+        for n, x in enumerate(t.recipe.inputs):
+            if hasattr(x, "array"):
+                dot.edge(key[id(x)], key[id(t)] + "op")
+            else:
+                dot.node(f"{key[id(t)]}c{n}", repr(x), shape="plaintext")
+                dot.edge(f"{key[id(t)]}c{n}", key[id(t)] + "op")
+    return dot
+
+
+def draw_tensors(end, names: dict | None = None):
+    """Display-ready picture of the tensor graph ending at ``end``."""
+    from IPython.display import SVG
+    return SVG(render_svg(tensor_to_dot(end, names=names)))
+
+
+def _tensor_order(end):
+    """Every tensor reachable through recorded inputs, data included, inputs first; iterative, so deep graphs draw."""
+    order, seen, stack = [], set(), [(end, False)]
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+        elif id(t) not in seen:
+            seen.add(id(t))
+            stack.append((t, True))
+            inputs = [] if t.recipe is None else [x for x in t.recipe.inputs if hasattr(x, "array")]
+            stack.extend((x, False) for x in reversed(inputs) if id(x) not in seen)
+    return order
+
+
+def _op_name(recipe) -> str:
+    """'multiply' from multiply_back0: the backward functions are named after the forward operation."""
+    name = getattr(recipe.backwards[0], "__name__", "op") if recipe.backwards else "op"
+    return name.split("_back")[0] if "_back" in name else name
+
+
+def _short(array) -> str:
+    import numpy as np
+    return np.array2string(np.asarray(array), precision=3, suppress_small=True, threshold=6, edgeitems=2)

@@ -1,0 +1,360 @@
+"""Notebook 4 checks: each probe rejects a realistic wrong implementation with its own message, and correct
+alternatives pass (a class-based no_grad, Kahn's algorithm, a backprop keyed by tensor, a Jacobian that recomputes f).
+
+Wrong implementations are small text edits of the solution notebook's own code, the way a learner's slip looks.
+"""
+import pytest
+
+from autograder import check
+from conftest import rejects, solution_namespace
+
+NB = "04_tensor_engine"
+
+
+def engine(edits=None, extra=""):
+    return solution_namespace(NB, edits, extra)
+
+
+def answer(ns, exercise):
+    return {
+        "apply_op": lambda: {"apply_op": ns["apply_op"], "no_grad": ns["no_grad"], "Tensor": ns["Tensor"]},
+        "operators": lambda: ns["Tensor"],
+        "topological_sort": lambda: {"topological_sort": ns["topological_sort"], "Tensor": ns["Tensor"]},
+        "backprop": lambda: {"backprop": ns["backprop"], "Tensor": ns["Tensor"]},
+        "jacobian": lambda: {"jacobian": ns["jacobian"], "Tensor": ns["Tensor"]},
+    }[exercise]()
+
+
+@pytest.mark.parametrize("exercise", ["apply_op", "operators", "topological_sort", "backprop", "jacobian"])
+def test_solution_passes(exercise):
+    check(exercise, answer(engine(), exercise))
+
+
+# ------------------------------------------------------------------------------------------------ apply_op
+
+NO_GRAD_AS_CLASS = '''
+class no_grad:
+    def __enter__(self):
+        self.previous, GradMode.enabled = GradMode.enabled, False
+    def __exit__(self, *exc_info):
+        GradMode.enabled = self.previous
+'''
+
+
+def test_apply_op_accepts_a_class_based_no_grad():
+    check("apply_op", answer(engine(extra=NO_GRAD_AS_CLASS), "apply_op"))
+
+
+@pytest.mark.parametrize("right, wrong, phrase", [
+    ("arrays = [x.array if isinstance(x, Tensor) else x for x in inputs]", "arrays = list(inputs)",
+     "forward received a Tensor"),
+    ("if GradMode.enabled and any(isinstance(x, Tensor) and x.requires_grad for x in inputs):", "if GradMode.enabled:",
+     "no input requires grad"),
+    ("if GradMode.enabled and any(", "if any(", "inside `with no_grad():`"),
+    ("Recipe(inputs=inputs,", "Recipe(inputs=tuple(arrays),", "the inputs themselves"),
+    ("out = Tensor(forward(*arrays, **kwargs))", "out = Tensor(forward(*arrays))", "did not receive the keyword arguments"),
+    ("        GradMode.enabled = previous\n", "        GradMode.enabled = True\n", "restore the mode that was on before"),
+    ("    try:\n        yield\n    finally:\n        GradMode.enabled = previous",
+     "    yield\n    GradMode.enabled = previous", "an exception inside `with no_grad():`"),
+])
+def test_apply_op_rejects(right, wrong, phrase):
+    rejects("apply_op", answer(engine({"apply_op": [(right, wrong)]}), "apply_op"), phrase)
+
+
+def test_apply_op_stub_is_not_implemented():
+    ns = engine({"apply_op": [("    arrays = [x.array", "    raise NotImplementedError()\n    arrays = [x.array")]})
+    rejects("apply_op", answer(ns, "apply_op"), "not implemented yet")
+
+
+# ------------------------------------------------------------------------------------------------ operators
+
+def test_operators_accept_other_spellings():
+    extra = '''
+def relu(x):
+    return apply_op(lambda a: np.where(a > 0, a, 0.0), (relu_back,), x)
+
+def getitem_back(grad_out, out, x, index):
+    grad = np.zeros(np.shape(x))
+    np.add.at(grad, index, grad_out)
+    return grad
+
+Tensor.relu = relu
+Tensor.__rsub__ = lambda self, other: negative(self) + other
+'''
+    check("operators", answer(engine(extra=extra), "operators"))
+
+
+@pytest.mark.parametrize("right, wrong, phrase", [
+    ("Tensor.__rsub__ = lambda self, other: subtract(other, self)", "Tensor.__rsub__ = lambda self, other: subtract(self, other)",
+     "not x - 2"),
+    ("Tensor.__rtruediv__ = lambda self, other: divide(other, self)", "Tensor.__rtruediv__ = divide", "not b / 1"),
+    ("    np.add.at(grad, index, grad_out)", "    grad[index] += grad_out", "np.add.at"),
+    ("np.sum(a, axis=dim, keepdims=keepdim)", "np.sum(a, axis=dim)", "keeps axis 0 as size 1"),
+    ("(subtract_back0, subtract_back1)", "(subtract_back1, subtract_back0)", "recorded backward functions give"),
+    ("(mean_back,)", "(sum_back,)", "recorded backward functions give"),
+    ("return apply_op(np.exp, (exp_back,), x)", "return Tensor(np.exp(x.array), requires_grad=x.requires_grad)",
+     "was not recorded"),
+])
+def test_operators_reject(right, wrong, phrase):
+    rejects("operators", answer(engine({"operators": [(right, wrong)]}), "operators"), phrase)
+
+
+# ------------------------------------------------------------------------------------------------ topological_sort
+
+KAHN = '''
+from collections import deque
+
+def topological_sort(end_node):
+    consumers, seen, todo = {id(end_node): 0}, {id(end_node): end_node}, [end_node]
+    while todo:
+        for parent in todo.pop().parents:
+            consumers[id(parent)] = consumers.get(id(parent), 0) + 1
+            if id(parent) not in seen:
+                seen[id(parent)] = parent
+                todo.append(parent)
+    ready, emitted = deque([end_node]), []
+    while ready:
+        node = ready.popleft()
+        emitted.append(node)
+        for parent in node.parents:
+            consumers[id(parent)] -= 1
+            if consumers[id(parent)] == 0:
+                ready.append(parent)
+    if len(emitted) != len(seen):
+        raise ValueError("cycle")
+    return emitted[::-1]
+'''
+
+RECURSIVE = '''
+def topological_sort(end_node):
+    order, visited = [], set()
+    def visit(node):
+        if id(node) not in visited:
+            visited.add(id(node))
+            for parent in node.parents:
+                visit(parent)
+            order.append(node)
+    visit(end_node)
+    return order
+'''
+
+MARK_ON_PUSH = '''
+def topological_sort(end_node):
+    order, visited, stack = [], {id(end_node)}, [(end_node, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        stack.append((node, True))
+        for parent in node.parents:
+            if id(parent) not in visited:
+                visited.add(id(parent))
+                stack.append((parent, False))
+    return order
+'''
+
+NO_CYCLE_CHECK = '''
+def topological_sort(end_node):
+    order, visited, stack = [], set(), [(end_node, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+        elif id(node) not in visited:
+            visited.add(id(node))
+            stack.append((node, True))
+            stack.extend((parent, False) for parent in node.parents)
+    return order
+'''
+
+
+def test_topological_sort_accepts_kahns_algorithm():
+    check("topological_sort", answer(engine(extra=KAHN), "topological_sort"))
+
+
+@pytest.mark.parametrize("code, phrase", [
+    (RECURSIVE, "RecursionError"),
+    (MARK_ON_PUSH, "before one of its parents"),
+    (NO_CYCLE_CHECK, "a graph with a cycle"),
+    (NO_CYCLE_CHECK.replace("return order", "return order[::-1]"), "end node comes first"),
+    (NO_CYCLE_CHECK.replace("elif id(node) not in visited:", "else:"), "more than once"),
+])
+def test_topological_sort_rejects(code, phrase):
+    rejects("topological_sort", answer(engine(extra=code), "topological_sort"), phrase)
+
+
+# ------------------------------------------------------------------------------------------------ backprop
+
+KEYED_BY_TENSOR = '''
+def backprop(end_node, end_grad=None):
+    if end_grad is None:
+        if end_node.array.size != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        end_grad = Tensor(np.ones(end_node.shape))
+    if end_grad.shape != end_node.shape:
+        raise ValueError("end_grad must have the shape of end_node")
+    pending = {end_node: end_grad.array}          # Tensor has no __eq__, so it hashes by identity
+    for node in reversed(topological_sort(end_node)):
+        grad = pending.pop(node, None)
+        if grad is None:
+            continue
+        if node.requires_grad and (node.is_leaf or node.retains_grad):
+            node.grad = Tensor(grad) if node.grad is None else Tensor(node.grad.array + grad)
+        for i, parent in enumerate(node.recipe.inputs if node.recipe else ()):
+            if isinstance(parent, Tensor) and parent.requires_grad:
+                arrays = [t.array if isinstance(t, Tensor) else t for t in node.recipe.inputs]
+                part = node.recipe.backwards[i](grad, node.array, *arrays, **node.recipe.kwargs)
+                pending[parent] = pending[parent] + part if parent in pending else part
+'''
+
+BREADTH_FIRST = '''
+from collections import deque
+
+def topological_sort(end_node):
+    order, seen, queue = [], {id(end_node)}, deque([end_node])
+    while queue:
+        node = queue.popleft()
+        order.append(node)
+        for parent in node.parents:
+            if id(parent) not in seen:
+                seen.add(id(parent))
+                queue.append(parent)
+    return order[::-1]
+'''
+
+FOLLOW_PATHS = '''
+def backprop(end_node, end_grad=None):
+    if end_grad is None:
+        if end_node.array.size != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        end_grad = Tensor(np.ones(end_node.shape))
+    if end_grad.shape != end_node.shape:
+        raise RuntimeError("Mismatch in shape")
+    stack = [(end_node, np.array(end_grad.array, dtype=float))]
+    while stack:
+        node, grad = stack.pop()
+        if (node.is_leaf and node.requires_grad) or node.retains_grad:
+            node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)
+        if node.is_leaf:
+            continue
+        arrays = [x.array if isinstance(x, Tensor) else x for x in node.recipe.inputs]
+        for x, back in zip(node.recipe.inputs, node.recipe.backwards):
+            if isinstance(x, Tensor) and x.requires_grad:
+                stack.append((x, back(grad, node.array, *arrays, **node.recipe.kwargs)))
+'''
+
+
+@pytest.mark.parametrize("extra", [KEYED_BY_TENSOR, KAHN], ids=["keyed-by-tensor", "with-kahn-sort"])
+def test_backprop_accepts_alternatives(extra):
+    check("backprop", answer(engine(extra=extra), "backprop"))
+
+
+@pytest.mark.parametrize("right, wrong, phrase", [
+    ("grads[id(x)] = grads[id(x)] + contribution if id(x) in grads else contribution",
+     "grads[id(x)] = contribution", "not 6"),
+    ("for node in reversed(topological_sort(end_node)):", "for node in topological_sort(end_node):",
+     "no gradient reached the leaves"),
+    ("        if end_node.array.size != 1:", "        if False:", "should raise RuntimeError"),
+    ("        seed = np.array(end_grad.array, dtype=np.float64)\n", "        seed = np.ones(end_node.shape)\n",
+     "end_grad was ignored"),
+    ("    grads = {id(end_node): seed}", "    grads = {id(end_node): seed * seed}", "applied twice"),
+    ("if (node.is_leaf and node.requires_grad) or node.retains_grad:", "if True:", "not a leaf"),
+    ("if (node.is_leaf and node.requires_grad) or node.retains_grad:", "if node.is_leaf and node.requires_grad:",
+     "h.retain_grad() was called"),
+    ("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)", "node.grad = Tensor(grad)",
+     "overwrote it with 3"),
+    ("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)",
+     "if node.grad is None:\n                node.grad = Tensor(grad)\n            else:\n                node.grad.array += grad",
+     "never in place"),
+    ("        if seed.shape != end_node.shape:\n", "        if False:\n", "Mismatch in shape"),
+])
+def test_backprop_rejects(right, wrong, phrase):
+    rejects("backprop", answer(engine({"backprop": [(right, wrong)]}), "backprop"), phrase)
+
+
+def test_backprop_rejects_gradients_for_data():
+    """A walk over every input tensor, data included, that stores a gradient on every leaf it reaches."""
+    ns = engine({"topological_sort": [("for parent in node.parents)",
+                                       "for parent in (node.recipe.inputs if node.recipe else ()) "
+                                       "if isinstance(parent, Tensor))")],
+                 "backprop": [("if isinstance(x, Tensor) and x.requires_grad:", "if isinstance(x, Tensor):"),
+                              ("if (node.is_leaf and node.requires_grad) or", "if node.is_leaf or")]})
+    rejects("backprop", answer(ns, "backprop"), "requires_grad=False")
+
+
+@pytest.mark.parametrize("code, phrase", [
+    (BREADTH_FIRST, "before all its consumers"),
+    (RECURSIVE, "RecursionError"),
+    (FOLLOW_PATHS, "once per path"),
+])
+def test_backprop_rejects_broken_walks(code, phrase):
+    rejects("backprop", answer(engine(extra=code), "backprop"), phrase)
+
+
+# ------------------------------------------------------------------------------------------------ jacobian
+
+RECOMPUTING = '''
+def jacobian(f, x):
+    x = np.asarray(x, dtype=float)
+    rows = []
+    for i in range(f(Tensor(x)).array.size):
+        leaf = Tensor(x.copy(), requires_grad=True)
+        out = f(leaf)
+        (out * Tensor(np.eye(out.array.size)[i])).sum().backward()
+        rows.append(leaf.grad.array)
+    return np.stack(rows)
+'''
+
+
+def test_jacobian_accepts_recomputing_f_per_row():
+    check("jacobian", answer(engine(extra=RECOMPUTING), "jacobian"))
+
+
+@pytest.mark.parametrize("right, wrong, phrase", [
+    ("        x.grad = None\n", "", "clear it"),
+    ("return np.array(rows).reshape(y.array.size, x.array.size)",
+     "return np.array(rows).reshape(y.array.size, x.array.size).T", "rows and columns are swapped"),
+])
+def test_jacobian_rejects(right, wrong, phrase):
+    rejects("jacobian", answer(engine({"jacobian": [(right, wrong)]}), "jacobian"), phrase)
+
+
+def test_jacobian_reports_a_slip_elsewhere_in_the_engine():
+    """An operator slip that the Jacobian cases miss still shows up in the whole-engine programs."""
+    ns = engine({"operators": [("Tensor.__rtruediv__ = lambda self, other: divide(other, self)",
+                                "Tensor.__rtruediv__ = lambda self, other: divide(self, other)")]})
+    rejects("jacobian", answer(ns, "jacobian"), "your engine as a whole")
+
+
+# ------------------------------------------------------------------------------------------------ predictions
+
+@pytest.mark.parametrize("exercise, right, wrong, phrase", [
+    ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
+     {"x": 18, "h": None, "zero": 0, "unused": None}, "retain_grad"),
+    ("predict_leaf_grads", {"x": 18.0, "h": 6.0, "zero": 0.0, "unused": None},
+     {"x": 18, "h": 6, "zero": None, "unused": None}, "None means no gradient arrived"),
+    ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
+     {"x": 6, "h": 6, "zero": 0, "unused": 0}, "6 · 3"),
+    ("predict_detach_clone", {"original": 5, "snapshot": 2}, {"original": 2, "snapshot": 2}, "shares the same storage"),
+    ("predict_detach_clone", {"original": 5.0, "snapshot": 2.0}, {"original": 5, "snapshot": 5}, "copies the storage"),
+    ("predict_accumulation", [4, 7, 3], [4, 3, 3], "adds to .grad"),
+    ("predict_accumulation", (4.0, 7.0, 3.0), [4, 7, 7], "starts again"),
+])
+def test_predictions(exercise, right, wrong, phrase):
+    check(exercise, right)
+    rejects(exercise, wrong, phrase)
+
+
+@pytest.mark.parametrize("exercise, untouched", [
+    ("predict_leaf_grads", {"x": ..., "h": ..., "zero": ..., "unused": ...}),
+    ("predict_detach_clone", {"original": 5.0, "snapshot": ...}),
+    ("predict_accumulation", [..., ..., ...]),
+])
+def test_unanswered_predictions_say_so(exercise, untouched):
+    rejects(exercise, untouched, "not answered yet")
+
+
+def test_predictions_refuse_text_and_booleans():
+    rejects("predict_accumulation", ["4", "7", "3"], "print 1")
+    rejects("predict_leaf_grads", {"x": True, "h": 6, "zero": 0, "unused": None}, "x:")
