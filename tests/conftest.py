@@ -41,30 +41,3 @@ def rejects(exercise_id, answer, *phrases):
         assert phrase in info.value.message, info.value.message
     return info.value.message
 
-
-def solution_namespace(name: str, edits: dict | None = None, extra: str = "") -> dict:
-    """Run a solution notebook's code as a learner's kernel would hold it: the given cells before the first exercise
-    and every answer cell, with ``edits`` ({grade_id: [(right, wrong), ...]}) applied first, then ``extra`` code
-    (for example a correct alternative that redefines a function). Demonstration cells are skipped.
-    """
-    import nbformat
-
-    from autograder.course import assignments, solution_version
-
-    nb = solution_version(nbformat.read(assignments()[name], as_version=4))
-    edits = dict(edits or {})
-    namespace: dict = {"__name__": "__learner__"}
-    seen_answer = False
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        seen_answer = seen_answer or meta.get("solution", False)
-        if cell.cell_type != "code" or meta.get("grade") or (seen_answer and not meta.get("solution")):
-            continue
-        source = cell.source
-        for right, wrong in edits.pop(meta.get("grade_id"), []):
-            assert right in source, f"edit no longer matches the solution: {right!r}"
-            source = source.replace(right, wrong)
-        exec(compile(source, f"<{name}:{cell.id}>", "exec"), namespace)
-    assert not edits, f"edits for unknown cells: {sorted(edits)}"
-    exec(compile(extra, "<alternative>", "exec"), namespace)
-    return namespace

@@ -6,7 +6,8 @@ Wrong implementations are small text edits of the solution notebook's own code, 
 import pytest
 
 from autograder import check
-from conftest import rejects, solution_namespace
+from autograder.course import solution_namespace
+from conftest import rejects
 
 NB = "04_tensor_engine"
 
