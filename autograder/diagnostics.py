@@ -97,6 +97,8 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
 
 def fmt(value) -> str:
     """Short, stable text for a number or array in a diagnosis."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
     if isinstance(value, np.ndarray):
         return np.array2string(value, precision=8, suppress_small=True, separator=", ")
     if isinstance(value, (float, np.floating)):

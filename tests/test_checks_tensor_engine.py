@@ -359,3 +359,57 @@ def test_unanswered_predictions_say_so(exercise, untouched):
 def test_predictions_refuse_text_and_booleans():
     rejects("predict_accumulation", ["4", "7", "3"], "print 1")
     rejects("predict_leaf_grads", {"x": True, "h": 6, "zero": 0, "unused": None}, "x:")
+
+
+# ------------------------------------------------------------------------------------------------ red-team regressions
+
+RECURSIVE_RESTORING_LIMIT = RECURSIVE.replace(
+    "    visit(end_node)\n",
+    "    import sys\n    old = sys.getrecursionlimit()\n    sys.setrecursionlimit(100_000)\n    try:\n"
+    "        visit(end_node)\n    finally:\n        sys.setrecursionlimit(old)\n")
+
+CYCLE_ONLY_AT_END = NO_CYCLE_CHECK.replace(
+    "            stack.extend((parent, False) for parent in node.parents)",
+    "            if any(parent is end_node for parent in node.parents):\n"
+    "                raise ValueError('cycle')\n"
+    "            stack.extend((parent, False) for parent in node.parents)")
+
+NO_GRAD_SWALLOWING = NO_GRAD_AS_CLASS.replace("GradMode.enabled = self.previous",
+                                              "GradMode.enabled = self.previous\n        return True")
+
+FINITE_DIFFERENCES = '''
+def jacobian(f, x):
+    x = np.asarray(x, dtype=float)
+    columns = []
+    for j in range(x.size):
+        h = np.zeros_like(x)
+        h[j] = 1e-5
+        columns.append((f(Tensor(x + h)).array - f(Tensor(x - h)).array) / 2e-5)
+    return np.stack(columns, axis=1)
+'''
+
+
+@pytest.mark.parametrize("exercise, edits, extra, phrase", [
+    ("backprop", {"backprop": [("grads[id(x)] = grads[id(x)] + contribution if id(x) in grads else contribution",
+                                "if id(x) in grads:\n                    grads[id(x)] += contribution\n"
+                                "                else:\n                    grads[id(x)] = contribution")]}, "",
+     "never with += in place"),
+    ("backprop", {"backprop": [("if (node.is_leaf and node.requires_grad) or node.retains_grad:",
+                                "if node is not end_node and ((node.is_leaf and node.requires_grad) or "
+                                "node.retains_grad):")]}, "", "store end_grad in its .grad"),
+    ("backprop", {"backprop": [("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)",
+                                "node.grad = Tensor((grad if node.grad is None else node.grad.array + grad)"
+                                ".astype(np.float32))")]}, "", "float32"),
+    ("backprop", {"backprop": [("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)",
+                                "node.grad = Tensor(grad if node.grad is None else node.grad.array + grad, "
+                                "requires_grad=True)")]}, "", "a gradient is data"),
+    ("backprop", None, RECURSIVE_RESTORING_LIMIT, "raised Python's recursion limit"),
+    ("topological_sort", None, RECURSIVE_RESTORING_LIMIT, "raised Python's recursion limit"),
+    ("topological_sort", None, CYCLE_ONLY_AT_END, "does not pass through the end node"),
+    ("apply_op", None, NO_GRAD_SWALLOWING, "was swallowed"),
+    ("operators", {"operators": [("np.mean(a, axis=dim, keepdims=keepdim)", "np.mean(a, axis=dim)")]}, "",
+     "keeps axis 1 as size 1"),
+    ("jacobian", None, FINITE_DIFFERENCES, "one pass per output"),
+])
+def test_red_team_findings_are_rejected(exercise, edits, extra, phrase):
+    rejects(exercise, answer(engine(edits, extra), exercise), phrase)

@@ -379,6 +379,12 @@ def compare_leaf_grads(ex, Tensor, leaves, values, expected, listing):
 def grad_array(ex, Tensor, grad, what) -> np.ndarray:
     if not isinstance(grad, Tensor):
         raise CheckFailure(ex, f"{what} is a {type(grad).__name__}; store a Tensor, as torch does: Tensor(gradient).")
+    if np.asarray(grad.array).dtype != np.float64:
+        raise CheckFailure(ex, f"{what} holds {np.asarray(grad.array).dtype} numbers: keep gradients in float64, which "
+                               "the backward functions return (float32 keeps only ~7 significant digits).")
+    if grad.requires_grad:
+        raise CheckFailure(ex, f"{what} requires grad: a gradient is data, Tensor(gradient) without requires_grad, "
+                               "as in torch.")
     return np.array(grad.array, dtype=np.float64)  # a copy: later passes must not change what was read
 
 
@@ -450,7 +456,10 @@ def _in_block(ex, no_grad, body, error: BaseException | None = None):
     call_learner(ex, manager.__enter__, shown_input="entering `with no_grad():`")
     result = body()
     exc_info = (type(error), error, None) if error is not None else (None, None, None)
-    call_learner(ex, manager.__exit__, *exc_info, shown_input="leaving `with no_grad():`")
+    if call_learner(ex, manager.__exit__, *exc_info, shown_input="leaving `with no_grad():`") and error is not None:
+        raise CheckFailure(ex, "an exception raised inside `with no_grad():` was swallowed: no_grad must restore the "
+                               "mode and let the exception go on (do not catch it, and do not return True from "
+                               "__exit__).")
     return result
 
 
@@ -497,6 +506,7 @@ def check_operators(Tensor) -> None:
         ("x.sum(dim=1)", lambda x, b, w: x.sum(dim=1), "removes axis 1"),
         ("x.sum(dim=0, keepdim=True)", lambda x, b, w: x.sum(dim=0, keepdim=True), "keeps axis 0 as size 1"),
         ("x.mean()", lambda x, b, w: x.mean(), ""), ("x.mean(dim=-1)", lambda x, b, w: x.mean(dim=-1), ""),
+        ("x.mean(dim=1, keepdim=True)", lambda x, b, w: x.mean(dim=1, keepdim=True), "keeps axis 1 as size 1"),
         ("x.reshape((3, 2))", lambda x, b, w: x.reshape((3, 2)), ""), ("x[1]", lambda x, b, w: x[1], ""),
         ("x[:, 0]", lambda x, b, w: x[:, 0], ""),
         ("b[[0, 0, 2]]", lambda x, b, w: b[[0, 0, 2]],
@@ -624,11 +634,13 @@ def check_topological_sort(answer) -> None:
 
 
 def _check_deep(ex, run, Node):
-    limit = sys.getrecursionlimit()
+    limit, set_limit = sys.getrecursionlimit(), sys.setrecursionlimit
+    raised = []
     x = end = Node(0.5, requires_grad=True)
     for _ in range(CHAIN_LENGTH):
         end = -end
     shown = f"a chain of {CHAIN_LENGTH} operations"
+    sys.setrecursionlimit = lambda n: raised.append(n) or set_limit(n)  # watch, even if the limit is put back later
     try:
         result = run(end, shown)
     except CheckFailure as failure:
@@ -636,8 +648,10 @@ def _check_deep(ex, run, Node):
             raise CheckFailure(ex, f"RecursionError on {shown}: a recursive walk needs one Python stack frame per "
                                    "tensor and Python allows about 1,000. Keep your own stack (a list) instead.") from None
         raise
-    if sys.getrecursionlimit() != limit:
-        sys.setrecursionlimit(limit)
+    finally:
+        sys.setrecursionlimit = set_limit
+        set_limit(limit)
+    if any(n > limit for n in raised):
         raise CheckFailure(ex, "your code raised Python's recursion limit. That only moves the crash: a deeper graph "
                                "overflows the C stack and kills the kernel. Keep your own stack (a list) instead.")
     return x, end, result
@@ -648,7 +662,15 @@ def _check_cycle(ex, topological_sort, Node):
     b = -a
     c = b * 2.0
     a.recipe = RefRecipe((c,), REFERENCE_RULES["negative"][1], {})  # a now depends on itself: a -> b -> c -> a
-    shown = "a graph with a cycle a -> b -> c -> a"
+    _expect_cycle_error(ex, topological_sort, c, "a graph with a cycle a -> b -> c -> a")
+    a = Node(1.0, requires_grad=True)
+    b = -a
+    a.recipe = RefRecipe((b,), REFERENCE_RULES["negative"][1], {})
+    _expect_cycle_error(ex, topological_sort, (b * 2.0) + Node(1.0, requires_grad=True),
+                        "a graph whose cycle a -> b -> a does not pass through the end node")
+
+
+def _expect_cycle_error(ex, topological_sort, c, shown):
     try:
         call_learner(ex, topological_sort, c, shown_input=shown)
     except CheckFailure as failure:
@@ -688,6 +710,7 @@ def check_backprop(answer) -> None:
     _probe_explicit_seeds(ex, run, grad, Node)
     _probe_accumulation(ex, run, grad, Node)
     _probe_paths(ex, run, grad, Node)
+    _probe_pending_and_end(ex, run, grad, Node)
     x, end, _ = _check_deep(ex, lambda end, shown: run(end, None, shown), Node)
     if grad(x, "x.grad") is None or grad(x, "x.grad") != 1.0:  # an even number of negations
         raise CheckFailure(ex, f"a chain of {CHAIN_LENGTH} negations: expected x.grad = 1, received {x.grad!r}.")
@@ -858,6 +881,41 @@ def _probe_accumulation(ex, run, grad, Node):
                                f"expected a.grad = [4., 2.], received {a.grad!r}.")
 
 
+def _probe_pending_and_end(ex, run, grad, Node):
+    x = Node(1.0, requires_grad=True)
+    p = 3.0 * x
+    shown = "x = 1; p = 3x; y = (x + p) + 2p"
+    run((x + p) + p * 2.0, None, shown)
+    if not _close(grad(x, "x.grad"), 10.0):
+        raise CheckFailure(ex, f"{shown}: expected x.grad = 10, received {fmt(grad(x, 'x.grad'))}. add_back passes its "
+                               "array through, so two pending gradients can be one array: add them into a new array "
+                               "(pending = pending + contribution), never with += in place.")
+    w = Node(np.array([2.0, 3.0]), requires_grad=True)
+    run(w, Node(np.array([1.0, -1.0])), "backprop(w, end_grad=Tensor([1., -1.])) on a leaf w")
+    if not _close(grad(w, "w.grad"), np.array([1.0, -1.0])):
+        raise CheckFailure(ex, "backprop on a leaf that requires grad should store end_grad in its .grad (torch: "
+                               f"w.backward(v) gives w.grad = v); received {w.grad!r}.")
+    h = Node(2.0, requires_grad=True) * 3.0
+    h.retain_grad()
+    run(h * h, None, "h = 3w; h.retain_grad(); backprop(h * h)")
+    run(2.0 * h, None, "then backprop(2 * h)")
+    run(h, None, "then backprop(h)")
+    if not _close(grad(h, "h.grad"), 12.0 + 2.0 + 1.0):
+        raise CheckFailure(ex, "a retained non-leaf accumulates like a leaf, and the end node itself gets its seed: "
+                               "h = 6 with retain_grad(), backprop(h * h), backprop(2 * h), backprop(h) gives h.grad = "
+                               f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.")
+    y = Node(np.array([1.0, 2.0]), requires_grad=True) * 2.0
+    try:
+        run(y, Node(np.array([[1.0, 1.0]])), "backprop(y of shape (2,), end_grad of shape (1, 2))")
+    except CheckFailure as failure:
+        if failure.cause is None:
+            raise
+    else:
+        raise CheckFailure(ex, "backprop(y of shape (2,), end_grad of shape (1, 2)) should raise (torch: RuntimeError "
+                               "'Mismatch in shape'): end_grad must have exactly the end node's shape, not merely its "
+                               "size.")
+
+
 def _probe_paths(ex, run, grad, Node):
     x = Node(0.5, requires_grad=True)
     a = x.exp()
@@ -891,6 +949,20 @@ def check_jacobian(answer) -> None:
     backprop, reached through Tensor.backward)."""
     ex = "jacobian"
     jacobian, Tensor = answer["jacobian"], answer["Tensor"]
+    calls = []
+
+    def sum_of_squares(t):
+        calls.append(1)
+        return (t * t).sum().reshape((1,))
+
+    got = call_learner(ex, jacobian, sum_of_squares, np.linspace(-1, 1, 50), shown_input="f(x) = [sum(x·x)], 50 inputs")
+    if len(calls) > 2:
+        raise CheckFailure(ex, f"jacobian called f {len(calls)} times for an f with 50 inputs and 1 output: reverse mode "
+                               "needs one pass per output (seed e_i), not one evaluation per input (that is forward "
+                               "mode, or finite differences).")
+    if not isinstance(got, np.ndarray) or got.dtype != np.float64:
+        raise CheckFailure(ex, f"jacobian should return a float64 ndarray, got {type(got).__name__} "
+                               f"{getattr(got, 'dtype', '')}.")
     for shown, f, x in JACOBIAN_CASES:
         want = torch.autograd.functional.jacobian(
             lambda t: f(t, lambda v: torch.tensor(v, dtype=torch.float64)), torch.tensor(x, dtype=torch.float64)).numpy()
@@ -1022,6 +1094,8 @@ def check_predict_accumulation(predicted) -> None:
     reasons = ["d(w²)/dw = 2w = 4.", "backward adds to .grad: 4 + d(3w)/dw = 4 + 3.",
                "after w.grad = None the sum starts again: 3."]
     ex = "predict_accumulation"
+    if isinstance(predicted, np.ndarray):
+        predicted = predicted.tolist()
     if isinstance(predicted, (list, tuple)) and ... in predicted:
         raise CheckFailure(ex, NOT_ANSWERED)
     if not isinstance(predicted, (list, tuple)) or len(predicted) != 3:
