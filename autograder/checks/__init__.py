@@ -55,4 +55,4 @@ def exercise_ids() -> list[str]:
 
 
 # Each module registers its checks on import; one module per notebook.
-from autograder.checks import backward_functions, nudging, scalar_engine, tensor_engine  # noqa: E402,F401
+from autograder.checks import backward_functions, modules_mnist, nudging, scalar_engine, tensor_engine  # noqa: E402,F401

@@ -1,0 +1,165 @@
+"""Notebook 5 checks: realistic slips (text edits of the solution notebook's own code) are rejected with their own
+diagnosis, and correct alternatives pass."""
+import pytest
+
+from autograder import check
+from autograder.course import solution_namespace
+from conftest import rejects
+
+NB = "05_modules_mnist"
+ANSWERS = {
+    "module": ("Module", "Parameter", "Tensor"),
+    "linear": ("Linear", "Tensor"),
+    "sequential": ("Sequential", "ReLU", "Linear", "Tensor"),
+    "cross_entropy": ("cross_entropy", "Tensor"),
+    "sgd": ("SGD", "Parameter", "Tensor"),
+    "training": ("train_epoch", "accuracy", "Sequential", "Linear", "ReLU", "SGD", "Tensor"),
+}
+
+
+def answer(exercise, edits=None, extra=""):
+    ns = solution_namespace(NB, edits, extra)
+    return {name: ns[name] for name in ANSWERS[exercise]}
+
+
+@pytest.mark.parametrize("exercise", sorted(ANSWERS))
+def test_solution_passes(exercise):
+    check(exercise, answer(exercise))
+
+
+CORRECT_ALTERNATIVES = {
+    "module": '''
+def _parameters_iteratively(self):
+    found, seen, stack = [], set(), [self]
+    while stack:
+        module = stack.pop(0)
+        for p in module._parameters.values():
+            if id(p) not in seen:
+                seen.add(id(p))
+                found.append(p)
+        stack.extend(module._modules.values())
+    return found
+
+def _zero_with_zeros(self):
+    for p in self.parameters():
+        p.grad = Tensor(np.zeros(p.shape))
+
+Module.parameters = _parameters_iteratively
+Module.zero_grad = _zero_with_zeros
+''',
+    "linear": '''
+class Linear(Module):
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        bound = in_features ** -0.5
+        self.bias = Parameter(np.random.uniform(-bound, bound, out_features)) if bias else None
+        self.weight = Parameter(np.random.uniform(-bound, bound, (out_features, in_features)))
+
+    def forward(self, x):
+        return linear(x, self.weight, self.bias)
+''',
+    "sequential": '''
+class Sequential(Module):
+    def __init__(self, *layers):
+        super().__init__()
+        self.layers = list(layers)
+        for n, layer in enumerate(layers):
+            setattr(self, str(n), layer)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+''',
+    "cross_entropy": '''
+def cross_entropy(logits, labels):
+    rows = np.arange(len(labels))
+    top = Tensor(logits.array.max(axis=1))
+    log_sum = (logits - top.reshape((-1, 1))).exp().sum(dim=1).log() + top
+    return log_sum - logits[rows, labels]
+''',
+    "sgd": '''
+class SGD:
+    def __init__(self, params, lr):
+        self.params, self.lr = list(params), lr
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        for p in self.params:
+            if p.grad is not None:
+                p.array = p.array - self.lr * p.grad.array
+''',
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(CORRECT_ALTERNATIVES))
+def test_correct_alternatives_pass(exercise):
+    check(exercise, answer(exercise, extra=CORRECT_ALTERNATIVES[exercise]))
+
+
+SLIPS = [
+    ("module", "if isinstance(value, Parameter):", "if isinstance(value, Tensor):", "plain Tensor attribute"),
+    ("module", "nested = [p for module in self._modules.values() for p in module.parameters()]", "nested = []",
+     "recursively"),
+    ("module", "            if id(p) not in seen:\n                seen.add(id(p))\n                found.append(p)",
+     "            found.append(p)", "more than once"),
+    ("module", "        self._parameters.pop(name, None)  # a name re-assigned to something else is no longer "
+               "registered\n", "", "forget a name"),
+    ("module", "        for p in self.parameters():\n            p.grad = None",
+     "        for p in self._parameters.values():\n            p.grad = None", "sub-modules' included"),
+    ("linear", "np.random.uniform(-k, k, (out_features, in_features))", "np.random.uniform(-k, k, (in_features, out_features))",
+     "(out_features, in_features)"),
+    ("linear", "Parameter(np.random.uniform(-k, k, (out_features, in_features)))",
+     "Parameter(np.random.normal(0, 1, (out_features, in_features)))", "uniform in [-k, k]"),
+    ("linear", "Parameter(np.random.uniform(-k, k, (out_features, in_features)))",
+     "Parameter(np.zeros((out_features, in_features)))", "uniform in [-k, k]"),
+    ("linear", "if bias else None", "", "self.bias = None"),
+    ("linear", "return linear(x, self.weight, self.bias)", "return linear(x, self.weight)", "F.linear"),
+    ("sequential", "            setattr(self, f\"layer{i}\", layer)", "            self.layers = layers",
+     "Register each layer"),
+    ("sequential", "for layer in self._modules.values():", "for layer in reversed(self._modules.values()):", "raised"),
+    ("sequential", "        return x.relu()", "        return x", "[0, 0, 3]"),
+    ("cross_entropy", "shifted = logits - logits.array.max(axis=1, keepdims=True)", "shifted = logits",
+     "overflows to inf"),
+    ("cross_entropy", "shifted = logits - logits.array.max(axis=1, keepdims=True)", "shifted = logits - logits.array.max()",
+     "maximum of the whole batch"),
+    ("cross_entropy", "return shifted.exp().sum(dim=1).log() - shifted[np.arange(len(labels)), labels]",
+     "probabilities = shifted.exp() / shifted.exp().sum(dim=1, keepdim=True)\n"
+     "    return -(probabilities.log()[np.arange(len(labels)), labels])", "instead of log(softmax)"),
+    ("cross_entropy", "shifted = logits - logits.array.max(axis=1, keepdims=True)\n"
+                      "    return shifted.exp().sum(dim=1).log() - shifted[np.arange(len(labels)), labels]",
+     "shifted = logits - logits.array.max(axis=0, keepdims=True)\n"
+     "    log_probs = shifted - shifted.exp().sum(dim=0, keepdim=True).log()\n"
+     "    return -log_probs[np.arange(len(labels)), labels]", "batch axis"),
+    ("cross_entropy", "    return shifted.exp().sum(dim=1).log() - shifted[np.arange(len(labels)), labels]",
+     "    return (shifted.exp().sum(dim=1).log() - shifted[np.arange(len(labels)), labels]).mean()",
+     "one loss per example"),
+    ("sgd", "p.array -= self.lr * p.grad.array", "p.grad.array -= self.lr * p.grad.array", "went into .grad"),
+    ("sgd", "p.array -= self.lr * p.grad.array", "p = p - self.lr * p.grad", "rebinding a loop variable"),
+    ("sgd", "p.array -= self.lr * p.grad.array", "p.array += self.lr * p.grad.array", "against the gradient"),
+    ("sgd", "                if p.grad is not None:\n                    p.array -= self.lr * p.grad.array",
+     "                p.array -= self.lr * p.grad.array", "raised AttributeError"),
+    ("training", "        optimizer.zero_grad()\n", "", "without optimizer.zero_grad()"),
+    ("training", "    order = rng.permutation(len(labels))", "    order = np.arange(len(labels))", "stored order"),
+    ("training", "        losses.append(loss.item())", "        losses.append(loss)", "plain finite floats"),
+    ("training", "    with no_grad():\n        logits = model(Tensor(images))", "    logits = model(Tensor(images))",
+     "recorded a graph"),
+    ("training", "    return float(np.mean(logits.array.argmax(axis=1) == labels))",
+     "    return 100 * float(np.mean(logits.array.argmax(axis=1) == labels))", "fraction"),
+    ("training", "    for start in range(0, len(order), batch_size):",
+     "    for start in range(0, len(order) - batch_size + 1, batch_size):", "list of 4 losses"),
+]
+
+
+@pytest.mark.parametrize("exercise, right, wrong, phrase", SLIPS)
+def test_slips_are_rejected_with_their_diagnosis(exercise, right, wrong, phrase):
+    rejects(exercise, answer(exercise, {exercise: [(right, wrong)]}), phrase)
+
+
+def test_training_shows_a_bug_upstream_as_low_accuracy():
+    """A cross_entropy that adds the true logit instead of subtracting it trains towards the wrong classes."""
+    edits = {"cross_entropy": [("log() - shifted[", "log() + shifted[")]}
+    rejects("training", answer("training", edits), "reached a test accuracy of")
