@@ -17,7 +17,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION = 1
 # nbgrader runs `alembic` and Jupyter runs `python`: both must be the virtual environment's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup demo test test-quick lab release solutions grade clean
+.PHONY: help setup demo test test-quick lab release solutions grade bench data clean
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
@@ -27,6 +27,8 @@ help:
 	@echo "make grade NB=notebooks/01_nudging/01_nudging.ipynb   grade one notebook against the hidden tests"
 	@echo "make release     regenerate notebooks/ from source/ (nbgrader generate_assignment)"
 	@echo "make solutions   regenerate solutions/ from source/ (executed, hidden tests removed)"
+	@echo "make bench       time one MNIST-sized epoch: course engine vs hand-written numpy vs torch"
+	@echo "make data        download full MNIST into data/mnist/ (needs a network; the course works offline without)"
 	@echo "make clean       remove runtime folders (keeps .venv)"
 
 setup: $(STAMP)
@@ -58,6 +60,12 @@ solutions: $(STAMP)
 grade: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make grade NB=notebooks/<NN_name>/<NN_name>.ipynb"; exit 2; }
 	$(BIN)/python -m autograder grade "$(NB)"
+
+bench: $(STAMP)
+	$(BIN)/python -m autograder bench
+
+data: $(STAMP)
+	$(BIN)/python -m labtools.datasets download
 
 clean:
 	rm -rf build submitted autograded feedback gradebook.db .pytest_cache .hypothesis

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {grade,release,solutions,demo}``.
+"""Command line: ``python -m autograder {grade,release,solutions,demo,bench}``.
 
 Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded (reason on stderr).
 """
@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("release", help="regenerate notebooks/ from source/")
     commands.add_parser("solutions", help="regenerate and execute solutions/ from source/")
     commands.add_parser("demo", help="rebuild everything and grade a demo class with nbgrader")
+    commands.add_parser("bench", help="time one MNIST-sized epoch: course engine vs numpy vs torch")
     args = parser.parse_args(argv)
     # nbgrader shells out to `alembic` and Jupyter to `python`: both must come from this interpreter's environment.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         from autograder.demo import main as demo
         return demo()
+    if args.command == "bench":
+        from autograder.bench import main as bench
+        return bench()
     from autograder import build
     for path in getattr(build, args.command)():
         print(path)

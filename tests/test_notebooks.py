@@ -27,12 +27,18 @@ def test_source_notebook_runs_top_to_bottom_with_hidden_tests_passing(assignment
 
 
 def test_untouched_learner_notebook_fails_only_on_its_stubs(assignment):
+    """Every error is a stub's NotImplementedError, except that an ungraded cell after one may miss a name the failed
+    cell would have defined (the trained model of notebook 5): JupyterLab's Run All stops at the first error anyway."""
     path = learner_notebook(assignment)
     nb = execute(nbformat.read(path, as_version=4), path.parent, allow_errors=True)
+    stub_failed = False
     for cell in nb.cells:
+        graded = cell.metadata.get("nbgrader", {}).get("grade", False)
         for out in cell.get("outputs", []):
             if out.output_type == "error":
-                assert out.ename == "NotImplementedError", f"{out.ename}: {out.evalue} in\n{cell.source}"
+                cascade = out.ename == "NameError" and stub_failed and not graded
+                assert out.ename == "NotImplementedError" or cascade, f"{out.ename}: {out.evalue} in\n{cell.source}"
+                stub_failed = True
     graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert all(any(o.output_type == "error" for o in c.outputs) for c in graded), "a test cell passed on a stub"
 
