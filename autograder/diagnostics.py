@@ -100,7 +100,7 @@ def fmt(value) -> str:
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     if isinstance(value, np.ndarray):
-        return np.array2string(value, precision=8, suppress_small=True, separator=", ")
+        return np.array2string(value, precision=10, suppress_small=True, separator=", ")
     if isinstance(value, (float, np.floating)):
         return f"{float(value):.10g}"
     return repr(value)

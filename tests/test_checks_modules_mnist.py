@@ -109,7 +109,7 @@ SLIPS = [
     ("module", "        self._parameters.pop(name, None)  # a name re-assigned to something else is no longer "
                "registered\n", "", "forget a name"),
     ("module", "        for p in self.parameters():\n            p.grad = None",
-     "        for p in self._parameters.values():\n            p.grad = None", "sub-modules' included"),
+     "        for p in self._parameters.values():\n            p.grad = None", "left some gradients"),
     ("linear", "np.random.uniform(-k, k, (out_features, in_features))", "np.random.uniform(-k, k, (in_features, out_features))",
      "(out_features, in_features)"),
     ("linear", "Parameter(np.random.uniform(-k, k, (out_features, in_features)))",
@@ -139,10 +139,10 @@ SLIPS = [
      "one loss per example"),
     ("sgd", "p.array -= self.lr * p.grad.array", "p.grad.array -= self.lr * p.grad.array", "went into .grad"),
     ("sgd", "p.array -= self.lr * p.grad.array", "p = p - self.lr * p.grad", "rebinding a loop variable"),
-    ("sgd", "p.array -= self.lr * p.grad.array", "p.array += self.lr * p.grad.array", "against the gradient"),
+    ("sgd", "p.array -= self.lr * p.grad.array", "p.array += self.lr * p.grad.array", "moved along the gradient"),
     ("sgd", "                if p.grad is not None:\n                    p.array -= self.lr * p.grad.array",
      "                p.array -= self.lr * p.grad.array", "raised AttributeError"),
-    ("training", "        optimizer.zero_grad()\n", "", "without optimizer.zero_grad()"),
+    ("training", "        optimizer.zero_grad()\n", "", "held the previous batch's too"),
     ("training", "    order = rng.permutation(len(labels))", "    order = np.arange(len(labels))", "stored order"),
     ("training", "        losses.append(loss.item())", "        losses.append(loss)", "plain finite floats"),
     ("training", "    with no_grad():\n        logits = model(Tensor(images))", "    logits = model(Tensor(images))",
@@ -160,6 +160,68 @@ def test_slips_are_rejected_with_their_diagnosis(exercise, right, wrong, phrase)
 
 
 def test_training_shows_a_bug_upstream_as_low_accuracy():
-    """A cross_entropy that adds the true logit instead of subtracting it trains towards the wrong classes."""
-    edits = {"cross_entropy": [("log() - shifted[", "log() + shifted[")]}
+    """A ReLU that cuts the graph (right values, no gradient to the first layer) shows in the training run."""
+    edits = {"sequential": [("        return x.relu()", "        return Tensor(np.maximum(x.array, 0.0))")]}
     rejects("training", answer("training", edits), "reached a test accuracy of")
+
+
+def test_training_names_a_loss_whose_gradient_is_wrong():
+    edits = {"cross_entropy": [("log() - shifted[", "log() + shifted[")]}
+    rejects("training", answer("training", edits), "differ from those of the mean cross-entropy")
+
+
+# ------------------------------------------------------------------------------------------------ red-team regressions
+
+TRAIN_EPOCH_OTHER_STYLES = '''
+def train_epoch(model, optimizer, images, labels, batch_size, rng):
+    images = np.asarray(images)
+    shuffled = rng.permutation(len(labels))
+    losses = []
+    for start in range(0, len(labels), batch_size):
+        rows = shuffled[start:start + batch_size]
+        x = Tensor(images.take(rows, axis=0))
+        loss = cross_entropy(model(x), labels[rows]).sum() * (1.0 / len(rows))
+        model.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.array))
+    return losses
+'''
+
+
+def test_training_accepts_other_correct_loop_styles():
+    check("training", answer("training", extra=TRAIN_EPOCH_OTHER_STYLES))
+
+
+@pytest.mark.parametrize("exercise, right, wrong, phrase", [
+    ("training", "    order = rng.permutation(len(labels))", "    order = np.random.default_rng(0).permutation(len(labels))",
+     "same batches as the first"),
+    ("training", "    order = rng.permutation(len(labels))", "    order = np.random.permutation(len(labels))",
+     "not np.random"),
+    ("training", "    order = rng.permutation(len(labels))", "    order = np.arange(len(labels))[::-1]", "stored order"),
+    ("training", "        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).mean()\n",
+     "        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).sum()\n", "not its sum"),
+    ("training", "        optimizer.zero_grad()\n        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).mean()\n"
+                 "        loss.backward()\n",
+     "        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).mean()\n        loss.backward()\n"
+     "        optimizer.zero_grad()\n", "found no gradients"),
+    ("cross_entropy", "shifted = logits - logits.array.max(axis=1, keepdims=True)",
+     "shifted = logits - logits.array.mean(axis=1, keepdims=True)", "a mean or a midpoint does not"),
+    ("sequential", "        return x.relu()", "        return Tensor(np.maximum(x.array, 0.0))", "reaches the weights"),
+    ("module", "        for p in self.parameters():\n            p.grad = None",
+     "        for p in list(self._parameters.values()) + [q for m in self._modules.values() "
+     "for q in m._parameters.values()]:\n            p.grad = None", "left some gradients"),
+    ("module", "        self._modules.pop(name, None)\n", "", "sub-module name re-assigned"),
+    ("module", "if isinstance(value, Parameter):", "if isinstance(value, Tensor) and value.requires_grad:",
+     "computed Tensor that requires grad"),
+    ("module", "        for p in list(self._parameters.values()) + nested:",
+     "        for p in nested + list(self._parameters.values()):", "torch's order"),
+    ("linear", "np.random.uniform(-k, k, (out_features, in_features))",
+     "np.clip(np.random.normal(0, k / 1.7, (out_features, in_features)), -k, k)", "uniform in [-k, k]"),
+    ("linear", "np.random.uniform(-k, k, (out_features, in_features))",
+     "np.random.default_rng(0).uniform(-k, k, (out_features, in_features))", "identical weights"),
+    ("sgd", "        for p in self.params:\n            p.grad = None",
+     "        for p in self.params[:-1]:\n            p.grad = None", "clear every parameter's gradient"),
+])
+def test_red_team_findings_are_rejected(exercise, right, wrong, phrase):
+    rejects(exercise, answer(exercise, {exercise: [(right, wrong)]}), phrase)

@@ -3,8 +3,9 @@
 Modules are checked for registration (Parameters and sub-Modules on assignment, nothing else), recursion, each
 parameter once, and zero_grad; Linear, Sequential and cross_entropy against torch.nn.functional in float64 with the
 learner's own weights; SGD against torch.optim.SGD; the training loop first for its protocol (every row once per
-epoch in a shuffled order, gradients cleared before each backward, one float loss per batch, evaluation without
-recording), then by training a small network on a fixed slice of real digits, which must beat TRAINING_FLOOR.
+epoch in a new shuffled order drawn from the given rng, at each step exactly the gradient of that batch's mean loss,
+one float loss per batch, evaluation without recording), then by training a small network with all the learner's
+classes on real digits, which must beat TRAINING_FLOOR.
 
 Numbers: logits [0, 1000] with label 0 give loss 1000 and gradient [-1, 1] (notebook-5 issue); logits
 [[0, 1], [1000, 1001]] expose a shift by the batch maximum; Linear's initial range is ±1/sqrt(in_features)
@@ -76,9 +77,21 @@ def check_module(answer) -> None:
         missing = len(want - set(_ids(got)))
         raise CheckFailure(ex, f"parameters() missed {missing} of the 5 parameters of a module with its own Parameter "
                                "and two sub-modules: include every sub-module's parameters(), recursively.")
-    if _ids(call_learner(ex, outer.parameters, shown_input="outer.parameters() again")) != _ids(got):
-        raise CheckFailure(ex, "parameters() gave a different order on a second call: iterate over the dictionaries "
-                               "(assignment order), not over a set.")
+    class Ordered(Module):
+        def __init__(self):
+            super().__init__()
+            self.first = Pair()
+            self.w = Parameter(np.zeros(1))
+            self.second = Pair()
+
+    ordered = call_learner(ex, Ordered, shown_input="Ordered(): first = Pair(), w = Parameter, second = Pair()")
+    names = {id(ordered.w): "w", id(ordered.first.a): "first.a", id(ordered.first.b): "first.b",
+             id(ordered.second.a): "second.a", id(ordered.second.b): "second.b"}
+    listed = [names.get(id(p), "?") for p in call_learner(ex, ordered.parameters, shown_input="ordered.parameters()")]
+    if listed != ["w", "first.a", "first.b", "second.a", "second.b"]:
+        raise CheckFailure(ex, f"parameters() listed {listed}; torch's order is the module's own parameters first, then "
+                               "each sub-module's, all in assignment order: [w, first.a, first.b, second.a, second.b]. "
+                               "Iterate over the dictionaries, not over a set, so the order is fixed.")
     deep = pair
     for _ in range(30):
         holder = call_learner(ex, Module, shown_input="Module()")
@@ -91,18 +104,32 @@ def check_module(answer) -> None:
     if sorted(_ids(pair.parameters())) != sorted([id(pair.a), id(pair.b)]):
         raise CheckFailure(ex, "after re-assigning pair.b to a new Parameter, parameters() should list the new one "
                                "instead of the old one.")
-    pair.b = None
-    if _ids(pair.parameters()) != [id(pair.a)]:
-        raise CheckFailure(ex, "after `pair.b = None`, b is no longer a parameter: __setattr__ should forget a name "
-                               "that is re-assigned to something that is not a Parameter.")
+    for value, shown in ((3.0, "pair.b = 3.0"), (None, "pair.b = None")):
+        pair.b = Parameter(np.ones(3))
+        setattr(pair, "b", value)
+        if _ids(pair.parameters()) != [id(pair.a)]:
+            raise CheckFailure(ex, f"after `{shown}`, b is no longer a parameter: __setattr__ should forget a name that "
+                                   "is re-assigned to anything that is not a Parameter.")
+    pair.result = Parameter(np.ones(2)) * 2.0  # an intermediate result that requires grad, not a Parameter
+    if any(p is pair.result for p in pair.parameters()):
+        raise CheckFailure(ex, "pair.result = pair.a * 2 (a computed Tensor that requires grad) was registered as a "
+                               "parameter: only Parameters are trainable; check isinstance(value, Parameter).")
+    holder = Outer()
+    removed = holder.first
+    holder.first = None
+    holder.again = None
+    if any(p is removed.a or p is removed.b for p in holder.parameters()):
+        raise CheckFailure(ex, "after `outer.first = None` (and its alias), that sub-module's parameters are still "
+                               "listed: __setattr__ should also forget a sub-module name re-assigned to a non-Module.")
 
-    for p in outer.parameters():
-        p.grad = Tensor(np.ones(p.shape))
-    call_learner(ex, outer.zero_grad, shown_input="outer.zero_grad()")
-    for p in (outer.w, outer.first.a, outer.second.b):
-        if p.grad is not None and np.any(np.asarray(p.grad.array)):
-            raise CheckFailure(ex, "zero_grad() must clear every parameter's gradient, sub-modules' included (set .grad "
-                               "to None).")
+    for top, shown in ((outer, "a module with two sub-modules"), (deep, "30 nested modules")):
+        everything = call_learner(ex, top.parameters, shown_input=f"parameters() of {shown}")
+        for p in everything:
+            p.grad = Tensor(np.ones(p.shape))
+        call_learner(ex, top.zero_grad, shown_input=f"zero_grad() on {shown}")
+        if any(p.grad is not None and np.any(np.asarray(p.grad.array)) for p in everything):
+            raise CheckFailure(ex, f"zero_grad() on {shown} left some gradients in place: clear every parameter's "
+                                   "gradient, at any depth (set .grad to None for each of self.parameters()).")
 
 
 # ------------------------------------------------------------------------------------------------ linear
@@ -125,10 +152,22 @@ def check_linear(answer) -> None:
     k = 1 / math.sqrt(400)
     for name, p in (("weight", weight), ("bias", bias)):
         values = np.asarray(p.array)
-        if np.max(np.abs(values)) > k or np.std(values) < 0.8 * k / math.sqrt(3):
+        inner = np.mean(np.abs(values) < k / 2)  # uniform on [-k, k]: half the values lie within k/2
+        spread = 0.02 if values.size > 10_000 else 0.1
+        if (np.max(np.abs(values)) > k or np.max(np.abs(values)) < 0.9 * k or abs(inner - 0.5) > spread
+                or abs(np.std(values) - k / math.sqrt(3)) > 0.1 * k / math.sqrt(3)):
             raise CheckFailure(ex, f"Linear(400, 300).{name} should be uniform in [-k, k] with k = 1/sqrt(400) = 0.05 "
                                    f"(standard deviation k/√3 = {k / math.sqrt(3):.4f}); got values from "
                                    f"{values.min():.4f} to {values.max():.4f}, standard deviation {values.std():.4f}.")
+    np.random.seed(1)
+    again = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300) after the same np.random.seed(1)")
+    second = call_learner(ex, Linear, 400, 300, shown_input="a second Linear(400, 300)")
+    if not np.array_equal(np.asarray(again.weight.array), np.asarray(weight.array)):
+        raise CheckFailure(ex, "the same np.random.seed gave different weights: draw them with np.random.uniform, so "
+                               "that np.random.seed makes a model reproducible.")
+    if np.array_equal(np.asarray(second.weight.array), np.asarray(again.weight.array)):
+        raise CheckFailure(ex, "two layers made one after the other have identical weights: draw from numpy's global "
+                               "generator (np.random.uniform) instead of a generator seeded inside __init__.")
     params = call_learner(ex, layer.parameters, shown_input="Linear(400, 300).parameters()")
     if sorted(_ids(params)) != sorted([id(weight), id(bias)]):
         raise CheckFailure(ex, "Linear(400, 300).parameters() should be [weight, bias].")
@@ -196,6 +235,19 @@ def check_sequential(answer) -> None:
     if np.shape(getattr(out, "array", None)) != (7, 2) or not np.allclose(out.array, h, rtol=1e-12):
         raise CheckFailure(ex, "the Sequential's output differs from applying its layers one after the other, in the "
                                "order given: the forward pass must feed each layer's output to the next.")
+    seed = np.random.default_rng(6).uniform(-1, 1, (7, 2))
+    call_learner(ex, out.backward, Tensor(seed), shown_input="model(x).backward(seed)")
+    weights = [torch.tensor(np.asarray(p.array), requires_grad=True) for p in expected]
+    h = torch.tensor(x)
+    for n in range(3):
+        h = torch.nn.functional.linear(h, weights[2 * n], weights[2 * n + 1])
+        h = torch.relu(h) if n < 2 else h
+    h.backward(torch.tensor(seed))
+    for p, t in zip(expected, weights):
+        if p.grad is None or not np.allclose(np.asarray(p.grad.array), t.grad.numpy(), rtol=1e-10):
+            raise CheckFailure(ex, "the parameters' gradients after model(x).backward(seed) differ from torch's for the "
+                                   "same network: every layer, ReLU included, must build its output with Tensor "
+                                   "operations (x.relu(), linear(...)), so the graph reaches the weights.")
 
 
 # ------------------------------------------------------------------------------------------------ cross_entropy
@@ -244,6 +296,11 @@ def check_cross_entropy(answer) -> None:
             hint = _batch_axis_hint(np.array([[0.0, 1000.0]]), np.array([0]), loss)
             raise CheckFailure(ex, f"{shown}: expected {what} {fmt(expected)}, received {fmt(got)}.{hint}")
 
+    shown, loss, _, want, _ = run([[0.0, 2000.0], [-3000.0, 5.0]], [1, 0])
+    if not np.all(np.isfinite(loss)):
+        raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: some exp() overflowed. Shift each row by its maximum, which "
+                               "makes the largest exponent exactly 0 whatever the spread of the row (a mean or a "
+                               f"midpoint does not). Expected {fmt(want)}.")
     rng = np.random.default_rng(6)
     for batch, classes in ((1, 2), (3, 4), (8, 10), (5, 3)):
         logits = rng.normal(0, 3, (batch, classes)).round(3)
@@ -293,10 +350,11 @@ def check_sgd(answer) -> None:
             why = (" The update went into .grad: subtract lr * grad from p.array." if changed else
                    " Update each parameter in place (p.array -= ...): rebinding a loop variable changes nothing.")
             raise CheckFailure(ex, f"optimizer.step() left every parameter unchanged.{why}")
-        for n, (p, t) in enumerate(zip(mine, theirs)):
+        for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads)):
             if not np.allclose(p.array, t.detach().numpy(), rtol=1e-12, atol=1e-15):
+                wrong_way = n != 2 and np.allclose(p.array, b + 0.3 * g, rtol=1e-9)
                 hint = (" A parameter whose .grad is None took no part and stays put." if n == 2 else
-                        " The rule is p <- p - lr * grad: against the gradient, scaled by lr.")
+                        " It moved along the gradient: the rule is p <- p - lr * grad, against it." if wrong_way else "")
                 raise CheckFailure(ex, f"after step {step + 1}, parameter {n} is {fmt(np.asarray(p.array))} but "
                                        f"torch.optim.SGD gives {fmt(t.detach().numpy())}.{hint}")
         for p in mine:
@@ -304,6 +362,8 @@ def check_sgd(answer) -> None:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
                                        "array in place under no_grad(), do not replace it with the result of an "
                                        "operation.")
+    for p in mine:
+        p.grad = Tensor(np.ones(p.shape))
     call_learner(ex, optimizer.zero_grad, shown_input="optimizer.zero_grad()")
     if any(p.grad is not None and np.any(np.asarray(p.grad.array)) for p in mine):
         raise CheckFailure(ex, "zero_grad() must clear every parameter's gradient (set .grad to None).")
@@ -311,45 +371,99 @@ def check_sgd(answer) -> None:
 
 # ------------------------------------------------------------------------------------------------ training
 
-class _Watched(np.ndarray):
-    """An images array that records how train_epoch indexes it."""
+class _ReferenceModel:
+    """A 784-16-10 network on the notebook's given engine (not the learner's modules), to test the training loop alone.
 
-    def __getitem__(self, index):
-        self.reads.append(index)
-        return np.asarray(super().__getitem__(index))
+    It knows each training row by its content, so however train_epoch indexes or copies the images, every
+    recorded forward pass logs which rows it saw; and it knows each row's label, to compute the gradient that
+    optimizer.step() should find: that of the mean cross-entropy of the current batch.
+    """
 
+    def __init__(self, Tensor, images, labels, seed):
+        rng = np.random.default_rng(seed)
+        self.Tensor, self.labels = Tensor, labels
+        self.params = [Tensor(rng.uniform(-0.036, 0.036, (784, 16)), requires_grad=True),
+                       Tensor(np.zeros(16), requires_grad=True),
+                       Tensor(rng.uniform(-0.25, 0.25, (16, 10)), requires_grad=True),
+                       Tensor(np.zeros(10), requires_grad=True)]
+        self.row_of = {row.tobytes(): n for n, row in enumerate(images)}
+        self.batches, self.recorded = [], []
 
-class _SpyOptimizer:
-    """Plain SGD that also records whether zero_grad ran between steps."""
-
-    def __init__(self, params, lr):
-        self.params, self.lr, self.steps, self.unclean_steps, self.cleared = list(params), lr, 0, 0, True
+    def parameters(self):
+        return list(self.params)
 
     def zero_grad(self):
         for p in self.params:
             p.grad = None
-        self.cleared = True
+
+    def __call__(self, x):
+        w1, b1, w2, b2 = self.params
+        out = ((x @ w1 + b1).relu()) @ w2 + b2
+        self.recorded.append(out.recipe is not None)
+        if out.recipe is not None:
+            rows = [self.row_of.get(np.asarray(row, dtype=np.float64).tobytes()) for row in np.asarray(x.array)]
+            if None in rows:
+                raise CheckFailure("training", "the model received rows that are not rows of the images: pass "
+                                               "Tensor(images[batch]), the rows unchanged.")
+            self.batches.append(rows)
+        return out
+
+    def batch_gradients(self, rows):
+        """Gradients of the mean cross-entropy over ``rows`` at the current parameters, by torch."""
+        tensors = [torch.tensor(np.asarray(p.array), requires_grad=True) for p in self.params]
+        x = torch.tensor(np.stack([np.frombuffer(key, dtype=np.float64) for key in self._keys(rows)]))
+        logits = torch.relu(x @ tensors[0] + tensors[1]) @ tensors[2] + tensors[3]
+        torch.nn.functional.cross_entropy(logits, torch.tensor(self.labels[rows])).backward()
+        return [t.grad.numpy() for t in tensors]
+
+    def _keys(self, rows):
+        keys = {n: key for key, n in self.row_of.items()}
+        return [keys[n] for n in rows]
+
+
+class _SpyOptimizer:
+    """Plain SGD that, at every step, checks the gradients are those of the current batch's mean loss."""
+
+    def __init__(self, model, lr):
+        self.model, self.lr, self.steps, self.problems, self.previous = model, lr, 0, [], None
+
+    def zero_grad(self):
+        self.model.zero_grad()
 
     def step(self):
         self.steps += 1
-        self.unclean_steps += not self.cleared
-        self.cleared = False
-        for p in self.params:
-            if p.grad is not None:
-                p.array -= self.lr * p.grad.array
+        params = self.model.params
+        found = [None if p.grad is None else np.asarray(p.grad.array, dtype=np.float64) for p in params]
+        if not self.model.batches or any(g is None for g in found):
+            self.problems.append("missing")
+        else:
+            rows = self.model.batches[-1]
+            want = self.model.batch_gradients(rows)
+            if not all(np.allclose(g, w, rtol=1e-8, atol=1e-12) for g, w in zip(found, want)):
+                if self.previous is not None and all(np.allclose(g, w + v, rtol=1e-8, atol=1e-12)
+                                                     for g, w, v in zip(found, want, self.previous)):
+                    self.problems.append("accumulated")
+                elif all(np.allclose(g, len(rows) * w, rtol=1e-8, atol=1e-12) for g, w in zip(found, want)):
+                    self.problems.append("sum")
+                else:
+                    self.problems.append("different")
+        self.previous = found
+        for p, g in zip(params, found):
+            if g is not None:
+                p.array -= self.lr * g
 
 
-def _reference_model(Tensor, rng):
-    """A 784-16-10 network on the notebook's given engine (not the learner's modules); records if it was recorded."""
-    w1, b1 = Tensor(rng.uniform(-0.036, 0.036, (784, 16)), requires_grad=True), Tensor(np.zeros(16), requires_grad=True)
-    w2, b2 = Tensor(rng.uniform(-0.25, 0.25, (16, 10)), requires_grad=True), Tensor(np.zeros(10), requires_grad=True)
-    recorded = []
-
-    def model(x):
-        out = ((x @ w1 + b1).relu()) @ w2 + b2
-        recorded.append(out.recipe is not None)
-        return out
-    return model, [w1, b1, w2, b2], recorded
+PROTOCOL_PROBLEMS = {
+    "missing": "optimizer.step() found no gradients: call optimizer.zero_grad() before loss.backward() (or after "
+               "step()), never between backward() and step(), and run backward() on the batch's loss.",
+    "accumulated": "at optimizer.step() the gradients held the previous batch's too: .grad accumulates, so clear the "
+                   "gradients once per batch (optimizer.zero_grad()) before backward().",
+    "sum": "at optimizer.step() the gradients were batch_size times too large: the loss to differentiate is the mean of "
+           "cross_entropy over the batch, not its sum (a sum makes the step size grow with the batch).",
+    "different": "at optimizer.step() the gradients differ from those of the mean cross-entropy of the batch the model "
+                 "just saw. If cross_entropy passes its own test, check that the loss is "
+                 "cross_entropy(model(Tensor(images[batch])), labels[batch]).mean() and that backward() runs on it.",
+}
 
 
 @exercise("training")
@@ -359,54 +473,61 @@ def check_training(answer) -> None:
 
     Tensor = answer["Tensor"]
     train_epoch, accuracy = answer["train_epoch"], answer["accuracy"]
-    data = load_mnist(verbose=False)
-    images, labels = data.train_images[:200], data.train_labels[:200]
-    model, params, recorded = _reference_model(Tensor, np.random.default_rng(8))
-    optimizer = _SpyOptimizer(params, 0.1)
-    watched = images.view(_Watched)
-    watched.reads = []
+    rng = np.random.default_rng(11)
+    images, labels = rng.random((200, 784)), rng.integers(0, 10, 200)  # random rows: each one unique
+    model = _ReferenceModel(Tensor, images, labels, seed=8)
+    optimizer = _SpyOptimizer(model, 0.1)
     shown = "train_epoch(model, optimizer, 200 images, labels, batch_size=64, rng)"
-    losses = call_learner(ex, train_epoch, model, optimizer, watched, labels, 64, np.random.default_rng(9),
-                          shown_input=shown)
+    epoch_rng = np.random.default_rng(9)
+    losses = call_learner(ex, train_epoch, model, optimizer, images, labels, 64, epoch_rng, shown_input=shown)
     if not isinstance(losses, list) or len(losses) != 4:
         raise CheckFailure(ex, f"{shown} should return a list of 4 losses (batches of 64, 64, 64 and 8), got {losses!r}.")
     if not all(isinstance(v, float) and math.isfinite(v) for v in losses):
         raise CheckFailure(ex, f"{shown} should return plain finite floats (loss.item()), got {losses!r}.")
     if optimizer.steps != 4:
         raise CheckFailure(ex, f"{shown}: optimizer.step() ran {optimizer.steps} times; once per batch makes 4.")
-    if optimizer.unclean_steps:
-        raise CheckFailure(ex, f"{shown}: {optimizer.unclean_steps} of the 4 steps ran without optimizer.zero_grad() "
-                               "since the previous step. .grad accumulates, so each step would use the sum of every "
-                               "earlier batch's gradient: clear the gradients once per batch, before backward().")
-    _check_visits(ex, watched.reads, len(labels), shown)
+    if optimizer.problems:
+        raise CheckFailure(ex, f"{shown}: {PROTOCOL_PROBLEMS[optimizer.problems[0]]}")
+    first = model.batches
+    _check_visits(ex, first, len(labels), shown)
+    model.batches = []
+    call_learner(ex, train_epoch, model, optimizer, images, labels, 64, epoch_rng, shown_input=f"a second epoch: {shown}")
+    if sorted(map(sorted, model.batches)) == sorted(map(sorted, first)):
+        raise CheckFailure(ex, "the second epoch (same rng object) made the same batches as the first: shuffle with the "
+                               "rng you are given, drawing a new permutation every epoch (rng.permutation).")
+    replay = _ReferenceModel(Tensor, images, labels, seed=8)
+    call_learner(ex, train_epoch, replay, _SpyOptimizer(replay, 0.1), images, labels, 64, np.random.default_rng(9),
+                 shown_input=f"{shown} with a new rng of the same seed")
+    if replay.batches != first:
+        raise CheckFailure(ex, "a new rng with the same seed gave a different order: shuffle with the rng argument "
+                               "(rng.permutation), not np.random or a generator of your own, so runs are reproducible.")
 
-    model, params, recorded = _reference_model(Tensor, np.random.default_rng(10))
-    got = call_learner(ex, accuracy, model, data.test_images[:300], data.test_labels[:300],
+    data = load_mnist(verbose=False)
+    evaluated = _ReferenceModel(Tensor, data.test_images[:300], data.test_labels[:300], seed=10)
+    got = call_learner(ex, accuracy, evaluated, data.test_images[:300], data.test_labels[:300],
                        shown_input="accuracy(model, 300 images, labels)")
-    logits = ((Tensor(data.test_images[:300]) @ params[0] + params[1]).relu()) @ params[2] + params[3]
+    w1, b1, w2, b2 = evaluated.params
+    logits = ((Tensor(data.test_images[:300]) @ w1 + b1).relu()) @ w2 + b2
     want = float(np.mean(logits.array.argmax(axis=1) == data.test_labels[:300]))
     if isinstance(got, bool) or not isinstance(got, (float, np.floating)) or not math.isclose(float(got), want,
                                                                                                abs_tol=1e-12):
         raise CheckFailure(ex, f"accuracy(...) should be the fraction {want} (a float in [0, 1]) of rows whose largest "
                                f"logit is the true label; got {got!r}.")
-    if any(recorded):
+    if any(evaluated.recorded):
         raise CheckFailure(ex, "accuracy() recorded a graph: evaluate inside `with no_grad():`, since nothing will be "
                                "differentiated.")
     _check_learning(ex, answer, data)
 
 
-def _check_visits(ex, reads, n, shown):
-    rows = []
-    for index in reads:
-        try:
-            rows.extend(np.arange(n)[index].ravel().tolist())
-        except (IndexError, TypeError, ValueError):
-            raise CheckFailure(ex, f"{shown} indexed the images with {index!r}; pick rows with an index array, e.g. "
-                                   "images[batch].") from None
+def _check_visits(ex, batches, n, shown):
+    rows = [row for batch in batches for row in batch]
     if sorted(rows) != list(range(n)):
-        raise CheckFailure(ex, f"{shown} should visit every row exactly once per epoch; it read {len(rows)} rows, "
-                               f"{len(set(rows))} of them distinct.")
-    if rows == list(range(n)):
+        raise CheckFailure(ex, f"{shown} should show the model every row exactly once per epoch; its training forward "
+                               f"passes saw {len(rows)} rows, {len(set(rows))} of them distinct.")
+    if [len(batch) for batch in batches] != [64, 64, 64, 8]:
+        raise CheckFailure(ex, f"{shown} made batches of {[len(b) for b in batches]} rows: take batch_size rows at a "
+                               "time, the last batch holding what is left.")
+    if rows == list(range(n)) or rows == list(range(n))[::-1]:
         raise CheckFailure(ex, f"{shown} visited the rows in their stored order: shuffle them each epoch "
                                "(rng.permutation), or every epoch sees the same batches in the same order.")
 
