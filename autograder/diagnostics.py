@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -93,6 +94,51 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
                                              "is there a loop that never ends?")) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         raise CheckFailure(exercise, f"your code raised {type(error).__name__}: {error}{where}", cause=error) from None
+
+
+def call_on_deep_graph(exercise: str, fn, *args, shown_input: str):
+    """call_learner on a graph deeper than Python's recursion limit: a RecursionError gets its own diagnosis."""
+    try:
+        return call_learner(exercise, fn, *args, shown_input=shown_input)
+    except CheckFailure as failure:
+        if isinstance(failure.cause, RecursionError):
+            raise CheckFailure(exercise, f"RecursionError on {shown_input}: a recursive walk needs one Python stack "
+                                         "frame per node and Python allows about 1,000. Keep your own stack (a list) "
+                                         "instead of recursing.") from None
+        raise
+
+
+@contextlib.contextmanager
+def recursion_limit_kept(exercise: str):
+    """Fail a check whose learner code raised Python's recursion limit, even if it put it back; restore it always.
+
+    Raising the limit only moves a recursive walk's crash to a deeper graph, where the C stack overflows and the
+    kernel dies; and a limit left raised would hide the RecursionError of every later probe.
+    """
+    limit, set_limit = sys.getrecursionlimit(), sys.setrecursionlimit
+    requested = []
+
+    def watched(n):
+        if not sys._getframe(1).f_globals.get("__name__", "").startswith("hypothesis"):  # hypothesis adjusts it too
+            requested.append(n)
+        set_limit(n)
+
+    def verdict():
+        if any(n > limit for n in requested):  # the root cause: it wins over whatever else went wrong
+            raise CheckFailure(exercise, "your code raised Python's recursion limit. That only moves the crash: a "
+                                         "deeper graph overflows the C stack and kills the kernel. Keep your own stack "
+                                         "(a list) instead.") from None
+
+    sys.setrecursionlimit = watched
+    try:
+        yield
+    except CheckFailure:
+        verdict()
+        raise
+    finally:
+        sys.setrecursionlimit = set_limit
+        set_limit(limit)
+    verdict()
 
 
 def fmt(value) -> str:

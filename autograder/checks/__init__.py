@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 from hypothesis.errors import Flaky, FlakyFailure
 
-from autograder.diagnostics import Abandon, CheckFailure
+from autograder.diagnostics import Abandon, CheckFailure, recursion_limit_kept
 
 _CHECKS: dict[str, Callable[[object], None]] = {}
 
@@ -33,7 +33,7 @@ def check(exercise_id: str, answer) -> None:
         raise KeyError(f"no check for exercise {exercise_id!r}; known: {sorted(_CHECKS)}")
     try:
         # nbgrader scores a test cell that writes to stderr as failed, so warnings must not escape.
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
+        with warnings.catch_warnings(), np.errstate(all="ignore"), recursion_limit_kept(exercise_id):
             warnings.simplefilter("ignore")
             _CHECKS[exercise_id](answer)
     except CheckFailure:

@@ -18,7 +18,6 @@ loss = ½h² + zero² gives x.grad 18, h.grad 6, zero.grad 0, unused.grad None.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +25,7 @@ import torch
 from hypothesis import assume, given, strategies as st
 
 from autograder.checks import exercise
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, fmt
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph, fmt
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 SCALAR_ONLY = "grad can be implicitly created only for scalar outputs"  # torch's RuntimeError text
@@ -634,27 +633,12 @@ def check_topological_sort(answer) -> None:
 
 
 def _check_deep(ex, run, Node):
-    limit, set_limit = sys.getrecursionlimit(), sys.setrecursionlimit
-    raised = []
+    """Run ``run(end, shown)`` on a chain of CHAIN_LENGTH negations; returns (leaf, end, run's result)."""
     x = end = Node(0.5, requires_grad=True)
     for _ in range(CHAIN_LENGTH):
         end = -end
     shown = f"a chain of {CHAIN_LENGTH} operations"
-    sys.setrecursionlimit = lambda n: raised.append(n) or set_limit(n)  # watch, even if the limit is put back later
-    try:
-        result = run(end, shown)
-    except CheckFailure as failure:
-        if isinstance(failure.cause, RecursionError):
-            raise CheckFailure(ex, f"RecursionError on {shown}: a recursive walk needs one Python stack frame per "
-                                   "tensor and Python allows about 1,000. Keep your own stack (a list) instead.") from None
-        raise
-    finally:
-        sys.setrecursionlimit = set_limit
-        set_limit(limit)
-    if any(n > limit for n in raised):
-        raise CheckFailure(ex, "your code raised Python's recursion limit. That only moves the crash: a deeper graph "
-                               "overflows the C stack and kills the kernel. Keep your own stack (a list) instead.")
-    return x, end, result
+    return x, end, call_on_deep_graph(ex, run, end, shown, shown_input=shown)
 
 
 def _check_cycle(ex, topological_sort, Node):
@@ -838,16 +822,16 @@ def _probe_explicit_seeds(ex, run, grad, Node):
     if not _close(grad(a, "a.grad"), 12.0):
         raise CheckFailure(ex, f"a = 3; backprop(a * a, end_grad=Tensor(2.)): expected a.grad = 12 (2 · 2a), "
                                f"received {fmt(grad(a, 'a.grad'))}. A scalar output with an explicit end_grad uses it.")
-    b = Node(np.array([1.0, 2.0]), requires_grad=True)
-    try:
-        run(b * 2.0, Node(np.array(1.0)), "backprop(y of shape (2,), end_grad of shape ())")
-    except CheckFailure as failure:
-        if failure.cause is None:
-            raise
-    else:
-        raise CheckFailure(ex, "backprop(y of shape (2,), end_grad of shape ()) should raise an error (torch: "
-                               "RuntimeError 'Mismatch in shape'): end_grad must have the end node's shape. numpy "
-                               "would broadcast it silently.")
+    for seed in (np.array(1.0), np.array([[1.0, 1.0]])):  # one numpy would broadcast, one of the right size
+        shown = f"backprop(y of shape (2,), end_grad of shape {seed.shape})"
+        try:
+            run(Node(np.array([1.0, 2.0]), requires_grad=True) * 2.0, Node(seed), shown)
+        except CheckFailure as failure:
+            if failure.cause is None:
+                raise
+        else:
+            raise CheckFailure(ex, f"{shown} should raise (torch: RuntimeError 'Mismatch in shape'): end_grad must have "
+                                   "exactly the end node's shape; numpy would broadcast or reshape it silently.")
 
 
 def _probe_accumulation(ex, run, grad, Node):
@@ -904,16 +888,6 @@ def _probe_pending_and_end(ex, run, grad, Node):
         raise CheckFailure(ex, "a retained non-leaf accumulates like a leaf, and the end node itself gets its seed: "
                                "h = 6 with retain_grad(), backprop(h * h), backprop(2 * h), backprop(h) gives h.grad = "
                                f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.")
-    y = Node(np.array([1.0, 2.0]), requires_grad=True) * 2.0
-    try:
-        run(y, Node(np.array([[1.0, 1.0]])), "backprop(y of shape (2,), end_grad of shape (1, 2))")
-    except CheckFailure as failure:
-        if failure.cause is None:
-            raise
-    else:
-        raise CheckFailure(ex, "backprop(y of shape (2,), end_grad of shape (1, 2)) should raise (torch: RuntimeError "
-                               "'Mismatch in shape'): end_grad must have exactly the end node's shape, not merely its "
-                               "size.")
 
 
 def _probe_paths(ex, run, grad, Node):
