@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import struct
 import sys
 import urllib.request
@@ -159,7 +160,9 @@ def _sample() -> Dataset:
         images, labels = mnist_data()
         images, labels = images.astype(np.uint8), labels.astype(np.int64)
         SAMPLE_CACHE.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(SAMPLE_CACHE, images=images, labels=labels)
+        partial = SAMPLE_CACHE.with_suffix(f".{os.getpid()}.npz")  # written aside, then moved: readers never see half
+        np.savez_compressed(partial, images=images, labels=labels)
+        partial.replace(SAMPLE_CACHE)
     rng = np.random.default_rng(SAMPLE_SEED)
     train, test = [], []
     for digit in range(10):
