@@ -96,9 +96,10 @@ def main() -> int:
     step("Grades (nbgrader export -> build/demo-course/grades.csv)")
     with open(COURSE / "grades.csv") as table:
         rows = list(csv.DictReader(table))
-    print(f"   {'assignment':<14}{'student':<12}{'score':>10}")
+    width = max(len("assignment"), *(len(row["assignment"]) for row in rows)) + 2
+    print(f"   {'assignment':<{width}}{'student':<12}{'score':>10}")
     for row in rows:
-        print(f"   {row['assignment']:<14}{row['student_id']:<12}{float(row['score']):>5g} / {float(row['max_score']):g}")
+        print(f"   {row['assignment']:<{width}}{row['student_id']:<12}{float(row['score']):>5g} / {float(row['max_score']):g}")
 
     step("What each student is told (per exercise)")
     for name in assignments():

@@ -159,15 +159,22 @@ def test_slips_are_rejected_with_their_diagnosis(exercise, right, wrong, phrase)
     rejects(exercise, answer(exercise, {exercise: [(right, wrong)]}), phrase)
 
 
-def test_training_shows_a_bug_upstream_as_low_accuracy():
-    """A ReLU that cuts the graph (right values, no gradient to the first layer) shows in the training run."""
+def test_training_names_an_earlier_exercise_that_fails_first():
+    """A ReLU that cuts the graph (right values, no gradient to the first layer) is named, not left to the accuracy."""
     edits = {"sequential": [("        return x.relu()", "        return Tensor(np.maximum(x.array, 0.0))")]}
-    rejects("training", answer("training", edits), "reached a test accuracy of")
+    rejects("training", answer("training", edits), "builds on sequential, which fails first", "reaches the weights")
 
 
-def test_training_names_a_loss_whose_gradient_is_wrong():
-    edits = {"cross_entropy": [("log() - shifted[", "log() + shifted[")]}
+def test_training_names_a_loss_whose_gradient_is_not_the_batch_mean():
+    edits = {"training": [("labels[batch]).mean()", "labels[batch]).mean() * 0.5")]}
     rejects("training", answer("training", edits), "differ from those of the mean cross-entropy")
+
+
+def test_training_run_must_reach_the_floor(monkeypatch):
+    """The last line of defence: the floor is real (here raised above what a correct pipeline reaches)."""
+    from autograder.checks import modules_mnist
+    monkeypatch.setattr(modules_mnist, "TRAINING_FLOOR", 0.99)
+    rejects("training", answer("training"), "reached a test accuracy of")
 
 
 # ------------------------------------------------------------------------------------------------ red-team regressions

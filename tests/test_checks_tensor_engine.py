@@ -5,7 +5,7 @@ Wrong implementations are small text edits of the solution notebook's own code, 
 """
 import pytest
 
-from autograder import check
+from autograder import CheckFailure, check
 from autograder.course import solution_namespace
 from conftest import rejects
 
@@ -321,11 +321,19 @@ def test_jacobian_rejects(right, wrong, phrase):
     rejects("jacobian", answer(engine({"jacobian": [(right, wrong)]}), "jacobian"), phrase)
 
 
-def test_jacobian_reports_a_slip_elsewhere_in_the_engine():
-    """An operator slip that the Jacobian cases miss still shows up in the whole-engine programs."""
+def test_jacobian_names_an_earlier_exercise_that_fails_first():
     ns = engine({"operators": [("Tensor.__rtruediv__ = lambda self, other: divide(other, self)",
                                 "Tensor.__rtruediv__ = lambda self, other: divide(self, other)")]})
-    rejects("jacobian", answer(ns, "jacobian"), "your engine as a whole")
+    rejects("jacobian", answer(ns, "jacobian"), "builds on operators, which fails first", "inputs swapped")
+
+
+def test_whole_engine_programs_catch_what_they_run():
+    """The random-program phase on its own: an engine whose backward halves every seed fails it."""
+    from autograder.checks.tensor_engine import _check_whole_engine
+    ns = engine(extra="Tensor.backward = lambda self, end_grad=None: backprop(self, None if end_grad is None else "
+                      "Tensor(end_grad.array * 0.5))")
+    with pytest.raises(CheckFailure, match="your engine as a whole"):
+        _check_whole_engine("jacobian", ns["Tensor"])
 
 
 # ------------------------------------------------------------------------------------------------ predictions

@@ -539,6 +539,15 @@ def check_operators(Tensor) -> None:
     random_case()
 
 
+def _swapped_inputs(shown, got, arrays):
+    """A hint when a binary operator computed its inputs the other way round (y - x for x - y)."""
+    x, b, w = arrays
+    swaps = {"x - b": b - x, "x / b": b / x, "2.0 - x": x - 2.0, "1.0 / b": b / 1.0}
+    if shown in swaps and got.shape == np.shape(swaps[shown]) and np.allclose(got, swaps[shown], rtol=1e-12):
+        return " That is the operation with its inputs swapped: forward(x, y) must compute x op y, in that order."
+    return ""
+
+
 def _check_operator(ex, Tensor, shown, fn, arrays, note):
     tensors = [Tensor(a.copy(), requires_grad=True) for a in arrays]
     out = call_learner(ex, fn, *tensors, shown_input=shown)
@@ -549,7 +558,8 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
         raise CheckFailure(ex, f"{shown} returned {type(out).__name__}; an operator returns a Tensor (from apply_op).")
     got = np.asarray(out.array)
     if got.shape != tuple(want.shape) or not np.allclose(got, want.detach().numpy(), rtol=1e-12):
-        raise CheckFailure(ex, f"{shown}: expected {fmt(want.detach().numpy())}, received {fmt(got)}.{hint}")
+        swapped = _swapped_inputs(shown, got, arrays)
+        raise CheckFailure(ex, f"{shown}: expected {fmt(want.detach().numpy())}, received {fmt(got)}.{hint}{swapped}")
     if not out.requires_grad or out.recipe is None:
         raise CheckFailure(ex, f"{shown} was not recorded (no recipe), though its inputs require grad: build it "
                                "with apply_op.")
@@ -562,8 +572,11 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
         if expected is None:
             continue
         if got is None or got.shape != expected.shape or not np.allclose(got, expected, rtol=1e-12):
+            shape = ("" if got is None or got.shape == expected.shape else
+                     f" That gradient has shape {got.shape}, but {name} has shape {expected.shape}: the backward "
+                     "functions are probably in the wrong order (backwards[i] belongs to inputs[i]).")
             raise CheckFailure(ex, f"{shown}: with upstream gradient {fmt(seed)}, the recorded backward functions give "
-                                   f"{name} the gradient {fmt(got)}; torch gives {fmt(expected)}.{hint}")
+                                   f"{name} the gradient {fmt(got)}; torch gives {fmt(expected)}.{hint}{shape}")
 
 
 # ------------------------------------------------------------------------------------------------ topological_sort
@@ -748,7 +761,8 @@ def _probe_shared_and_order(ex, run, grad, Node):
     got = grad(a, "a.grad")
     if _close(got, 3.0):
         raise CheckFailure(ex, "y = a * a at a = 3 gave a.grad = 3, not 6. a is both inputs of the multiply, so two "
-                               "gradients arrive at it: add them (+=), do not let the second overwrite the first.")
+                               "gradients arrive at it: add them (pending = pending + contribution, a new array), do "
+                               "not let the second overwrite the first.")
     if not _close(got, 6.0):
         raise CheckFailure(ex, f"y = a * a at a = 3: expected a.grad = 6, received {fmt(got)}.")
 
@@ -923,6 +937,8 @@ def check_jacobian(answer) -> None:
     backprop, reached through Tensor.backward)."""
     ex = "jacobian"
     jacobian, Tensor = answer["jacobian"], answer["Tensor"]
+    _require(ex, "operators", check_operators, Tensor)
+    _require(ex, "backprop", check_backprop, {"backprop": lambda end, end_grad=None: end.backward(end_grad), "Tensor": Tensor})
     calls = []
 
     def sum_of_squares(t):
@@ -953,6 +969,14 @@ def check_jacobian(answer) -> None:
                                        "passes, so clear it (x.grad = None) before each one.")
             raise CheckFailure(ex, f"{shown}: expected\n{fmt(want)}\nreceived\n{fmt(got)}")
     _check_whole_engine(ex, Tensor)
+
+
+def _require(ex, needed, check_fn, answer):
+    """Run an earlier exercise's check first, so its failure is named instead of showing up as a puzzle here."""
+    try:
+        check_fn(answer)
+    except CheckFailure as failure:
+        raise CheckFailure(ex, f"this exercise builds on {needed}, which fails first: {failure.message}") from None
 
 
 def _check_whole_engine(ex, Tensor):
