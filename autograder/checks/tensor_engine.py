@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from hypothesis import assume, given, strategies as st
+from hypothesis import given, strategies as st
 
 from autograder.checks import exercise
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph, fmt
