@@ -100,8 +100,8 @@ def solution_namespace(name: str, edits: dict | None = None, extra: str = "") ->
             if right not in source:
                 raise ValueError(f"edit no longer matches the solution of {meta.get('grade_id')}: {right!r}")
             source = source.replace(right, wrong)
-        exec(compile(source, f"<{name}:{cell.id}>", "exec"), namespace)
+        exec(compile(source, f"<{name}:{cell.id}>", "exec", dont_inherit=True), namespace)
     if edits:
         raise ValueError(f"edits for unknown answer cells: {sorted(edits)}")
-    exec(compile(extra, "<alternative>", "exec"), namespace)
+    exec(compile(extra, "<alternative>", "exec", dont_inherit=True), namespace)
     return namespace
