@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 from autograder.checks import exercise_ids
-from autograder.course import TEST_PREFIX, assignments, nbgrader_cells
+from autograder.course import TEST_PREFIX, assignments, nbgrader_cells, solution_version
 from conftest import REPO, learner_notebook, solution_notebook
 
 HIDDEN_CALL = re.compile(r'### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS', re.S)
@@ -70,3 +70,15 @@ def test_demo_has_a_realistic_mistake_that_still_applies(assignment):
     grade_id, edits = MISTAKES[assignment]
     cells = [c for c in source_nb(assignment).cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
     assert len(cells) == 1 and all(right in cells[0].source for right, _ in edits)
+
+
+def test_notebook_5_carries_notebook_4s_solution_engine_verbatim():
+    """Notebook 5 trains on notebook 4's engine, copied into a given cell: a change to one must reach the other."""
+    engine4 = solution_version(source_nb("04_tensor_engine"))
+    given5 = "\n".join(c.source for c in source_nb("05_modules_mnist").cells
+                       if c.cell_type == "code" and "def backprop(" in c.source)
+    for cell in engine4.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        carried = meta.get("grade_id") in ("apply_op", "operators", "topological_sort", "backprop")
+        if carried or (cell.cell_type == "code" and ("def unbroadcast" in cell.source or "class Tensor:" in cell.source)):
+            assert cell.source in given5, f"notebook 5's engine differs from notebook 4's solution near:\n{cell.source[:200]}"
