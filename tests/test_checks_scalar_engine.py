@@ -383,7 +383,7 @@ def test_mlp_rejects_wrong_implementations(answer, phrases):
 
 @pytest.mark.parametrize("exercise_id", ["derived_operators", "nonlinearities"])
 def test_later_exercises_name_a_broken_value_node(exercise_id):
-    rejects(exercise_id, make_value("overwrite"), "builds on exercise value_node", "shared node")
+    rejects(exercise_id, make_value("overwrite"), "builds on value_node", "shared node")
 
 
 # ------------------------------------------------------------------------------------------- found by red-teaming

@@ -22,6 +22,18 @@ def exercise(exercise_id: str):
     return register
 
 
+def builds_on(exercise_id: str, earlier: str, answer) -> None:
+    """Run an earlier exercise's check first, so that its failure is named here instead of surfacing as a puzzle.
+
+    Raises:
+        CheckFailure: for ``exercise_id``, quoting the earlier exercise's diagnosis.
+    """
+    try:
+        _CHECKS[earlier](answer)
+    except CheckFailure as failure:
+        raise CheckFailure(exercise_id, f"this exercise builds on {earlier}, which fails first: {failure.message}") from None
+
+
 def check(exercise_id: str, answer) -> None:
     """Run every hidden check of one exercise on the learner's answer.
 

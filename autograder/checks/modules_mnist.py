@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from autograder.checks import exercise
+from autograder.checks import builds_on, exercise
 from autograder.diagnostics import CheckFailure, call_learner, fmt
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
@@ -132,14 +132,6 @@ def check_module(answer) -> None:
                                    "gradient, at any depth (set .grad to None for each of self.parameters()).")
 
 
-def _require(ex, needed, check_fn, answer):
-    """Run an earlier exercise's check first, so its failure is named instead of showing up as a puzzle here."""
-    try:
-        check_fn(answer)
-    except CheckFailure as failure:
-        raise CheckFailure(ex, f"this exercise builds on {needed}, which fails first: {failure.message}") from None
-
-
 def _module_answer(ModuleSubclass, Tensor):
     """The Module and Parameter classes behind a learner's layer class, for checking exercise 1 first."""
     Module = next(c for c in ModuleSubclass.__mro__ if c.__name__ == "Module")
@@ -153,7 +145,7 @@ def _module_answer(ModuleSubclass, Tensor):
 def check_linear(answer) -> None:
     ex = "linear"
     Linear, Tensor = answer["Linear"], answer["Tensor"]
-    _require(ex, "module", check_module, _module_answer(Linear, Tensor))
+    builds_on(ex, "module", _module_answer(Linear, Tensor))
     np.random.seed(1)
     layer = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300)")
     weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
@@ -226,8 +218,8 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown):
 def check_sequential(answer) -> None:
     ex = "sequential"
     Sequential, ReLU, Linear, Tensor = answer["Sequential"], answer["ReLU"], answer["Linear"], answer["Tensor"]
-    _require(ex, "module", check_module, _module_answer(Sequential, Tensor))
-    _require(ex, "linear", check_linear, {"Linear": Linear, "Tensor": Tensor})
+    builds_on(ex, "module", _module_answer(Sequential, Tensor))
+    builds_on(ex, "linear", {"Linear": Linear, "Tensor": Tensor})
     relu = call_learner(ex, ReLU, shown_input="ReLU()")
     out = call_learner(ex, relu, Tensor(np.array([-2.0, 0.0, 3.0])), shown_input="ReLU()([-2, 0, 3])")
     if np.asarray(getattr(out, "array", out)).tolist() != [0.0, 0.0, 3.0]:
@@ -491,12 +483,12 @@ def check_training(answer) -> None:
 
     Tensor = answer["Tensor"]
     train_epoch, accuracy = answer["train_epoch"], answer["accuracy"]
-    _require(ex, "sequential", check_sequential, {k: answer[k] for k in ("Sequential", "ReLU", "Linear", "Tensor")})
+    builds_on(ex, "sequential", {k: answer[k] for k in ("Sequential", "ReLU", "Linear", "Tensor")})
     learner_globals = train_epoch.__globals__
     if "cross_entropy" in learner_globals:
-        _require(ex, "cross_entropy", check_cross_entropy, {"cross_entropy": learner_globals["cross_entropy"],
+        builds_on(ex, "cross_entropy", {"cross_entropy": learner_globals["cross_entropy"],
                                                             "Tensor": Tensor})
-    _require(ex, "sgd", check_sgd, {"SGD": answer["SGD"], "Parameter": learner_globals.get("Parameter"),
+    builds_on(ex, "sgd", {"SGD": answer["SGD"], "Parameter": learner_globals.get("Parameter"),
                                     "Tensor": Tensor})
     rng = np.random.default_rng(11)
     images, labels = rng.random((200, 784)), rng.integers(0, 10, 200)  # random rows: each one unique

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import exercise
+from autograder.checks import builds_on, exercise
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, call_on_deep_graph, fmt
 from autograder.oracles import central_differences
 
@@ -251,14 +251,6 @@ def check_value_node(Value) -> None:
                                    f"{v.grad!r}. Wrap the number and build the node exactly as for two Values.")
 
 
-def require_value_node(ex, Value) -> None:
-    """Later exercises run on the learner's Value: name a broken exercise 1 instead of a puzzling later mismatch."""
-    try:
-        check_value_node(Value)
-    except CheckFailure as failure:
-        raise CheckFailure(ex, f"this exercise builds on exercise value_node, which fails first: {failure.message}") from None
-
-
 # ------------------------------------------------------------------------------------------------ topological_order
 
 def _reachable(root):
@@ -400,7 +392,7 @@ def check_backward(backward) -> None:
 @exercise("derived_operators")
 def check_derived_operators(Value) -> None:
     ex = "derived_operators"
-    require_value_node(ex, Value)
+    builds_on(ex, "value_node", Value)
     probes = [
         ("5 - Value(2.0)", lambda: 5 - Value(2.0), 3.0,
          "5 - v must be 5 - v.data = 3, not v - 5: in __rsub__, self is the right operand."),
@@ -450,7 +442,7 @@ def check_derived_operators(Value) -> None:
 @exercise("nonlinearities")
 def check_nonlinearities(Value) -> None:
     ex = "nonlinearities"
-    require_value_node(ex, Value)
+    builds_on(ex, "value_node", Value)
     cases = [
         ("exp", 2.0, math.exp(2.0), math.exp(2.0),
          {2.0: "exp's local derivative is its output e^x (here 7.389), not its input x."}),
@@ -517,7 +509,7 @@ def check_architecture(ex, MLP, n_in, sizes):
     if [id(p) for p in again] != [id(p) for p in params]:
         raise CheckFailure(ex, "parameters() returned different objects (or a different list) on a second call: it "
                                "must list the model's own Values, the same ones every time.")
-    require_value_node(ex, type(params[0]))
+    builds_on(ex, "value_node", type(params[0]))
     data = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
     weights = data[[k for k in range(count) if not _is_bias(k, n_in, sizes)]]
     if np.any(np.abs(weights) > 1) or np.std(weights) < 0.1:

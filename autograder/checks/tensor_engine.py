@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import exercise
+from autograder.checks import builds_on, exercise
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph, fmt
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
@@ -937,8 +937,8 @@ def check_jacobian(answer) -> None:
     backprop, reached through Tensor.backward)."""
     ex = "jacobian"
     jacobian, Tensor = answer["jacobian"], answer["Tensor"]
-    _require(ex, "operators", check_operators, Tensor)
-    _require(ex, "backprop", check_backprop, {"backprop": lambda end, end_grad=None: end.backward(end_grad), "Tensor": Tensor})
+    builds_on(ex, "operators", Tensor)
+    builds_on(ex, "backprop", {"backprop": lambda end, end_grad=None: end.backward(end_grad), "Tensor": Tensor})
     calls = []
 
     def sum_of_squares(t):
@@ -969,14 +969,6 @@ def check_jacobian(answer) -> None:
                                        "passes, so clear it (x.grad = None) before each one.")
             raise CheckFailure(ex, f"{shown}: expected\n{fmt(want)}\nreceived\n{fmt(got)}")
     _check_whole_engine(ex, Tensor)
-
-
-def _require(ex, needed, check_fn, answer):
-    """Run an earlier exercise's check first, so its failure is named instead of showing up as a puzzle here."""
-    try:
-        check_fn(answer)
-    except CheckFailure as failure:
-        raise CheckFailure(ex, f"this exercise builds on {needed}, which fails first: {failure.message}") from None
 
 
 def _check_whole_engine(ex, Tensor):
