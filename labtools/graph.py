@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import graphviz
+import numpy as np
 
 
 def nodes_and_edges(root):
@@ -231,5 +232,4 @@ def _op_name(recipe) -> str:
 
 
 def _short(array) -> str:
-    import numpy as np
     return np.array2string(np.asarray(array), precision=3, suppress_small=True, threshold=6, edgeitems=2)
