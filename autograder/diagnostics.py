@@ -13,6 +13,8 @@ import sys
 import numpy as np
 from hypothesis import HealthCheck, settings
 
+from autograder import remote
+
 # Seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
 CALL_TIMEOUT_S = 10
 
@@ -80,20 +82,27 @@ def _time_limit(seconds: float):
 
 
 def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
-    """Call learner code; turn a crash, a stub or a runaway loop into a CheckFailure that names the input."""
+    """Call learner code; turn a crash, a stub or a runaway loop into a CheckFailure that names the input.
+
+    Learner code in a sandboxed worker (``autograder.remote``) is timed by the worker's deadline; learner code in
+    this process (a learner's own kernel) by an alarm.
+    """
     where = f" for input {shown_input}" if shown_input else ""
     try:
-        with _time_limit(CALL_TIMEOUT_S):
+        with contextlib.nullcontext() if remote.in_use() else _time_limit(CALL_TIMEOUT_S):
             return fn(*args, **kwargs)
     except CheckFailure:
         raise
     except NotImplementedError:
         raise CheckFailure(exercise, "not implemented yet: replace `raise NotImplementedError()` with your code.") from None
-    except _Timeout:
+    except (_Timeout, remote.Stopped) as stop:
+        if isinstance(stop, remote.Stopped) and not stop.timeout:
+            raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})")) from None
         raise Abandon(CheckFailure(exercise, f"your code did not finish within {CALL_TIMEOUT_S} s{where}: "
                                              "is there a loop that never ends?")) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
-        raise CheckFailure(exercise, f"your code raised {type(error).__name__}: {error}{where}", cause=error) from None
+        kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
+        raise CheckFailure(exercise, f"your code raised {kind}: {error}{where}", cause=error) from None
 
 
 def call_on_deep_graph(exercise: str, fn, *args, shown_input: str):

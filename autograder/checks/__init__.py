@@ -7,7 +7,8 @@ from typing import Callable
 import numpy as np
 from hypothesis.errors import Flaky, FlakyFailure
 
-from autograder.diagnostics import Abandon, CheckFailure, recursion_limit_kept
+from autograder import remote
+from autograder.diagnostics import CALL_TIMEOUT_S, Abandon, CheckFailure, recursion_limit_kept
 
 _CHECKS: dict[str, Callable[[object], None]] = {}
 
@@ -34,8 +35,12 @@ def builds_on(exercise_id: str, earlier: str, answer) -> None:
         raise CheckFailure(exercise_id, f"this exercise builds on {earlier}, which fails first: {failure.message}") from None
 
 
-def check(exercise_id: str, answer) -> None:
-    """Run every hidden check of one exercise on the learner's answer.
+def has_check(exercise_id: str) -> bool:
+    return exercise_id in _CHECKS
+
+
+def check(exercise_id: str, answer, quiet: bool = False) -> None:
+    """Run every hidden check of one exercise on the learner's answer (local objects or ``autograder.remote`` ones).
 
     Raises:
         CheckFailure: the answer is wrong; the message names the misconception.
@@ -52,6 +57,10 @@ def check(exercise_id: str, answer) -> None:
         raise
     except Abandon as stop:
         raise stop.failure from None
+    except remote.Stopped as stop:  # the worker died or stalled outside call_learner (reading an attribute, ...)
+        why = f"your code did not finish within {CALL_TIMEOUT_S} s: is there a loop that never ends?" \
+            if stop.timeout else stop.reason
+        raise CheckFailure(exercise_id, why) from None
     except (Flaky, FlakyFailure):
         raise CheckFailure(exercise_id, "your code gave different answers for the same input when run again: does it "
                                         "keep state between calls (a counter, a cache, a global), or depend on the "
@@ -59,7 +68,8 @@ def check(exercise_id: str, answer) -> None:
     except Exception as error:  # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
         raise CheckFailure(exercise_id, f"the check could not use your answer ({type(error).__name__}: {error}); "
                                         "make sure it returns what the exercise asks for.") from None
-    print(f"{exercise_id}: all hidden checks passed.")
+    if not quiet:
+        print(f"{exercise_id}: all hidden checks passed.")
 
 
 def exercise_ids() -> list[str]:

@@ -1,0 +1,459 @@
+"""The trusted side of grading: learner objects that live in a sandboxed worker, seen here only as plain data.
+
+A :class:`Worker` starts ``autograder/worker.py`` in the sandbox (``autograder.sandbox``), runs the submission's
+code there, and hands the checks a :class:`Remote` for each learner object. Using a Remote (calling it, reading an
+attribute, applying an operator) sends a request; the worker performs it on the real object and answers with
+plain data -- numbers, strings, arrays, lists, tuples, dicts -- or with a new handle. The checks, the oracles and
+the comparison run here, in a process that never executes learner code: faking a pass means sending back the
+right numbers, which takes a correct implementation.
+
+Decoding is strict: only JSON types and our tagged arrays and handles are accepted, so nothing the worker sends can
+run code here. Every request has a deadline; a worker that misses it, dies, or sends garbage is killed and named.
+"""
+from __future__ import annotations
+
+import base64
+import builtins
+import json
+import math
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from autograder import sandbox
+
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+INSIDE_SCRIPT = "/tmp/grader/worker.py"
+DEFAULT_TIMEOUT_S = 10.0
+FRAME_LIMIT = 256 * 1024 * 1024
+DTYPES = "?bBhHiIlLqQefd"
+# Learner exceptions that keep their type on this side (checks tell them apart); every other type becomes
+# LearnerError with the type's name. Only these classes are ever instantiated from what the worker says.
+MAPPED_ERRORS = {cls.__name__: cls for cls in (
+    ArithmeticError, AssertionError, AttributeError, FloatingPointError, ImportError, IndexError, KeyError,
+    LookupError, MemoryError, ModuleNotFoundError, NameError, NotImplementedError, OverflowError, RecursionError,
+    RuntimeError, StopIteration, TypeError, UnboundLocalError, ValueError, ZeroDivisionError)}
+
+
+_OPEN_WORKERS = 0
+
+
+def in_use() -> bool:
+    """Whether checks are running against a worker now (then the worker's deadlines time learner code)."""
+    return _OPEN_WORKERS > 0
+
+
+class Stopped(BaseException):
+    """The worker is gone: it missed its deadline (``timeout``), died, or broke the protocol.
+
+    A BaseException so that no ``except Exception`` in a check can mistake it for a wrong answer and go on.
+    """
+
+    def __init__(self, reason: str, timeout: bool = False):
+        super().__init__(reason)
+        self.reason, self.timeout = reason, timeout
+
+
+class LearnerError(Exception):
+    """An exception of a type defined by learner code (or SystemExit/KeyboardInterrupt raised by it)."""
+
+    def __init__(self, type_name: str, message: str):
+        super().__init__(message)
+        self.type_name = type_name
+
+
+class ProtocolError(Exception):
+    pass
+
+
+class Remote:
+    """A learner object that stays in the worker. Every use is a request; nothing of it runs here."""
+
+    __slots__ = ("_worker", "_handle")
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):  # numpy and copy probe dunders: never ask learner code
+            raise AttributeError(name)
+        return self._worker.request({"op": "getattr", "target": self, "name": name})
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in Remote.__slots__:
+            object.__setattr__(self, name, value)
+        else:
+            self._worker.request({"op": "setattr", "target": self, "name": name, "args": [value]})
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} object>"
+
+    def _op(self, name: str, *args):
+        return self._worker.request({"op": "operator", "name": name, "args": list(args)})
+
+    def __float__(self): return self._op("float", self)
+    def __int__(self): return self._op("int", self)
+    def __bool__(self): return self._op("bool", self)
+    def __add__(self, other): return self._op("add", self, other)
+    def __radd__(self, other): return self._op("add", other, self)
+    def __sub__(self, other): return self._op("sub", self, other)
+    def __rsub__(self, other): return self._op("sub", other, self)
+    def __mul__(self, other): return self._op("mul", self, other)
+    def __rmul__(self, other): return self._op("mul", other, self)
+    def __truediv__(self, other): return self._op("truediv", self, other)
+    def __rtruediv__(self, other): return self._op("truediv", other, self)
+    def __pow__(self, other): return self._op("pow", self, other)
+    def __rpow__(self, other): return self._op("pow", other, self)
+    def __matmul__(self, other): return self._op("matmul", self, other)
+    def __rmatmul__(self, other): return self._op("matmul", other, self)
+    def __neg__(self): return self._op("neg", self)
+    def __lt__(self, other): return self._op("lt", self, other)
+    def __le__(self, other): return self._op("le", self, other)
+    def __gt__(self, other): return self._op("gt", self, other)
+    def __ge__(self, other): return self._op("ge", self, other)
+
+
+class _Callable:
+    def __call__(self, *args, **kwargs):
+        reply = self._worker.request({"op": "call", "target": self, "args": list(args), "kwargs": kwargs},
+                                     call_args=args)
+        return reply
+
+
+class _Container:
+    def __len__(self): return self._op("len", self)
+    def __iter__(self): return iter(self._worker.request({"op": "list", "target": self}))
+    def __getitem__(self, key): return self._op("getitem", self, key)
+    def __setitem__(self, key, value): self._op("setitem", self, key, value)
+
+
+_CLASSES: dict[tuple[str, bool, bool], type] = {}
+
+
+def _proxy_class(type_name: str, is_callable: bool, is_container: bool) -> type:
+    """A Remote subclass named after the learner's type, so messages can say "got Value"."""
+    name = re.sub(r"\W", "_", type_name)[:80] or "object"
+    key = (name, is_callable, is_container)
+    if key not in _CLASSES:
+        bases = (Remote,) + ((_Callable,) if is_callable else ()) + ((_Container,) if is_container else ())
+        _CLASSES[key] = type(name, bases, {"__slots__": ()})
+    return _CLASSES[key]
+
+
+class Worker:
+    """One sandboxed process holding one submission's code, for the checks of one exercise.
+
+    Use as a context manager; the process is killed on exit whatever happened.
+    """
+
+    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits()):
+        here, there = socket.socketpair()
+        self._socket = here
+        self._home = tempfile.TemporaryDirectory(prefix="grading-worker-")
+        stderr_path = Path(self._home.name) / "stderr"
+        self._stderr = open(stderr_path, "wb")
+        argv = [sys.executable, "-I", INSIDE_SCRIPT]
+        command = sandbox.wrap(argv, hide=list(hide), binds={WORKER_SCRIPT: INSIDE_SCRIPT}, limits=limits)
+        env = sandbox.environment()
+        env["WORKER_FD"] = str(there.fileno())
+        if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path, in a private folder
+            command[-1] = str(WORKER_SCRIPT)
+            env.update(HOME=self._home.name, WORKER_HOME=self._home.name)
+        self._process = subprocess.Popen(command, pass_fds=[there.fileno()], env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True)
+        there.close()
+        self._next_id = 0
+        self._deadline: float | None = None
+        self._proxies: dict[int, Remote] = {}
+        self._callbacks: list = []
+        self._callback_ids: dict[int, int] = {}
+        self._call_args: tuple = ()
+        self.stopped: Stopped | None = None
+        global _OPEN_WORKERS
+        _OPEN_WORKERS += 1
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        global _OPEN_WORKERS
+        _OPEN_WORKERS -= 1
+        if self._process.poll() is None:
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._process.wait()
+        self._socket.close()
+        self._stderr.close()
+        self._home.cleanup()
+
+    # -- the learner program -----------------------------------------------------------------------------------
+    def run(self, code: str, name: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Execute code in the learner's namespace. Raises what the code raised (mapped) or Stopped."""
+        self.request({"op": "exec", "code": code, "name": name}, timeout=timeout)
+
+    def evaluate(self, expression: str, timeout: float = DEFAULT_TIMEOUT_S):
+        """An expression over the learner's names, as plain data and Remotes."""
+        return self.request({"op": "eval", "code": expression}, timeout=timeout)
+
+    # -- requests ----------------------------------------------------------------------------------------------
+    def request(self, message: dict, timeout: float = DEFAULT_TIMEOUT_S, call_args: tuple = ()):
+        """Send one request and wait for its reply, serving the worker's callbacks meanwhile.
+
+        Nested requests (made by a callback while the outer one waits) share the outer request's deadline.
+        """
+        if self.stopped:
+            raise self.stopped
+        outermost = self._deadline is None
+        if outermost:
+            self._deadline = time.monotonic() + timeout
+        self._next_id += 1
+        request_id = self._next_id
+        try:
+            self._send({**message, "id": request_id, **self._encoded(message)})
+            while True:
+                frame = self._receive()
+                if frame.get("reply") == request_id:
+                    break
+                if frame.get("op") == "callback" and isinstance(frame.get("id"), int) and frame["id"] < 0:
+                    self._send(self._serve_callback(frame))
+                    continue
+                raise ProtocolError("a reply to no request")
+            if "error" not in frame:
+                return self._outcome(message["op"], frame["ok"], call_args)
+        except (ProtocolError, ValueError, TypeError, KeyError) as error:
+            raise self._stop(f"the grading process sent something that is not an answer ({error}): does your code "
+                             "write to file descriptors it did not open?") from None
+        finally:
+            if outermost:
+                self._deadline = None
+        raise self._exception(frame["error"])
+
+    def _outcome(self, op: str, value, call_args: tuple):
+        if op != "call":
+            return self._decode(value)
+        saved, self._call_args = self._call_args, call_args
+        try:
+            for sent, changed in zip(call_args, value["arguments"]):
+                self._write_back(sent, changed)
+            return self._decode(value["result"])
+        finally:
+            self._call_args = saved
+
+    def _encoded(self, message: dict) -> dict:
+        out = {}
+        for key in ("target", "args", "kwargs"):
+            if key in message:
+                value = message[key]
+                out[key] = self._encode(value) if key != "kwargs" else \
+                    {"__dict__": [[k, self._encode(v)] for k, v in value.items()]}
+        return out
+
+    def _write_back(self, sent, changed) -> None:
+        """Copy what a call did to an array argument into the caller's array, as if the call had run here."""
+        if not isinstance(sent, np.ndarray) or changed is None or not sent.flags.writeable:
+            return
+        now = self._decode(changed)
+        if isinstance(now, np.ndarray) and now.shape == sent.shape and not np.array_equal(now, sent, equal_nan=True):
+            np.copyto(sent, now, casting="unsafe")
+
+    def _serve_callback(self, frame: dict) -> dict:
+        try:
+            fn = self._callbacks[int(frame["target"])]
+            args = [self._decode(a) for a in frame.get("args", [])]
+            kwargs = self._decode(frame.get("kwargs", {"__dict__": []}))
+            return {"reply": frame["id"], "ok": self._encode(fn(*args, **kwargs))}
+        except (Stopped, ProtocolError):
+            raise
+        except Exception as error:  # the trusted function rejected the learner's input: an answer, like any other
+            kind = type(error).__name__ if type(error).__name__ in MAPPED_ERRORS else "RuntimeError"
+            return {"reply": frame["id"], "error": {"type": kind, "message": str(error)[:500], "builtin": True}}
+
+    def _exception(self, error: dict) -> BaseException:
+        kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:2000]
+        if error.get("builtin") and kind in MAPPED_ERRORS:
+            return MAPPED_ERRORS[kind](message)
+        return LearnerError(kind, message)
+
+    # -- values ------------------------------------------------------------------------------------------------
+    def _encode(self, value):
+        if value is None or type(value) in (bool, int, str):
+            return value
+        if type(value) is float:
+            return value if math.isfinite(value) else {"__float__": repr(value)}
+        if isinstance(value, Remote):
+            if value._worker is not self:
+                raise ValueError("a value from another worker")
+            return {"__ref__": value._handle}
+        if isinstance(value, np.ndarray) and value.dtype.char in DTYPES:
+            return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode(),
+                               bool(value.flags.writeable)]}
+        if isinstance(value, np.generic) and value.dtype.char in DTYPES:
+            item = value.item()
+            return {"__np__": [value.dtype.str, item if not isinstance(item, float) or math.isfinite(item) else repr(item)]}
+        if isinstance(value, list):
+            return [self._encode(v) for v in value]
+        if isinstance(value, tuple):
+            return {"__tuple__": [self._encode(v) for v in value]}
+        if isinstance(value, dict):
+            return {"__dict__": [[k, self._encode(v)] for k, v in value.items()]}
+        if callable(value):
+            if id(value) not in self._callback_ids:
+                self._callback_ids[id(value)] = len(self._callbacks)
+                self._callbacks.append(value)
+            return {"__cb__": self._callback_ids[id(value)]}
+        raise TypeError(f"cannot send a {type(value).__name__} to the learner's process")
+
+    def _decode(self, value):
+        kind = type(value)
+        if value is None or kind in (bool, int, float, str):
+            return value
+        if kind is list:
+            return [self._decode(v) for v in value]
+        if kind is not dict or len(value) == 0:
+            raise ProtocolError(f"unexpected {kind.__name__}")
+        if "__nd__" in value:
+            return _array(*value["__nd__"])
+        if "__np__" in value:
+            dtype, item = value["__np__"]
+            dtype = _dtype(dtype)
+            return dtype.type(_float_text(item) if isinstance(item, str) else item)
+        if "__float__" in value:
+            return _float_text(value["__float__"])
+        if "__tuple__" in value:
+            return tuple(self._decode(v) for v in _list(value["__tuple__"]))
+        if "__dict__" in value:
+            pairs = _list(value["__dict__"])
+            return {_key(k): self._decode(v) for k, v in pairs}
+        if "__ref__" in value:
+            return self._proxy(int(value["__ref__"]), str(value.get("type", "object")), bool(value.get("callable")),
+                               bool(value.get("container")))
+        if "__arg__" in value:
+            sent = [a for a in self._call_args if isinstance(a, np.ndarray)]
+            return sent[int(value["__arg__"])]
+        raise ProtocolError(f"unknown tag {sorted(value)[:3]}")
+
+    def _proxy(self, handle: int, type_name: str, is_callable: bool, is_container: bool) -> Remote:
+        if handle not in self._proxies:
+            proxy = object.__new__(_proxy_class(type_name, is_callable, is_container))
+            object.__setattr__(proxy, "_worker", self)
+            object.__setattr__(proxy, "_handle", handle)
+            self._proxies[handle] = proxy
+        return self._proxies[handle]
+
+    # -- frames ------------------------------------------------------------------------------------------------
+    def _send(self, message: dict) -> None:
+        data = json.dumps(message, allow_nan=False).encode()
+        try:
+            self._socket.sendall(struct.pack(">I", len(data)) + data)
+        except OSError:
+            raise self._stop(self._death()) from None
+
+    def _receive(self) -> dict:
+        header = self._read(4)
+        (size,) = struct.unpack(">I", header)
+        if size > FRAME_LIMIT:
+            raise ProtocolError("an answer larger than 256 MiB")
+        return json.loads(self._read(size), parse_constant=_no_constant)
+
+    def _read(self, size: int) -> bytes:
+        chunks, left = [], size
+        while left:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._stop("timeout", timeout=True)
+            self._socket.settimeout(remaining)
+            try:
+                chunk = self._socket.recv(min(left, 1 << 20))
+            except socket.timeout:
+                raise self._stop("timeout", timeout=True) from None
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise self._stop(self._death())
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _stop(self, reason: str, timeout: bool = False) -> Stopped:
+        """Kill the worker and remember why: every later request fails at once with the same reason."""
+        if self._process.poll() is None:
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._process.wait()
+        self.stopped = Stopped(reason, timeout=timeout)
+        return self.stopped
+
+    def _death(self) -> str:
+        """Why the worker ended, in words a learner can act on."""
+        try:
+            code = self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "the process that runs your code stopped answering"
+        self._stderr.flush()
+        tail = Path(self._home.name, "stderr").read_bytes()[-2000:].decode(errors="replace")
+        if "MemoryError" in tail or code in (-signal.SIGKILL, 137) and "Cannot allocate" in tail:
+            return "your code ran out of memory (the limit is 4 GiB)"
+        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) or code == -signal.SIGKILL and "CPU" in tail:
+            return "your code used up its CPU time (about 5 minutes for one exercise's checks)"
+        if code in (-signal.SIGSEGV, 128 + signal.SIGSEGV):
+            return ("the process running your code crashed (segmentation fault): usually unbounded recursion past "
+                    "a raised recursion limit. Keep your own stack (a list) instead of recursing.")
+        if code is not None and code < 0:
+            return f"the process running your code was killed by signal {signal.Signals(-code).name}: does your code kill processes?"
+        return (f"your code ended the process that runs it (exit code {code}): do not call exit(), sys.exit(), "
+                "os._exit() or kill processes in an exercise.")
+
+
+def _no_constant(name: str):
+    raise ProtocolError(f"bare {name} in an answer")
+
+
+def _float_text(text: str) -> float:
+    if text not in ("nan", "inf", "-inf"):
+        raise ProtocolError(f"not a float: {text[:20]!r}")
+    return float(text)
+
+
+def _dtype(text) -> np.dtype:
+    dtype = np.dtype(str(text))
+    if dtype.char not in DTYPES:
+        raise ProtocolError(f"dtype {dtype} is not a number type")
+    return dtype
+
+
+def _list(value) -> list:
+    if type(value) is not list:
+        raise ProtocolError("expected a list")
+    return value
+
+
+def _key(key):
+    if type(key) not in (str, int):
+        raise ProtocolError("dict key")
+    return key
+
+
+def _array(dtype, shape, data, writeable) -> np.ndarray:
+    dtype = _dtype(dtype)
+    shape = tuple(int(n) for n in _list(shape))
+    if len(shape) > 32 or any(n < 0 for n in shape):
+        raise ProtocolError("array shape")
+    raw = base64.b64decode(str(data), validate=True)
+    if len(raw) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
+        raise ProtocolError("array size")
+    array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    array.flags.writeable = bool(writeable)
+    return array

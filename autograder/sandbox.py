@@ -1,0 +1,105 @@
+"""Where learner code runs while it is graded: a bubblewrap sandbox with resource limits.
+
+Every process that runs learner code during grading (the check worker, and nbgrader's kernel) is started through
+:func:`wrap`. With bubblewrap (Debian's ``bubblewrap``) the process gets its own user, PID, network, IPC and mount
+namespaces; the whole file system is read-only; ``/tmp``, home folders and the course folder are empty tmpfs, so
+``source/``, ``solutions/``, the checks, other submissions and the gradebook cannot be read or written; libraries
+that differentiate for you (torch, sympy, ...) are hidden; and the process dies with its parent. ``prlimit`` caps
+CPU time, address space, file size and open files, so a runaway is stopped by the kernel, not by a polite signal.
+
+Without bubblewrap (or where the machine forbids user namespaces) the limits still apply but the files are not
+hidden: :func:`warning` says so, and grading prints it.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# Directory names under site-packages that must look empty inside the sandbox: autodiff and symbolic calculus.
+HIDDEN_PACKAGES = ("torch", "functorch", "torchgen", "sympy", "mpmath", "jax", "jaxlib", "autograd", "tensorflow")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed process (Linux rlimits, set with prlimit)."""
+    cpu_seconds: int = 300          # total CPU time of the process: a check's budget, not one call's
+    memory_bytes: int = 4 << 30     # address space; numpy and OpenBLAS reserve ~1 GiB of it before any work
+    file_bytes: int = 64 << 20      # largest file it may write (its tmpfs lives in memory)
+    open_files: int = 256
+
+    def prlimit(self) -> list[str]:
+        return ["prlimit", f"--cpu={self.cpu_seconds}", f"--as={self.memory_bytes}", f"--fsize={self.file_bytes}",
+                f"--nofile={self.open_files}", "--core=0", "--"]
+
+
+@functools.lru_cache(maxsize=1)
+def bubblewrap() -> str | None:
+    """The bwrap executable if it exists and can create namespaces on this machine, else None."""
+    found = shutil.which("bwrap")
+    if not found:
+        return None
+    probe = subprocess.run([found, "--unshare-all", "--ro-bind", "/", "/", "--", "true"], capture_output=True)
+    return found if probe.returncode == 0 else None
+
+
+def warning() -> str | None:
+    """A loud, one-paragraph warning when grading runs without the sandbox; None when the sandbox is there."""
+    if bubblewrap():
+        return None
+    return ("WARNING: bubblewrap is not available (apt install bubblewrap), so learner code is graded WITHOUT a "
+            "sandbox: it still runs in a separate process with CPU, memory and file-size limits, and verdicts are "
+            "still computed outside it, but it can read files it should not (source/, solutions/, other "
+            "submissions) and write to the course folder. Do not grade a class like this.")
+
+
+def site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | None = None,
+         writable: dict[Path, Path] | None = None, workdir: str = "/tmp", share_net: bool = False,
+         limits: Limits = Limits()) -> list[str]:
+    """The command line that runs ``argv`` sandboxed and limited.
+
+    Args:
+        argv: the program and its arguments, as seen inside the sandbox.
+        hide: extra folders to replace with an empty tmpfs (the course folder and the repository always are).
+        binds: read-only bind mounts {outside path: inside path}, made after hiding.
+        writable: read-write bind mounts {outside path: inside path}.
+        workdir: the working directory inside the sandbox.
+        share_net: keep the host network (nbgrader's kernel talks to its client over loopback TCP).
+        limits: rlimits for the process and everything it starts.
+    """
+    bwrap = bubblewrap()
+    if not bwrap:
+        return limits.prlimit() + argv
+    command = [bwrap, "--unshare-all", *(["--share-net"] if share_net else []), "--die-with-parent",
+               "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for folder in ("/root", "/home", str(REPO), *map(str, hide)):
+        if Path(folder).exists():
+            command += ["--tmpfs", folder]
+    # The interpreter and its libraries may live under a hidden folder (a venv in the repository, pyenv in ~).
+    for needed in {Path(sys.prefix), Path(sys.base_prefix)}:
+        command += ["--ro-bind", str(needed), str(needed)]
+    for name in HIDDEN_PACKAGES:
+        if (site_packages() / name).is_dir():
+            command += ["--tmpfs", str(site_packages() / name)]
+    for outside, inside in (binds or {}).items():
+        command += ["--ro-bind", str(outside), str(inside)]
+    for outside, inside in (writable or {}).items():
+        command += ["--bind", str(outside), str(inside)]
+    return limits.prlimit() + command + ["--chdir", workdir, "--", *argv]
+
+
+def environment(home: str = "/tmp") -> dict[str, str]:
+    """A small environment for a sandboxed process: no secrets, one BLAS thread (small matrices run faster)."""
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    return {**keep, "HOME": home, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "MPLCONFIGDIR": f"{home}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "WORKER_HOME": home}

@@ -1,0 +1,272 @@
+"""The learner side of trusted grading: runs one submission's code and answers requests in plain data.
+
+This file runs *inside the sandbox*, as a script, with nothing of the course importable: only the standard
+library and numpy. It is the only code of ours in the process that executes learner code, and it holds no check,
+no oracle and no solution, so there is nothing here worth tampering with: whatever it sends back is judged by the
+trusted side (``autograder.remote``), which decodes it as plain data and compares it with its own references.
+
+Protocol (one JSON document per frame, a 4-byte big-endian length first, over the socket on fd 3):
+  requests   {"id": n, "op": "exec" | "eval" | "call" | "getattr" | "setattr" | "operator" | "list", ...}
+  replies    {"reply": n, "ok": value} or {"reply": n, "error": {"type", "message", "builtin"}}
+  callbacks  {"id": n, "op": "callback", "target": k, "args": [...], "kwargs": {...}} (from here to the trusted side)
+Values are JSON with tagged objects: {"__nd__": [dtype, shape, base64, writeable]} for arrays,
+{"__np__": [dtype, value]} for numpy scalars, {"__tuple__": [...]}, {"__dict__": [[k, v], ...]}, {"__float__": text}
+for non-finite floats, {"__ref__": handle, "type": name} for an object that stays here, {"__cb__": k} for a
+function that stays on the trusted side, {"__arg__": i} for "the very array you sent as argument i".
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import importlib.abc
+import json
+import math
+import operator
+import os
+import socket
+import struct
+import sys
+import traceback
+import types
+
+import numpy as np
+
+# Libraries that differentiate for you. Learner code must not reach them while being graded; the sandbox also
+# hides their files, this is the second line (and the only one where no sandbox exists).
+BLOCKED = ("torch", "functorch", "torchgen", "jax", "jaxlib", "autograd", "tensorflow", "sympy", "mpmath", "theano",
+           "aesara", "pytensor", "mxnet", "chainer", "tinygrad", "micrograd", "autograder", "labtools")
+MESSAGE_LIMIT = 256 * 1024 * 1024  # a frame larger than this is a runaway, not an answer
+DTYPES = "?bBhHiIlLqQefd"  # bool, signed and unsigned integers, float16/32/64: the kinds a gradient can have
+OPERATORS = {name: getattr(operator, name) for name in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "pos", "abs", "getitem", "setitem",
+    "lt", "le", "gt", "ge", "contains")}
+OPERATORS.update(len=len, float=float, int=int, bool=bool, str=str, repr=repr, type_name=lambda v: type(v).__name__)
+
+
+class Unavailable(ImportError):
+    pass
+
+
+class _Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise Unavailable(f"{name} cannot be imported while your code is graded: the exercise is to compute "
+                              "gradients yourself, with numpy")
+        return None
+
+
+class Connection:
+    """Length-prefixed JSON frames over a socket, with the handle tables of this side."""
+
+    def __init__(self, sock: socket.socket):
+        self.reader, self.writer = sock.makefile("rb"), sock.makefile("wb")
+        self.objects: dict[int, object] = {}   # handle -> object kept alive here
+        self.handles: dict[int, int] = {}      # id(object) -> handle
+        self.next_id = 0
+        self.args: list = []                   # the arrays of the current call, for {"__arg__": i}
+
+    def send(self, message: dict) -> None:
+        data = json.dumps(message, allow_nan=False).encode()
+        self.writer.write(struct.pack(">I", len(data)) + data)
+        self.writer.flush()
+
+    def receive(self) -> dict:
+        header = self.reader.read(4)
+        if len(header) < 4:
+            raise SystemExit(0)  # the trusted side hung up: nothing more to do
+        (size,) = struct.unpack(">I", header)
+        return json.loads(self.reader.read(size))
+
+    # -- values ------------------------------------------------------------------------------------------------
+    def encode(self, value, depth: int = 0):
+        kind = type(value)
+        if value is None or kind in (bool, int, str):
+            return value
+        if kind is float:
+            return value if math.isfinite(value) else {"__float__": repr(value)}
+        if isinstance(value, np.ndarray) and value.dtype.char in DTYPES:
+            for i, sent in enumerate(self.args):
+                if value is sent:
+                    return {"__arg__": i}
+            return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode(),
+                               bool(value.flags.writeable)]}
+        if isinstance(value, np.generic) and value.dtype.char in DTYPES:
+            item = value.item()
+            return {"__np__": [value.dtype.str, item if not isinstance(item, float) or math.isfinite(item) else repr(item)]}
+        if depth < 20 and kind is list:
+            return [self.encode(v, depth + 1) for v in value]
+        if depth < 20 and kind is tuple:
+            return {"__tuple__": [self.encode(v, depth + 1) for v in value]}
+        if depth < 20 and kind is dict and all(type(k) in (str, int) for k in value):
+            return {"__dict__": [[k, self.encode(v, depth + 1)] for k, v in value.items()]}
+        return self.reference(value)
+
+    def reference(self, value) -> dict:
+        handle = self.handles.get(id(value))
+        if handle is None:
+            handle = self.handles[id(value)] = self.next_id
+            self.objects[handle] = value
+            self.next_id += 1
+        kind = type(value)
+        return {"__ref__": handle, "type": kind.__name__[:80], "callable": callable(value),
+                "container": hasattr(kind, "__iter__") or hasattr(kind, "__getitem__")}
+
+    def decode(self, value):
+        if isinstance(value, list):
+            return [self.decode(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "__ref__" in value:
+            return self.objects[value["__ref__"]]
+        if "__cb__" in value:
+            return Callback(self, value["__cb__"])
+        if "__nd__" in value:
+            dtype, shape, data, writeable = value["__nd__"]
+            array = np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype)).reshape(shape).copy()
+            array.flags.writeable = writeable
+            return array
+        if "__np__" in value:
+            dtype, item = value["__np__"]
+            return np.dtype(dtype).type(float(item) if isinstance(item, str) else item)
+        if "__float__" in value:
+            return float(value["__float__"])
+        if "__tuple__" in value:
+            return tuple(self.decode(v) for v in value["__tuple__"])
+        if "__dict__" in value:
+            return {k: self.decode(v) for k, v in value["__dict__"]}
+        raise ValueError(f"unknown value tag {sorted(value)}")
+
+    # -- requests ----------------------------------------------------------------------------------------------
+    def wait_for(self, request_id: int, namespace: dict):
+        """Serve the trusted side's requests until the reply to ``request_id`` (0: until it hangs up) arrives."""
+        while True:
+            message = self.receive()
+            if message.get("reply") == request_id and request_id:
+                return message
+            self.send(self.answer(message, namespace))
+
+    def answer(self, message: dict, namespace: dict) -> dict:
+        try:
+            return {"reply": message["id"], "ok": self.perform(message, namespace)}
+        except BaseException as error:  # noqa: B036 -- SystemExit and KeyboardInterrupt from learner code are answers too
+            if isinstance(error, RecursionError):
+                sys.setrecursionlimit(RECURSION_LIMIT)
+            return {"reply": message["id"], "error": describe(error)}
+
+    def perform(self, message: dict, namespace: dict):
+        op = message["op"]
+        if op == "exec":
+            exec(compile(message["code"], message.get("name", "<cell>"), "exec"), namespace)
+            return None
+        if op == "eval":
+            return self.encode(eval(compile(message["code"], "<answer>", "eval"), namespace))
+        target = self.decode(message.get("target"))
+        args = self.decode(message.get("args", []))
+        kwargs = self.decode(message.get("kwargs", {"__dict__": []}))
+        if op == "getattr":
+            return self.encode(getattr(target, message["name"]))
+        if op == "setattr":
+            setattr(target, message["name"], args[0])
+            return None
+        if op == "list":
+            return self.encode(list(target))
+        if op == "operator":
+            return self.encode(OPERATORS[message["name"]](*args))
+        if op == "call":
+            result = target(*args, **kwargs)
+            # Arguments are copies here: send back what the call did to them, so in-place edits stay visible.
+            changed = [self.encode(a) if isinstance(a, np.ndarray) else None for a in args]
+            self.args = [a for a in args if isinstance(a, np.ndarray)]
+            try:
+                return {"result": self.encode(result), "arguments": changed}
+            finally:
+                self.args = []
+        if op == "given":
+            return self.run_given(message["code"], message.get("name", "<cell>"), namespace)
+        raise ValueError(f"unknown request {op!r}")
+
+
+    def run_given(self, code: str, name: str, namespace: dict) -> list[str]:
+        """Run a given cell statement by statement; an import of a blocked library binds a stand-in instead.
+
+        Returns the names bound to stand-ins, so a learner who calls torch later is told why it is missing.
+        """
+        missing = []
+        for statement in ast.parse(code).body:
+            try:
+                exec(compile(ast.Module([statement], []), name, "exec"), namespace)
+            except ImportError as error:
+                if not isinstance(statement, (ast.Import, ast.ImportFrom)):
+                    raise
+                for alias in statement.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    namespace[bound] = Missing(bound, str(error))
+                    missing.append(bound)
+        return missing
+
+
+class Missing:
+    """Stands for a library that cannot be imported while grading; any use says so."""
+
+    def __init__(self, name: str, why: str):
+        self._name, self._why = name, why
+
+    def __getattr__(self, attribute):
+        raise Unavailable(f"{self._name}.{attribute} is not available while your code is graded: {self._why}")
+
+    def __call__(self, *args, **kwargs):
+        raise Unavailable(f"{self._name} is not available while your code is graded: {self._why}")
+
+
+class Callback:
+    """A function that lives on the trusted side (a probe's f(x)); calling it asks the trusted side to run it."""
+
+    def __init__(self, connection: Connection, target: int):
+        self._connection, self._target = connection, target
+
+    def __call__(self, *args, **kwargs):
+        conn = self._connection
+        conn.next_id += 1
+        request_id = -conn.next_id  # negative ids: requests that start on this side
+        saved, conn.args = conn.args, []
+        try:
+            conn.send({"id": request_id, "op": "callback", "target": self._target,
+                       "args": [conn.encode(a) for a in args],
+                       "kwargs": {"__dict__": [[k, conn.encode(v)] for k, v in kwargs.items()]}})
+        finally:
+            conn.args = saved
+        reply = conn.wait_for(request_id, NAMESPACE)
+        if "error" in reply:
+            raise getattr(builtins, reply["error"]["type"], RuntimeError)(reply["error"]["message"])
+        return conn.decode(reply["ok"])
+
+
+def describe(error: BaseException) -> dict:
+    kind = type(error)
+    builtin = getattr(builtins, kind.__name__, None) is kind
+    try:
+        message = str(error)
+    except BaseException:  # noqa: B036 -- a learner exception whose __str__ fails still has a type
+        message = "(its message could not be shown)"
+    if not builtin and isinstance(error, ImportError):
+        builtin, kind = True, ImportError
+    return {"type": kind.__name__[:80], "message": message[:2000], "builtin": builtin,
+            "where": "".join(traceback.format_exception_only(kind, error))[-300:] if not builtin else ""}
+
+
+RECURSION_LIMIT = sys.getrecursionlimit()
+LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __main__ (dataclasses look it up)
+NAMESPACE = LEARNER.__dict__
+
+
+def main() -> None:
+    sys.meta_path.insert(0, _Blocker())
+    sys.modules["__main__"] = LEARNER
+    os.chdir(os.environ.get("WORKER_HOME", "/tmp"))
+    connection = Connection(socket.socket(fileno=int(os.environ["WORKER_FD"])))
+    connection.wait_for(0, NAMESPACE)
+
+
+if __name__ == "__main__":
+    main()
