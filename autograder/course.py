@@ -19,6 +19,7 @@ COURSE_ID = "backprop-from-scratch"
 CELL_TIMEOUT_S = 120
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 TEST_PREFIX = "test_"
+TRUSTED_GRADING_ENV = "BACKPROP_TRUSTED_GRADING"  # set for nbgrader's kernels when verdicts come from outside
 MEASURED_TAG = "measured"  # a cell whose outputs are timings: solutions/ keeps it without outputs
 # Kernel flags for every notebook run. Plain tracebacks show one line per frame instead of five lines of context,
 # so a failing visible assert never prints the hidden block after it (CheckFailure renders without frames at all).
@@ -29,14 +30,22 @@ KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=
 def configure(c, release_directory: str = "notebooks") -> None:
     """Apply the course's nbgrader settings to a traitlets config ``c``."""
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+    from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades
 
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.source_directory = "source"
     c.CourseDirectory.release_directory = release_directory
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.Execute.timeout = CELL_TIMEOUT_S
-    c.Execute.extra_arguments = KERNEL_ARGS
+    # The flag tells the kernel's in-notebook checks that TrustedVerdicts (below) decides; see checks.check.
+    c.Execute.extra_arguments = KERNEL_ARGS + [f"--IPKernelApp.exec_lines=import os; os.environ['{TRUSTED_GRADING_ENV}'] = '1'"]
+    c.Execute.kernel_manager_class = "autograder.preprocessors.SandboxedKernelManager"
+    # Trusted grading: verdicts are recomputed outside the learner's kernel right after it has run the notebook.
+    from nbgrader.converters import Autograde
+    from autograder.preprocessors import TrustedVerdicts
+    pipeline = [p for p in Autograde.class_traits()["autograde_preprocessors"].default() if p is not TrustedVerdicts]
+    pipeline.insert(pipeline.index(Execute) + 1, TrustedVerdicts)
+    c.Autograde.autograde_preprocessors = pipeline
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
 

@@ -12,12 +12,14 @@ hidden: :func:`warning` says so, and grading prints it.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,7 +67,7 @@ def site_packages() -> Path:
 
 def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | None = None,
          writable: dict[Path, Path] | None = None, workdir: str = "/tmp", share_net: bool = False,
-         limits: Limits = Limits()) -> list[str]:
+         hide_packages: bool = True, env: dict[str, str] | None = None, limits: Limits = Limits()) -> list[str]:
     """The command line that runs ``argv`` sandboxed and limited.
 
     Args:
@@ -75,6 +77,8 @@ def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | No
         writable: read-write bind mounts {outside path: inside path}.
         workdir: the working directory inside the sandbox.
         share_net: keep the host network (nbgrader's kernel talks to its client over loopback TCP).
+        hide_packages: hide torch, sympy and the like (the check worker; nbgrader's kernel keeps them).
+        env: variables to set inside the sandbox (None: unset).
         limits: rlimits for the process and everything it starts.
     """
     bwrap = bubblewrap()
@@ -88,13 +92,15 @@ def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | No
     # The interpreter and its libraries may live under a hidden folder (a venv in the repository, pyenv in ~).
     for needed in {Path(sys.prefix), Path(sys.base_prefix)}:
         command += ["--ro-bind", str(needed), str(needed)]
-    for name in HIDDEN_PACKAGES:
+    for name in HIDDEN_PACKAGES if hide_packages else ():
         if (site_packages() / name).is_dir():
             command += ["--tmpfs", str(site_packages() / name)]
     for outside, inside in (binds or {}).items():
         command += ["--ro-bind", str(outside), str(inside)]
     for outside, inside in (writable or {}).items():
         command += ["--bind", str(outside), str(inside)]
+    for key, value in (env or {}).items():
+        command += ["--unsetenv", key] if value is None else ["--setenv", key, value]
     return limits.prlimit() + command + ["--chdir", workdir, "--", *argv]
 
 
@@ -103,3 +109,27 @@ def environment(home: str = "/tmp") -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     return {**keep, "HOME": home, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
             "MPLCONFIGDIR": f"{home}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "WORKER_HOME": home}
+
+
+KERNEL_LIMITS = Limits(cpu_seconds=1200)  # a whole notebook: notebook 5 trains for tens of seconds
+
+
+def kernel_command(argv: list[str], connection_file: str, cwd: str | None) -> list[str]:
+    """nbgrader's kernel, sandboxed: it sees a copy of its submission folder, the course's importable packages
+    (the notebooks import labtools, the hidden tests still call autograder) and nothing else of the course."""
+    cwd = str(Path(cwd or os.getcwd()).resolve())
+    copy = Path(tempfile.mkdtemp(prefix="kernel-submission-"))
+    shutil.copytree(cwd, copy, dirs_exist_ok=True)
+    atexit.register(shutil.rmtree, copy, ignore_errors=True)
+    binds = {Path(connection_file): Path(connection_file)}
+    for package in ("autograder", "labtools", "data"):
+        if (REPO / package).exists():
+            binds[REPO / package] = REPO / package
+    env = {"HOME": "/tmp", "IPYTHONDIR": "/tmp/.ipython", "MPLCONFIGDIR": "/tmp/.matplotlib",
+           "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime",
+           # ipykernel exits when its parent PID looks like init's; inside its own PID namespace it always does.
+           # --die-with-parent ends the sandbox with nbgrader instead.
+           "JPY_PARENT_PID": None}
+    hide = [Path(connection_file).parent, Path(cwd).parents[2] if len(Path(cwd).parents) > 2 else Path(cwd)]
+    return wrap(argv, hide=hide, binds=binds, writable={copy: Path(cwd)}, workdir=cwd, share_net=True,
+                hide_packages=False, env=env, limits=KERNEL_LIMITS)

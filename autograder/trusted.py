@@ -77,50 +77,75 @@ def _patch_or_constant(statement) -> bool:
     return True
 
 
-def program(nb) -> tuple[list[Cell], dict[str, tuple[int, str, str]]]:
-    """The learner program of a (sanitized) submission and, per graded test cell, (position, test source, id).
+def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
+    """The learner program of a submission, with the course's own test cells.
+
+    Cells are recognised by the grade ids of the course's source notebook, never by the submission's flags, so a
+    learner who unmarks, re-marks or edits a test cell changes nothing: test sources come from the course.
 
     Returns:
-        cells: in notebook order; test cells are left out.
-        tests: exercise id -> (number of program cells before its test cell, test cell source, grade id).
+        cells: in the submission's order, test cells left out.
+        tests: exercise id -> (number of program cells before its test cell, the course's test cell source).
     """
-    cells, tests = [], {}
+    course = {c.metadata["nbgrader"]["grade_id"]: c for c in course_nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade_id")}
+    answers = {g for g, c in course.items() if c.metadata["nbgrader"].get("solution")}
+    tests = {g: c.source for g, c in course.items() if c.metadata["nbgrader"].get("grade")
+             and not c.metadata["nbgrader"].get("solution")}
+    cells, found = [], {}
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
-            tests[exercise_id(meta["grade_id"])] = (len(cells), cell.source, meta["grade_id"])
-        elif meta.get("solution"):
-            cells.append(Cell(meta.get("grade_id", f"cell {index + 1}"), cell.source, answer=True))
-        else:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in tests and exercise_id(grade_id) not in found:
+            found[exercise_id(grade_id)] = (len(cells), tests[grade_id])
+        elif grade_id in answers:
+            cells.append(Cell(grade_id, cell.source, answer=True))
+            answers.discard(grade_id)  # a pasted copy of an answer cell counts once
+        elif grade_id not in tests:
             code = definitions(cell.source)
             if code:
                 cells.append(Cell(f"cell {index + 1}", code, answer=False))
-    return cells, tests
+    for grade_id, source in tests.items():  # a deleted test cell is still graded, after everything
+        found.setdefault(exercise_id(grade_id), (len(cells), source))
+    return cells, found
 
 
-def verdicts(nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
-    """The trusted verdict of every exercise of a sanitized submission whose test cell calls a check."""
-    from autograder.checks import has_check
+def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
+    """The trusted verdict of every exercise whose course test cell calls a check."""
+    from autograder.checks import trusted
 
-    cells, tests = program(nb)
-    found = {}
-    for exercise, (position, test_source, _) in tests.items():
+    cells, tests = program(nb, course_nb)
+    found, poisoned = {}, set()
+    for exercise, (position, test_source) in tests.items():
         call = check_call(test_source)
-        if call is None or not has_check(call[0]):
+        if call is None or not trusted(call[0]):
             continue
-        found[exercise] = judge(call[0], call[1], cells[:position], visible_part(test_source), hide)
+        found[exercise] = judge(call[0], call[1], cells[:position], visible_part(test_source), hide, poisoned)
     return found
 
 
-def judge(check_id: str, expression: str, cells: list[Cell], visible: str, hide: tuple[Path, ...] = ()) -> Verdict:
-    """Run one exercise's check against a fresh worker holding ``cells``; the visible asserts run last."""
+def judge(check_id: str, expression: str, cells: list[Cell], visible: str, hide: tuple[Path, ...] = (),
+          poisoned: set[str] | None = None) -> Verdict:
+    """Run one exercise's check against a fresh worker holding ``cells``; the visible asserts run last.
+
+    ``poisoned`` names cells whose top level killed or stalled a worker; they are left out from then on (and
+    reported), so one runaway cell costs its own exercise, not every exercise after it.
+    """
     from autograder.checks import check
     from autograder.diagnostics import CheckFailure
 
-    with remote.Worker(hide=hide) as worker:
-        problems = load(worker, cells)
+    poisoned = set() if poisoned is None else poisoned
+    while True:
+        worker = remote.Worker(hide=hide)
+        problems, culprit = load(worker, [c for c in cells if c.name not in poisoned])
+        if culprit is None:
+            break
+        worker.close()
+        poisoned.add(culprit)
+    problems += [f"{name} was left out: it stopped the process that runs your code" for name in sorted(poisoned)
+                 if name not in " ".join(problems)]
+    with worker:
         try:
             answer = worker.evaluate(expression)
             check(check_id, answer, quiet=True)
@@ -130,7 +155,7 @@ def judge(check_id: str, expression: str, cells: list[Cell], visible: str, hide:
             return Verdict(check_id, False, explain(stopped_message(stop), problems))
         except NameError as error:
             return Verdict(check_id, False, explain(f"{error}: did an earlier cell fail, or was it renamed?", problems))
-        except Exception as error:  # the expression itself could not be evaluated (a learner name bound to junk)
+        except (Exception, remote.LearnerError) as error:  # the expression could not be evaluated
             return Verdict(check_id, False, explain(f"your answer could not be used ({type(error).__name__}: {error})",
                                                     problems))
         try:
@@ -140,12 +165,17 @@ def judge(check_id: str, expression: str, cells: list[Cell], visible: str, hide:
         except AssertionError as error:
             return Verdict(check_id, False, f"visible test failed{': ' + str(error) if str(error) else ''}")
         except Exception as error:
-            return Verdict(check_id, False, f"visible test raised {type(error).__name__}: {error}")
+            kind = getattr(error, "type_name", type(error).__name__)
+            return Verdict(check_id, False, f"visible test raised {kind}: {error}")
     return Verdict(check_id, True, VERIFIED)
 
 
-def load(worker: remote.Worker, cells: list[Cell]) -> list[str]:
-    """Run the learner program in the worker; returns what went wrong, cell by cell (the grade decides later)."""
+def load(worker: remote.Worker, cells: list[Cell]) -> tuple[list[str], str | None]:
+    """Run the learner program in the worker.
+
+    Returns:
+        what went wrong, cell by cell (the checks decide what it costs), and the cell that stopped the worker.
+    """
     problems = []
     for cell in cells:
         try:
@@ -155,10 +185,10 @@ def load(worker: remote.Worker, cells: list[Cell]) -> list[str]:
                 worker.request({"op": "given", "code": cell.code, "name": f"<{cell.name}>"}, timeout=LOAD_TIMEOUT_S)
         except remote.Stopped as stop:
             problems.append(f"{cell.name}: {stopped_message(stop, LOAD_TIMEOUT_S)}")
-            break
-        except (Exception, remote.LearnerError) as error:
+            return problems, cell.name
+        except Exception as error:
             problems.append(f"{cell.name} raised {getattr(error, 'type_name', type(error).__name__)}: {error}")
-    return problems
+    return problems, None
 
 
 def stopped_message(stop: remote.Stopped, seconds: float = remote.DEFAULT_TIMEOUT_S) -> str:
