@@ -4,6 +4,7 @@ Each assignment is one folder ``source/<NN_name>/`` holding one notebook ``<NN_n
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 import types
@@ -16,7 +17,7 @@ SOURCE = REPO / "source"
 COURSE_ID = "backprop-from-scratch"
 # Per-cell limit when nbgrader runs a notebook: room for later notebooks' training cells (tens of seconds on
 # 2 cores), short enough that a learner's endless loop outside a check costs minutes, not an hour.
-CELL_TIMEOUT_S = 120
+CELL_TIMEOUT_S = int(os.environ.get("BACKPROP_CELL_TIMEOUT_S", "120"))  # tests of runaway cells set it lower
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 TEST_PREFIX = "test_"
 TRUSTED_GRADING_ENV = "BACKPROP_TRUSTED_GRADING"  # set for nbgrader's kernels when verdicts come from outside
@@ -40,11 +41,14 @@ def configure(c, release_directory: str = "notebooks") -> None:
     # The flag tells the kernel's in-notebook checks that TrustedVerdicts (below) decides; see checks.check.
     c.Execute.extra_arguments = KERNEL_ARGS + [f"--IPKernelApp.exec_lines=import os; os.environ['{TRUSTED_GRADING_ENV}'] = '1'"]
     c.Execute.kernel_manager_class = "autograder.preprocessors.SandboxedKernelManager"
+    # A cell past its timeout is stopped by killing the kernel, not by an interrupt a learner can ignore.
+    c.Execute.interrupt_on_timeout = False
     # Trusted grading: verdicts are recomputed outside the learner's kernel right after it has run the notebook.
     from nbgrader.converters import Autograde
-    from autograder.preprocessors import TrustedVerdicts
-    pipeline = [p for p in Autograde.class_traits()["autograde_preprocessors"].default() if p is not TrustedVerdicts]
-    pipeline.insert(pipeline.index(Execute) + 1, TrustedVerdicts)
+    from autograder.preprocessors import ContainedExecute, TrustedVerdicts
+    pipeline = [ContainedExecute if p is Execute else p for p in
+                Autograde.class_traits()["autograde_preprocessors"].default() if p is not TrustedVerdicts]
+    pipeline.insert(pipeline.index(ContainedExecute) + 1, TrustedVerdicts)
     c.Autograde.autograde_preprocessors = pipeline
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]

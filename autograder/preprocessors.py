@@ -8,13 +8,15 @@ kernel (autograder.trusted) and rewrites its test cell's outputs -- an error out
 """
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_output
 from jupyter_client.manager import AsyncKernelManager
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
 from autograder import checks, sandbox, trusted  # imported before any learner kernel runs: nothing it writes changes them
 from autograder.course import assignments, exercise_id
@@ -48,6 +50,37 @@ class TrustedVerdicts(NbGraderPreprocessor):
         return nb, resources
 
 
+class ContainedExecute(Execute):
+    """nbgrader's Execute, where a kernel that dies or will not stop costs that notebook's remaining cells.
+
+    Plain Execute lets the exception end the whole ``nbgrader autograde`` run ("There was an error processing
+    assignment"), leaving the notebook ungraded. Here the cell that was running and every cell not reached get an
+    error output naming the reason (nbgrader scores a test cell without outputs as passed, so "not run" must be an
+    error), and grading goes on: TrustedVerdicts still checks every trusted exercise from its own worker.
+    """
+
+    def preprocess(self, nb, resources, km=None):
+        try:
+            return super().preprocess(nb, resources, km=km)
+        except (DeadKernelError, CellTimeoutError, TimeoutError) as error:
+            why = ("the kernel running your notebook died: does your code call exit(), os._exit() or kill a process?"
+                   if isinstance(error, DeadKernelError) else
+                   f"a cell did not finish within {self.timeout} s and did not stop when interrupted: "
+                   "is there a loop that never ends, with the interrupt signal ignored?")
+            self.log.warning("%s: %s", resources.get("unique_key"), why)
+            mark_not_run(nb, why)
+            return nb, resources
+
+
+def mark_not_run(nb, why: str) -> None:
+    """Give the cell that was running and every cell not reached an error output saying why."""
+    code = [cell for cell in nb.cells if cell.cell_type == "code" and cell.source.strip()]
+    reached = [cell for cell in code if cell.get("execution_count") is not None]
+    stuck = reached[-1:] if reached and not any(o.output_type == "error" for o in reached[-1].outputs) else []
+    for cell in stuck + [cell for cell in code if cell.get("execution_count") is None]:
+        cell.outputs.append(new_output("error", ename="KernelStopped", evalue=why, traceback=[f"KernelStopped: {why}"]))
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """The kernel nbgrader runs a submission in, started inside the sandbox (autograder.sandbox.kernel_command).
 
@@ -57,6 +90,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_pre_start_kernel(self, **kw):
         command, kw = await super()._async_pre_start_kernel(**kw)
+        # Its own terminal output (connection banners, learner prints to fd 1/2 at exit) is not grading output.
+        kw.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return sandbox.kernel_command(command, self.connection_file, kw.get("cwd")), kw
 
 
@@ -69,4 +104,4 @@ def outputs(verdict: trusted.Verdict, kernel_passed: bool) -> list:
                        traceback=[f"CheckFailure: [{verdict.exercise}]", *message.splitlines()])]
 
 
-__all__ = ["SandboxedKernelManager", "TrustedVerdicts", "checks"]
+__all__ = ["ContainedExecute", "SandboxedKernelManager", "TrustedVerdicts", "checks"]

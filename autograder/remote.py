@@ -404,15 +404,18 @@ class Worker:
             return "the process that runs your code stopped answering"
         self._stderr.flush()
         tail = Path(self._home.name, "stderr").read_bytes()[-2000:].decode(errors="replace")
-        if "MemoryError" in tail or code in (-signal.SIGKILL, 137) and "Cannot allocate" in tail:
+        if code is not None and code > 128 and code - 128 in signal.Signals._value2member_map_:
+            code = -(code - 128)  # bubblewrap reports a signal death inside the sandbox as 128 + the signal
+        if "MemoryError" in tail:
             return "your code ran out of memory (the limit is 4 GiB)"
-        if code in (-signal.SIGXCPU, 128 + signal.SIGXCPU) or code == -signal.SIGKILL and "CPU" in tail:
+        if code == -signal.SIGXCPU:
             return "your code used up its CPU time (about 5 minutes for one exercise's checks)"
-        if code in (-signal.SIGSEGV, 128 + signal.SIGSEGV):
+        if code == -signal.SIGSEGV:
             return ("the process running your code crashed (segmentation fault): usually unbounded recursion past "
                     "a raised recursion limit. Keep your own stack (a list) instead of recursing.")
         if code is not None and code < 0:
-            return f"the process running your code was killed by signal {signal.Signals(-code).name}: does your code kill processes?"
+            return (f"the process running your code was killed by signal {signal.Signals(-code).name}: does your "
+                    "code kill processes?")
         return (f"your code ended the process that runs it (exit code {code}): do not call exit(), sys.exit(), "
                 "os._exit() or kill processes in an exercise.")
 

@@ -116,7 +116,7 @@ def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
     from autograder.checks import trusted
 
     cells, tests = program(nb, course_nb)
-    found, poisoned = {}, set()
+    found, poisoned = {}, {}
     for exercise, (position, test_source) in tests.items():
         call = check_call(test_source)
         if call is None or not trusted(call[0]):
@@ -126,25 +126,25 @@ def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
 
 
 def judge(check_id: str, expression: str, cells: list[Cell], visible: str, hide: tuple[Path, ...] = (),
-          poisoned: set[str] | None = None) -> Verdict:
+          poisoned: dict[str, str] | None = None) -> Verdict:
     """Run one exercise's check against a fresh worker holding ``cells``; the visible asserts run last.
 
-    ``poisoned`` names cells whose top level killed or stalled a worker; they are left out from then on (and
+    ``poisoned`` maps cells whose top level killed or stalled a worker to why; they are left out from then on (and
     reported), so one runaway cell costs its own exercise, not every exercise after it.
     """
     from autograder.checks import check
     from autograder.diagnostics import CheckFailure
 
-    poisoned = set() if poisoned is None else poisoned
+    poisoned = {} if poisoned is None else poisoned
     while True:
         worker = remote.Worker(hide=hide)
         problems, culprit = load(worker, [c for c in cells if c.name not in poisoned])
         if culprit is None:
             break
         worker.close()
-        poisoned.add(culprit)
-    problems += [f"{name} was left out: it stopped the process that runs your code" for name in sorted(poisoned)
-                 if name not in " ".join(problems)]
+        poisoned[culprit] = problems[-1]
+    problems = [f"{why} -- so that cell was left out" for name, why in poisoned.items()
+                if any(c.name == name for c in cells)] + problems
     with worker:
         try:
             answer = worker.evaluate(expression)
@@ -154,7 +154,7 @@ def judge(check_id: str, expression: str, cells: list[Cell], visible: str, hide:
         except remote.Stopped as stop:
             return Verdict(check_id, False, explain(stopped_message(stop), problems))
         except NameError as error:
-            return Verdict(check_id, False, explain(f"{error}: did an earlier cell fail, or was it renamed?", problems))
+            return Verdict(check_id, False, explain(f"{error}: was the function renamed, or did its cell fail?", problems))
         except (Exception, remote.LearnerError) as error:  # the expression could not be evaluated
             return Verdict(check_id, False, explain(f"your answer could not be used ({type(error).__name__}: {error})",
                                                     problems))
@@ -198,9 +198,10 @@ def stopped_message(stop: remote.Stopped, seconds: float = remote.DEFAULT_TIMEOU
 
 
 def explain(message: str, problems: list[str]) -> str:
+    """The check's diagnosis, after what went wrong while running the notebook's cells (often the real cause)."""
     if not problems:
         return message
-    return message + "\nWhile running your notebook's cells: " + "; ".join(problems)
+    return "While running your notebook's cells: " + "; ".join(problems) + "\n" + message
 
 
 def sandbox_warning() -> str | None:

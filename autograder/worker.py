@@ -34,8 +34,9 @@ import numpy as np
 
 # Libraries that differentiate for you. Learner code must not reach them while being graded; the sandbox also
 # hides their files, this is the second line (and the only one where no sandbox exists).
-BLOCKED = ("torch", "functorch", "torchgen", "jax", "jaxlib", "autograd", "tensorflow", "sympy", "mpmath", "theano",
-           "aesara", "pytensor", "mxnet", "chainer", "tinygrad", "micrograd", "autograder", "labtools")
+AUTODIFF = ("torch", "functorch", "torchgen", "jax", "jaxlib", "autograd", "tensorflow", "sympy", "mpmath", "theano",
+            "aesara", "pytensor", "mxnet", "chainer", "tinygrad", "micrograd")
+COURSE = ("autograder", "labtools")  # the grader and the notebooks' helpers: not part of any answer
 MESSAGE_LIMIT = 256 * 1024 * 1024  # a frame larger than this is a runaway, not an answer
 DTYPES = "?bBhHiIlLqQefd"  # bool, signed and unsigned integers, float16/32/64: the kinds a gradient can have
 OPERATORS = {name: getattr(operator, name) for name in (
@@ -50,9 +51,13 @@ class Unavailable(ImportError):
 
 class _Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
+        top = name.split(".")[0]
+        if top in AUTODIFF:
             raise Unavailable(f"{name} cannot be imported while your code is graded: the exercise is to compute "
                               "gradients yourself, with numpy")
+        if top in COURSE:
+            raise Unavailable(f"{name} cannot be imported while your code is graded: an answer may use numpy and "
+                              "the standard library, not the course's own packages")
         return None
 
 
@@ -213,10 +218,10 @@ class Missing:
         self._name, self._why = name, why
 
     def __getattr__(self, attribute):
-        raise Unavailable(f"{self._name}.{attribute} is not available while your code is graded: {self._why}")
+        raise Unavailable(f"{self._name}.{attribute}: {self._why}")
 
     def __call__(self, *args, **kwargs):
-        raise Unavailable(f"{self._name} is not available while your code is graded: {self._why}")
+        raise Unavailable(self._why)
 
 
 class Callback:

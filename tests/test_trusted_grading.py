@@ -1,0 +1,219 @@
+"""Trusted grading: the worker protocol, the sandbox, and the attack catalogue.
+
+Each attack is a submission built from the untouched learner notebook (or the solution, for attacks on one
+exercise) that tries to get points without the work. Under trusted grading each must earn nothing on the exercise
+it attacks, with the reason given, while the rest of the notebook is graded normally.
+"""
+import json
+import subprocess
+import sys
+
+import nbformat
+import numpy as np
+import pytest
+
+from autograder import remote, sandbox, trusted
+from autograder.course import assignments
+from conftest import REPO, learner_notebook, solution_notebook
+
+NB = "01_nudging"
+requires_sandbox = pytest.mark.skipif(not sandbox.bubblewrap(), reason="bubblewrap is not available here")
+
+
+# ------------------------------------------------------------------------------------------------ the worker
+
+def test_calls_callbacks_and_in_place_edits_cross_the_boundary():
+    with remote.Worker() as worker:
+        worker.run("def nudge(f, x, h):\n    x[0] += 1.0\n    return (f(x + h) - f(x - h)) / (2 * h), x", "<cell>")
+        nudge = worker.evaluate("nudge")
+        x = np.array([1.0, 2.0])
+        slope, same = nudge(lambda v: float((v ** 2).sum()), x, 1e-3)
+        assert x.tolist() == [2.0, 2.0]  # the learner's in-place edit is visible to the caller, as in one process
+        assert same is x                  # returning an argument returns the caller's own array
+        assert slope == pytest.approx(8.0)
+
+
+def test_learner_objects_stay_in_the_worker_and_answer_in_plain_data():
+    with remote.Worker() as worker:
+        worker.run("class V:\n    def __init__(self, d):\n        self.data, self._prev = d, set()\n"
+                   "    def __add__(self, o):\n        out = V(self.data + o.data)\n        out._prev = {self, o}\n"
+                   "        return out\n", "<cell>")
+        V = worker.evaluate("V")
+        a, b = V(2.0), V(3.0)
+        c = a + b
+        assert isinstance(c, remote.Remote) and type(c).__name__ == "V"
+        assert c.data == 5.0 and type(c.data) is float
+        assert set(c._prev) == {a, b}  # the same learner object always comes back as the same handle
+
+
+def test_learner_exceptions_keep_builtin_types_and_name_their_own():
+    with remote.Worker() as worker:
+        worker.run("class Oops(Exception): pass\ndef f(x):\n    raise Oops('no') if x else ValueError('bad')", "<c>")
+        f = worker.evaluate("f")
+        with pytest.raises(remote.LearnerError) as info:
+            f(1)
+        assert info.value.type_name == "Oops"
+        with pytest.raises(ValueError, match="bad"):
+            f(0)
+
+
+@pytest.mark.parametrize("frame", [
+    {"__nd__": ["|O", [1], "AAAAAAAAAAA=", True]},          # an object array would unpickle on this side
+    {"__nd__": ["<f8", [2], "AAAAAAAAAAA=", True]},          # size does not match the shape
+    {"__pickle__": "gASV"},                                  # no such tag
+    {"__np__": ["<f8", "1e308*10"]},                          # only nan/inf spelled as text
+    {"__dict__": [[["a"], 1]]},                              # keys must be plain
+])
+def test_decoding_accepts_only_plain_data(frame):
+    with remote.Worker() as worker:
+        with pytest.raises(remote.ProtocolError):
+            worker._decode(frame)
+
+
+@requires_sandbox
+def test_the_sandbox_hides_the_course_the_network_and_autodiff():
+    with remote.Worker() as worker:
+        worker.run("import os, socket\n"
+                   "def probe(path):\n    try:\n        return sorted(os.listdir(path))\n"
+                   "    except OSError as error:\n        return type(error).__name__\n"
+                   "def online():\n    try:\n        socket.create_connection(('127.0.0.1', 22), timeout=1)\n"
+                   "        return True\n    except OSError:\n        return False\n", "<cell>")
+        probe = worker.evaluate("probe")
+        assert probe(str(REPO / "source")) == "FileNotFoundError"
+        assert probe(str(REPO)) in ([".venv"], [])
+        assert worker.evaluate("online")() is False
+        for library in ("torch", "sympy", "autograder"):
+            with pytest.raises(ImportError, match="cannot be imported while your code is graded"):
+                worker.run(f"import {library}", "<cell>")
+
+
+@pytest.mark.parametrize("code, reason", [
+    ("import os\nos._exit(3)", "ended the process that runs it"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed by signal SIGKILL"),
+    ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "timeout"),
+])
+def test_a_runaway_worker_is_stopped_with_a_named_reason(code, reason):
+    with remote.Worker() as worker:
+        with pytest.raises(remote.Stopped) as info:
+            worker.run(code, "<cell>", timeout=2)
+        assert reason in info.value.reason
+        with pytest.raises(remote.Stopped):  # and it stays stopped
+            worker.evaluate("1")
+
+
+def test_memory_is_limited():
+    with remote.Worker(limits=sandbox.Limits(memory_bytes=2 << 30)) as worker:
+        with pytest.raises(MemoryError):
+            worker.run("block = bytearray(3 << 30)", "<cell>")
+
+
+# ------------------------------------------------------------------------------------------------ verdicts
+
+def submission(base, answers: dict[str, str]):
+    """A notebook (learner or solution version) with some answer cells replaced."""
+    nb = nbformat.read(base, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in answers:
+            cell.source = answers[cell.metadata["nbgrader"]["grade_id"]]
+    return nb
+
+
+def course(name=NB):
+    return nbformat.read(assignments()[name], as_version=4)
+
+
+PATCH_THE_GRADER = (
+    "import sys, types, autograder\n"
+    "autograder.check = lambda *args, **kwargs: None\n"
+    "sys.modules['autograder'] = types.SimpleNamespace(check=lambda *args, **kwargs: None)\n"
+    "def central_difference(f, x, h):\n    raise NotImplementedError()\n")
+BORROW_THE_SOLUTION = (
+    "import json\n"
+    "from autograder.course import solution_namespace\n"
+    "central_difference = solution_namespace('01_nudging')['central_difference']\n")
+READ_THE_SOURCE = (
+    f"import json\nsource = json.load(open({str(REPO / 'source' / NB / (NB + '.ipynb'))!r}))\n"
+    "exec(''.join(next(c for c in source['cells'] if c['metadata'].get('nbgrader', {}).get('grade_id') "
+    "== 'central_difference')['source']))\n")
+HAND_IT_TO_TORCH = (
+    "import torch\n"
+    "def tanh_network_gradients(x, w1, b1, w2, t):\n"
+    "    p = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (w1, b1, w2)]\n"
+    "    ((p[2] * torch.tanh(p[0] * x + p[1]) - t) ** 2).backward()\n"
+    "    return tuple(float(v.grad) for v in p)\n")
+
+
+@pytest.mark.parametrize("answer, phrase", [
+    (PATCH_THE_GRADER, "autograder cannot be imported"),
+    (BORROW_THE_SOLUTION, "autograder cannot be imported"),
+    (READ_THE_SOURCE, "No such file"),
+])
+def test_attacks_on_the_grader_earn_nothing(answer, phrase):
+    found = trusted.verdicts(submission(learner_notebook(NB), {"central_difference": answer}), course())
+    assert not found["central_difference"].passed
+    assert phrase in found["central_difference"].message, found["central_difference"].message
+
+
+def test_handing_the_work_to_torch_earns_nothing_and_says_why():
+    found = trusted.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": HAND_IT_TO_TORCH}), course())
+    verdict = found["tanh_network_gradients"]
+    assert not verdict.passed and "torch" in verdict.message and "while your code is graded" in verdict.message
+    assert all(found[e].passed for e in ("central_difference", "numerical_gradient", "log_square_trace"))
+
+
+def test_tampered_test_cells_are_graded_from_the_course():
+    nb = nbformat.read(learner_notebook(NB), as_version=4)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "test_central_difference":
+            cell.source, meta["grade"], meta["points"] = "pass", False, 100  # unmarked and emptied
+    found = trusted.verdicts(nb, course())
+    assert set(found) == {"central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"}
+    assert not any(v.passed for v in found.values())
+
+
+def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
+    monkeypatch.setattr(trusted, "LOAD_TIMEOUT_S", 2.0)
+    loop = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    found = trusted.verdicts(submission(solution_notebook(NB), {"numerical_gradient": loop}), course())
+    assert not found["numerical_gradient"].passed
+    assert "numerical_gradient: your code did not finish within 2 s" in found["numerical_gradient"].message
+    assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
+
+
+# ------------------------------------------------------------------------------------------------ through nbgrader
+
+def grade(path, env=None):
+    import os
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+    return done.returncode, {e["id"]: e for e in json.loads(done.stdout)["exercises"]}
+
+
+@pytest.mark.slow
+def test_attacks_under_nbgrader_autograde(tmp_path):
+    """Patching the grader in the kernel, and killing the kernel's parent and the kernel, through the CLI."""
+    attacks = {
+        "central_difference": PATCH_THE_GRADER.replace("raise NotImplementedError()", "return 0.0"),
+        "numerical_gradient": "import os\ndef numerical_gradient(f, x, h=1e-5):\n    os.kill(os.getppid(), 9)\n",
+        "log_square_trace": "import os\ndef log_square_trace(x):\n    os._exit(0)\n",
+    }
+    path = tmp_path / "attack.ipynb"
+    nbformat.write(submission(solution_notebook(NB), attacks), path)
+    code, found = grade(path)
+    assert code == 1
+    assert found["central_difference"]["score"] == 0
+    assert "autograder cannot be imported" in found["central_difference"]["message"]
+    assert found["numerical_gradient"]["score"] == 0
+    assert found["log_square_trace"]["score"] == 0 and "ended the process" in found["log_square_trace"]["message"]
+    assert found["tanh_network_gradients"]["passed"]  # graded normally after the kernel died
+
+
+@pytest.mark.slow
+def test_a_kernel_that_ignores_interrupts_is_stopped_and_the_rest_graded(tmp_path):
+    loop = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    path = tmp_path / "loop.ipynb"
+    nbformat.write(submission(solution_notebook(NB), {"numerical_gradient": loop}), path)
+    code, found = grade(path, env={"BACKPROP_CELL_TIMEOUT_S": "10"})
+    assert code == 1 and found["numerical_gradient"]["score"] == 0
+    assert all(found[e]["passed"] for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
