@@ -81,7 +81,9 @@ class Remote:
     __slots__ = ("_worker", "_handle")
 
     def __getattr__(self, name: str):
-        if name.startswith("__") and name.endswith("__"):  # numpy and copy probe dunders: never ask learner code
+        # numpy and copy probe dunders: never ask learner code, except a context manager's two (checks drive
+        # `with no_grad():` step by step)
+        if name.startswith("__") and name.endswith("__") and name not in ("__enter__", "__exit__"):
             raise AttributeError(name)
         return self._worker.request({"op": "getattr", "target": self, "name": name})
 
@@ -113,6 +115,8 @@ class Remote:
     def __matmul__(self, other): return self._op("matmul", self, other)
     def __rmatmul__(self, other): return self._op("matmul", other, self)
     def __neg__(self): return self._op("neg", self)
+    def __instancecheck__(self, obj): return self._op("isinstance", obj, self)  # isinstance(x, LearnerClass)
+    def __subclasscheck__(self, cls): return self._op("issubclass", cls, self)
     def __lt__(self, other): return self._op("lt", self, other)
     def __le__(self, other): return self._op("le", self, other)
     def __gt__(self, other): return self._op("gt", self, other)
@@ -174,6 +178,7 @@ class Worker:
         self._callbacks: list = []
         self._callback_ids: dict[int, int] = {}
         self._call_args: tuple = ()
+        self._installed: dict[str, Remote] = {}
         self.stopped: Stopped | None = None
         global _OPEN_WORKERS
         _OPEN_WORKERS += 1
@@ -202,6 +207,17 @@ class Worker:
         """Execute code in the learner's namespace. Raises what the code raised (mapped) or Stopped."""
         self.request({"op": "exec", "code": code, "name": name}, timeout=timeout)
 
+    def install(self, module) -> Remote:
+        """Load one of our self-contained modules (numpy and the standard library only) into the worker.
+
+        Checks use this for reference code that must sit next to learner objects: reference nodes built on a
+        learner's class, a reference class carrying a learner's method. Such a module holds no exercise's answer.
+        """
+        if module.__name__ not in self._installed:
+            source = Path(module.__file__).read_text()
+            self._installed[module.__name__] = self.request({"op": "install", "name": module.__name__, "code": source})
+        return self._installed[module.__name__]
+
     def evaluate(self, expression: str, timeout: float = DEFAULT_TIMEOUT_S):
         """An expression over the learner's names, as plain data and Remotes."""
         return self.request({"op": "eval", "code": expression}, timeout=timeout)
@@ -219,8 +235,9 @@ class Worker:
             self._deadline = time.monotonic() + timeout
         self._next_id += 1
         request_id = self._next_id
+        encoded = {**message, "id": request_id, **self._encoded(message)}  # a failure here is ours, not the learner's
         try:
-            self._send({**message, "id": request_id, **self._encoded(message)})
+            self._send(encoded)
             while True:
                 frame = self._receive()
                 if frame.get("reply") == request_id:
@@ -307,6 +324,14 @@ class Worker:
             return {"__tuple__": [self._encode(v) for v in value]}
         if isinstance(value, dict):
             return {"__dict__": [[k, self._encode(v)] for k, v in value.items()]}
+        if isinstance(value, type) and issubclass(value, BaseException) and MAPPED_ERRORS.get(value.__name__) is value:
+            return {"__exctype__": value.__name__}
+        if isinstance(value, BaseException) and MAPPED_ERRORS.get(type(value).__name__) is type(value):
+            return {"__exc__": [type(value).__name__, str(value)]}
+        if type(value) is slice:
+            return {"__slice__": [self._encode(value.start), self._encode(value.stop), self._encode(value.step)]}
+        if value is Ellipsis:
+            return {"__ellipsis__": True}
         if callable(value):
             if id(value) not in self._callback_ids:
                 self._callback_ids[id(value)] = len(self._callbacks)
@@ -335,6 +360,15 @@ class Worker:
         if "__dict__" in value:
             pairs = _list(value["__dict__"])
             return {_key(k): self._decode(v) for k, v in pairs}
+        if "__slice__" in value:
+            start, stop, step = (self._decode(v) for v in _list(value["__slice__"]))
+            if not all(v is None or type(v) is int for v in (start, stop, step)):
+                raise ProtocolError("slice bounds")
+            return slice(start, stop, step)
+        if "__ellipsis__" in value:
+            return Ellipsis
+        if "__cb__" in value:  # one of our own functions, handed back (a recipe stores the backward functions given)
+            return self._callbacks[int(value["__cb__"])]
         if "__ref__" in value:
             return self._proxy(int(value["__ref__"]), str(value.get("type", "object")), bool(value.get("callable")),
                                bool(value.get("container")))
@@ -418,6 +452,18 @@ class Worker:
                     "code kill processes?")
         return (f"your code ended the process that runs it (exit code {code}): do not call exit(), sys.exit(), "
                 "os._exit() or kill processes in an exercise.")
+
+
+def type_of(value):
+    """type(value), for local and remote values alike (a Remote's type is the learner's class, as a Remote)."""
+    return value._op("type", value) if isinstance(value, Remote) else type(value)
+
+
+def beside(answer, module):
+    """``module`` where the learner's objects live: the module itself for local answers, installed in the worker
+    for remote ones (``answer`` may be a dict of answers, as some test cells pass)."""
+    found = [v for v in (answer.values() if isinstance(answer, dict) else [answer]) if isinstance(v, Remote)]
+    return found[0]._worker.install(module) if found else module
 
 
 def _no_constant(name: str):

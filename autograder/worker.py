@@ -9,10 +9,12 @@ Protocol (one JSON document per frame, a 4-byte big-endian length first, over th
   requests   {"id": n, "op": "exec" | "eval" | "call" | "getattr" | "setattr" | "operator" | "list", ...}
   replies    {"reply": n, "ok": value} or {"reply": n, "error": {"type", "message", "builtin"}}
   callbacks  {"id": n, "op": "callback", "target": k, "args": [...], "kwargs": {...}} (from here to the trusted side)
+  install    {"id": n, "op": "install", "name", "code"}: reference code a check needs next to learner objects
 Values are JSON with tagged objects: {"__nd__": [dtype, shape, base64, writeable]} for arrays,
 {"__np__": [dtype, value]} for numpy scalars, {"__tuple__": [...]}, {"__dict__": [[k, v], ...]}, {"__float__": text}
 for non-finite floats, {"__ref__": handle, "type": name} for an object that stays here, {"__cb__": k} for a
-function that stays on the trusted side, {"__arg__": i} for "the very array you sent as argument i".
+function that stays on the trusted side, {"__arg__": i} for "the very array you sent as argument i",
+{"__slice__": [start, stop, step]} and {"__ellipsis__": true} for indices.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ DTYPES = "?bBhHiIlLqQefd"  # bool, signed and unsigned integers, float16/32/64: 
 OPERATORS = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "pos", "abs", "getitem", "setitem",
     "lt", "le", "gt", "ge", "contains")}
-OPERATORS.update(len=len, float=float, int=int, bool=bool, str=str, repr=repr, type_name=lambda v: type(v).__name__)
+OPERATORS.update(len=len, float=float, int=int, bool=bool, isinstance=isinstance, issubclass=issubclass, type=type)
 
 
 class Unavailable(ImportError):
@@ -99,6 +101,13 @@ class Connection:
         if isinstance(value, np.generic) and value.dtype.char in DTYPES:
             item = value.item()
             return {"__np__": [value.dtype.str, item if not isinstance(item, float) or math.isfinite(item) else repr(item)]}
+        if kind is slice:
+            return {"__slice__": [self.encode(value.start, depth + 1), self.encode(value.stop, depth + 1),
+                                  self.encode(value.step, depth + 1)]}
+        if value is Ellipsis:
+            return {"__ellipsis__": True}
+        if kind is Callback:
+            return {"__cb__": value._target}
         if depth < 20 and kind is list:
             return [self.encode(v, depth + 1) for v in value]
         if depth < 20 and kind is tuple:
@@ -136,6 +145,14 @@ class Connection:
             return np.dtype(dtype).type(float(item) if isinstance(item, str) else item)
         if "__float__" in value:
             return float(value["__float__"])
+        if "__slice__" in value:
+            return slice(*(self.decode(v) for v in value["__slice__"]))
+        if "__exctype__" in value:
+            return getattr(builtins, value["__exctype__"])
+        if "__exc__" in value:
+            return getattr(builtins, value["__exc__"][0])(value["__exc__"][1])
+        if "__ellipsis__" in value:
+            return Ellipsis
         if "__tuple__" in value:
             return tuple(self.decode(v) for v in value["__tuple__"])
         if "__dict__" in value:
@@ -187,6 +204,11 @@ class Connection:
                 return {"result": self.encode(result), "arguments": changed}
             finally:
                 self.args = []
+        if op == "install":  # reference code a check needs next to the learner's objects (never an answer)
+            module = types.ModuleType(message["name"])
+            sys.modules[message["name"]] = module
+            exec(compile(message["code"], message["name"], "exec"), module.__dict__)
+            return self.reference(module)
         if op == "given":
             return self.run_given(message["code"], message.get("name", "<cell>"), namespace)
         raise ValueError(f"unknown request {op!r}")

@@ -8,16 +8,16 @@ x.grad 32, then 16 and 96 after a second backward() without clearing (micrograd'
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import builds_on, exercise
+from autograder.checks import builds_on, exercise, reference_nodes
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, call_on_deep_graph, fmt
 from autograder.oracles import central_differences
+from autograder.remote import beside, type_of
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 
@@ -129,62 +129,6 @@ def compare_program(ex, Value, leaves, steps, with_differences=False):
                                        f"expected about {fmt(float(n))}, received {fmt(g)}.")
 
 
-# ------------------------------------------------------------------------------------------------ reference nodes
-
-class RefNode:
-    """A minimal correct node used to test topological_order and backward without the learner's Value.
-
-    Operations build nodes of the same class as their operand, so a subclass carrying a learner's backward()
-    propagates through the whole graph. ``backward_calls`` counts how often a node's _backward ran.
-    """
-
-    def __init__(self, data, children=(), op=""):
-        self.data = float(data)
-        self.grad = 0.0
-        self._prev = set(children)
-        self._op = op
-        self._backward = lambda: None
-        self.backward_calls = 0
-
-    def _wrap(self, out, rule):
-        def _backward():
-            out.backward_calls += 1
-            rule()
-        out._backward = _backward
-        return out
-
-    def __add__(self, other):
-        out = type(self)(self.data + other.data, (self, other), "+")
-
-        def rule():
-            self.grad += out.grad
-            other.grad += out.grad
-        return self._wrap(out, rule)
-
-    def __mul__(self, other):
-        out = type(self)(self.data * other.data, (self, other), "*")
-
-        def rule():
-            self.grad += other.data * out.grad
-            other.grad += self.data * out.grad
-        return self._wrap(out, rule)
-
-    def tanh(self):
-        out = type(self)(math.tanh(self.data), (self,), "tanh")
-
-        def rule():
-            self.grad += (1 - out.data ** 2) * out.grad
-        return self._wrap(out, rule)
-
-
-def ref_chain(length, cls=RefNode):
-    """x -> tanh -> tanh -> ... : a chain deeper than the recursion limit. Returns (x, the last node)."""
-    x = node = cls(0.5)
-    for _ in range(length):
-        node = node.tanh()
-    return x, node
-
-
 # ------------------------------------------------------------------------------------------------ value_node
 
 @exercise("value_node")
@@ -253,25 +197,15 @@ def check_value_node(Value) -> None:
 
 # ------------------------------------------------------------------------------------------------ topological_order
 
-def _reachable(root):
-    seen, stack = {id(root): root}, [root]
-    while stack:
-        for child in stack.pop()._prev:
-            if id(child) not in seen:
-                seen[id(child)] = child
-                stack.append(child)
-    return seen
-
-
-def _check_order(ex, order, root, shown):
+def _check_order(ex, kit, order, root, shown):
     if not isinstance(order, (list, tuple)):
         raise CheckFailure(ex, f"return a list of nodes, got {type(order).__name__} ({shown})")
     ids = [id(n) for n in order]
     if len(ids) != len(set(ids)):
         raise CheckFailure(ex, f"a node appears more than once in the order ({shown}): keep a set of visited nodes "
                                "so that a node reached along several paths is added once.")
-    reachable = _reachable(root)
-    if set(ids) != set(reachable):
+    reachable, inputs = kit.graph(root)
+    if set(ids) != {id(n) for n in reachable}:
         raise CheckFailure(ex, f"the order has {len(ids)} nodes but {len(reachable)} are reachable from the root ({shown}).")
     position = {id(n): i for i, n in enumerate(order)}
     if position[id(root)] != len(order) - 1:
@@ -279,9 +213,9 @@ def _check_order(ex, order, root, shown):
             raise CheckFailure(ex, f"the root comes first ({shown}): return inputs first and the root last; "
                                    "backward() walks the list reversed.")
         raise CheckFailure(ex, f"the root must be the last node ({shown}).")
-    for node in order:
-        for child in node._prev:
-            if position[id(child)] > position[id(node)]:
+    for node, children in zip(reachable, inputs):
+        for child in children:
+            if position[id(reachable[child])] > position[id(node)]:
                 raise CheckFailure(ex, f"a node comes before one of its inputs ({shown}): every node must come after "
                                        "all the nodes it was computed from.")
 
@@ -289,12 +223,14 @@ def _check_order(ex, order, root, shown):
 @exercise("topological_order")
 def check_topological_order(topological_order) -> None:
     ex = "topological_order"
+    kit = beside(topological_order, reference_nodes)
+    RefNode = kit.RefNode
     leaf = RefNode(1.0)
-    _check_order(ex, call_learner(ex, topological_order, leaf, shown_input="a single leaf"), leaf, "a single leaf")
+    _check_order(ex, kit, call_learner(ex, topological_order, leaf, shown_input="a single leaf"), leaf, "a single leaf")
     x = RefNode(2.0)
     a = x * x
     y = a * x + a  # x reached along three paths, a along two
-    _check_order(ex, call_learner(ex, topological_order, y, shown_input="y = (x*x)*x + x*x"), y, "y = (x*x)*x + x*x")
+    _check_order(ex, kit, call_learner(ex, topological_order, y, shown_input="y = (x*x)*x + x*x"), y, "y = (x*x)*x + x*x")
 
     # Twenty diamonds d_i = a_i + a_i·k: whichever way a set orders a_i and a_i·k, a walk that marks nodes when
     # pushing rather than when expanding gets about half of them wrong, so this probe cannot pass by luck.
@@ -302,19 +238,19 @@ def check_topological_order(topological_order) -> None:
     for i in range(20):
         a = RefNode(float(i))
         total = total + (a + a * RefNode(2.0))
-    _check_order(ex, call_learner(ex, topological_order, total, shown_input="a sum of 20 diamonds a + a·k"), total,
+    _check_order(ex, kit, call_learner(ex, topological_order, total, shown_input="a sum of 20 diamonds a + a·k"), total,
                  "a sum of 20 diamonds a + a·k")
 
     # 2^40 paths from the root to x: a walk that follows paths instead of visiting each node once never ends.
     layered = RefNode(1.0)
     for _ in range(40):
         layered = layered * RefNode(2.0) + layered * RefNode(3.0)
-    _check_order(ex, call_learner(ex, topological_order, layered, shown_input="40 stacked diamonds (2^40 paths)"),
+    _check_order(ex, kit, call_learner(ex, topological_order, layered, shown_input="40 stacked diamonds (2^40 paths)"),
                  layered, "40 stacked diamonds (2^40 paths)")
 
-    _, end = ref_chain(CHAIN_LENGTH)
+    _, end = kit.ref_chain(CHAIN_LENGTH)
     order = call_on_deep_graph(ex, topological_order, end, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")
-    _check_order(ex, order, end, f"a chain of {CHAIN_LENGTH} nodes")
+    _check_order(ex, kit, order, end, f"a chain of {CHAIN_LENGTH} nodes")
 
     @RANDOM_CASES
     @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.booleans()), min_size=1, max_size=25))
@@ -324,7 +260,7 @@ def check_topological_order(topological_order) -> None:
             p, q = nodes[i % len(nodes)], nodes[j % len(nodes)]
             nodes.append(p * q if multiply else p + q)
         shown = f"a random graph of {len(nodes)} nodes with shared inputs"
-        _check_order(ex, call_learner(ex, topological_order, nodes[-1], shown_input=shown), nodes[-1], shown)
+        _check_order(ex, kit, call_learner(ex, topological_order, nodes[-1], shown_input=shown), nodes[-1], shown)
 
     random_dag()
 
@@ -334,11 +270,8 @@ def check_topological_order(topological_order) -> None:
 @exercise("backward")
 def check_backward(backward) -> None:
     ex = "backward"
-
-    class Node(RefNode):
-        pass
-
-    Node.backward = backward
+    kit = beside(backward, reference_nodes)
+    Node = kit.carrying_backward(backward)
 
     # Seed 002: x = 2, a = x·x, y = a·a.
     x = Node(2.0)
@@ -376,7 +309,7 @@ def check_backward(backward) -> None:
                                f"received {fmt(x.grad)}.")
 
     # Deep graph: no recursion anywhere in the pass.
-    chain_x, end = ref_chain(CHAIN_LENGTH, Node)
+    chain_x, end = kit.ref_chain(CHAIN_LENGTH, Node)
     call_on_deep_graph(ex, end.backward, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")
     expected = 1.0
     value = 0.5
@@ -492,7 +425,7 @@ def check_nonlinearities(Value) -> None:
 @exercise("mlp")
 def check_mlp(MLP) -> None:
     ex = "mlp"
-    random.seed(0)  # the learner draws weights with random.uniform: make the grade reproducible
+    beside(MLP, reference_nodes).seed(0)  # the learner draws weights with random.uniform: a reproducible grade
     for n_in, sizes in ((3, [4, 4, 1]), (2, [3, 2])):  # one output (a Value) and two (a list)
         check_architecture(ex, MLP, n_in, sizes)
 
@@ -509,7 +442,7 @@ def check_architecture(ex, MLP, n_in, sizes):
     if [id(p) for p in again] != [id(p) for p in params]:
         raise CheckFailure(ex, "parameters() returned different objects (or a different list) on a second call: it "
                                "must list the model's own Values, the same ones every time.")
-    builds_on(ex, "value_node", type(params[0]))
+    builds_on(ex, "value_node", type_of(params[0]))
     data = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
     weights = data[[k for k in range(count) if not _is_bias(k, n_in, sizes)]]
     if np.any(np.abs(weights) > 1) or np.std(weights) < 0.1:

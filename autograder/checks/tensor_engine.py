@@ -24,120 +24,13 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import builds_on, exercise
+from autograder.checks import builds_on, exercise, reference_engine
+from autograder.checks.reference_engine import REFERENCE_RULES, graph_inputs
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph, fmt
+from autograder.remote import beside
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 SCALAR_ONLY = "grad can be implicitly created only for scalar outputs"  # torch's RuntimeError text
-
-
-# ------------------------------------------------------------------------------------------------ reference rules
-
-def _unbroadcast(grad, like):
-    shape = np.shape(like)
-    grad = np.asarray(grad, dtype=np.float64)
-    grad = grad.sum(axis=tuple(range(grad.ndim - len(shape)))) if grad.ndim > len(shape) else grad
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
-    return grad.sum(axis=stretched, keepdims=True) if stretched else grad
-
-
-def _reduce_back(grad, x, dim, keepdim):
-    grad = np.asarray(grad, dtype=np.float64)
-    if dim is not None and not keepdim:
-        grad = np.expand_dims(grad, dim)
-    return np.broadcast_to(grad, np.shape(x)).copy()
-
-
-def _matrices(grad, x, y):
-    x2 = x.reshape(1, -1) if x.ndim == 1 else x
-    y2 = y.reshape(-1, 1) if y.ndim == 1 else y
-    return grad.reshape(x2.shape[0], y2.shape[1]), x2, y2
-
-
-def _getitem_back(grad, out, x, index):
-    result = np.zeros(np.shape(x))
-    np.add.at(result, index, grad)
-    return result
-
-
-# name -> (forward on arrays, one backward function per input). Signatures as in notebook 3.
-REFERENCE_RULES = {
-    "add": (np.add, (lambda g, o, x, y: _unbroadcast(g, x), lambda g, o, x, y: _unbroadcast(g, y))),
-    "subtract": (np.subtract, (lambda g, o, x, y: _unbroadcast(g, x), lambda g, o, x, y: _unbroadcast(-g, y))),
-    "multiply": (np.multiply, (lambda g, o, x, y: _unbroadcast(g * y, x), lambda g, o, x, y: _unbroadcast(g * x, y))),
-    "divide": (np.divide, (lambda g, o, x, y: _unbroadcast(g / y, x),
-                           lambda g, o, x, y: _unbroadcast(-g * x / np.square(y), y))),
-    "negative": (np.negative, (lambda g, o, x: -np.asarray(g, dtype=np.float64),)),
-    "exp": (np.exp, (lambda g, o, x: g * o,)),
-    "log": (np.log, (lambda g, o, x: g / x,)),
-    "relu": (lambda x: np.maximum(x, 0.0), (lambda g, o, x: g * (x > 0),)),
-    "matmul": (np.matmul, (lambda g, o, x, y: (lambda g2, x2, y2: (g2 @ y2.T).reshape(x.shape))(*_matrices(g, x, y)),
-                           lambda g, o, x, y: (lambda g2, x2, y2: (x2.T @ g2).reshape(y.shape))(*_matrices(g, x, y)))),
-    "sum": (lambda x, dim=None, keepdim=False: np.sum(x, axis=dim, keepdims=keepdim),
-            (lambda g, o, x, dim=None, keepdim=False: _reduce_back(g, x, dim, keepdim),)),
-    "mean": (lambda x, dim=None, keepdim=False: np.mean(x, axis=dim, keepdims=keepdim),
-             (lambda g, o, x, dim=None, keepdim=False: _reduce_back(g, x, dim, keepdim) * (np.size(o) / np.size(x)),)),
-    "reshape": (lambda x, new_shape: np.reshape(x, new_shape),
-                (lambda g, o, x, new_shape: np.asarray(g, dtype=np.float64).reshape(np.shape(x)),)),
-    "getitem": (lambda x, index: x[index], (_getitem_back,)),
-}
-
-
-@dataclass(frozen=True)
-class RefRecipe:
-    """A recorded operation, with the fields the notebook's ``Recipe`` has."""
-    inputs: tuple
-    backwards: tuple
-    kwargs: dict
-
-
-def reference_class(Tensor):
-    """A subclass of the learner's Tensor whose operators are the reference's: graphs to test backprop on.
-
-    Each node counts how often its backward functions ran (``backward_calls``), to catch walks that follow paths.
-    """
-    def record(name, *inputs, **kwargs):
-        forward, backwards = REFERENCE_RULES[name]
-        out = Node(forward(*[x.array if isinstance(x, Tensor) else x for x in inputs], **kwargs))
-        if any(isinstance(x, Tensor) and x.requires_grad for x in inputs):
-            out.requires_grad = True
-
-            def counted(back):
-                def run(*args, **kw):
-                    out.backward_calls += 1
-                    return back(*args, **kw)
-                return run
-            out.recipe = RefRecipe(tuple(inputs), tuple(counted(b) for b in backwards), dict(kwargs))
-        return out
-
-    class Node(Tensor):
-        backward_calls = 0
-        __add__ = lambda self, other: record("add", self, other)
-        __radd__ = lambda self, other: record("add", other, self)
-        __sub__ = lambda self, other: record("subtract", self, other)
-        __rsub__ = lambda self, other: record("subtract", other, self)
-        __mul__ = lambda self, other: record("multiply", self, other)
-        __rmul__ = lambda self, other: record("multiply", other, self)
-        __truediv__ = lambda self, other: record("divide", self, other)
-        __rtruediv__ = lambda self, other: record("divide", other, self)
-        __neg__ = lambda self: record("negative", self)
-        __matmul__ = lambda self, other: record("matmul", self, other)
-        __getitem__ = lambda self, index: record("getitem", self, index=index)
-        exp = lambda self: record("exp", self)
-        log = lambda self: record("log", self)
-        relu = lambda self: record("relu", self)
-        sum = lambda self, dim=None, keepdim=False: record("sum", self, dim=dim, keepdim=keepdim)
-        mean = lambda self, dim=None, keepdim=False: record("mean", self, dim=dim, keepdim=keepdim)
-        reshape = lambda self, new_shape: record("reshape", self, new_shape=new_shape)
-
-    return Node
-
-
-def _graph_inputs(node):
-    recipe = getattr(node, "recipe", None)
-    if recipe is None:
-        return []
-    return [x for x in recipe.inputs if hasattr(x, "array") and getattr(x, "requires_grad", False)]
 
 
 def reference_order(end):
@@ -150,7 +43,7 @@ def reference_order(end):
         elif id(node) not in seen:
             seen.add(id(node))
             stack.append((node, True))
-            stack.extend((x, False) for x in _graph_inputs(node))
+            stack.extend((x, False) for x in graph_inputs(node))
     return order
 
 
@@ -581,18 +474,19 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
 
 # ------------------------------------------------------------------------------------------------ topological_sort
 
-def _check_sort(ex, order, end, shown):
+def _check_sort(ex, kit, order, end, shown):
     if not isinstance(order, (list, tuple)):
         raise CheckFailure(ex, f"return a list of tensors, got {type(order).__name__} ({shown})")
     ids = [id(n) for n in order]
     if len(ids) != len(set(ids)):
         raise CheckFailure(ex, f"a tensor appears more than once ({shown}): keep a set of visited tensors, so that one "
                                "reached along several paths is added once.")
-    needed = {id(n) for n in reference_order(end)}
+    reachable, parents = kit.graph(end)
+    needed = {id(n) for n in reachable}
     if not needed <= set(ids):
         raise CheckFailure(ex, f"the order has {len(needed - set(ids))} of the {len(needed)} tensors reachable through "
                                f".parents missing ({shown}).")
-    if any(not hasattr(n, "array") for n in order):
+    if not kit.all_tensors(order):
         raise CheckFailure(ex, f"the order contains something that is not a Tensor ({shown}): follow .parents, which "
                                "leaves out plain numbers and tensors that need no gradient.")
     position = {id(n): i for i, n in enumerate(order)}
@@ -600,9 +494,9 @@ def _check_sort(ex, order, end, shown):
         where = "first" if position[id(end)] == 0 else "not last"
         raise CheckFailure(ex, f"the end node comes {where} ({shown}): return inputs first and the end node last; "
                                "backprop walks the list reversed.")
-    for node in order:
-        for parent in _graph_inputs(node):
-            if position[id(parent)] > position[id(node)]:
+    for node, inputs in zip(reachable, parents):
+        for parent in inputs:
+            if position[id(reachable[parent])] > position[id(node)]:
                 raise CheckFailure(ex, f"a tensor comes before one of its parents ({shown}): every tensor must come "
                                        "after all the tensors it was computed from.")
 
@@ -610,10 +504,11 @@ def _check_sort(ex, order, end, shown):
 @exercise("topological_sort")
 def check_topological_sort(answer) -> None:
     ex = "topological_sort"
-    topological_sort, Node = answer["topological_sort"], reference_class(answer["Tensor"])
+    kit = beside(answer, reference_engine)
+    topological_sort, Node = answer["topological_sort"], kit.reference_class(answer["Tensor"])
 
     def sort(end, shown):
-        _check_sort(ex, call_learner(ex, topological_sort, end, shown_input=shown), end, shown)
+        _check_sort(ex, kit, call_learner(ex, topological_sort, end, shown_input=shown), end, shown)
 
     sort(Node(1.0, requires_grad=True), "a single leaf")
     x = Node(2.0, requires_grad=True)
@@ -628,8 +523,8 @@ def check_topological_sort(answer) -> None:
     for _ in range(40):  # 2^40 paths: a walk that follows paths never ends
         layered = layered * 2.0 + layered * 3.0
     sort(layered, "40 stacked diamonds (2^40 paths)")
-    _check_deep(ex, lambda end, shown: sort(end, shown), Node)
-    _check_cycle(ex, topological_sort, Node)
+    _check_deep(ex, kit, lambda end, shown: sort(end, shown), Node)
+    _check_cycle(ex, kit, topological_sort, Node)
 
     @RANDOM_CASES
     @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.sampled_from("+*n")),
@@ -645,24 +540,22 @@ def check_topological_sort(answer) -> None:
     random_graph()
 
 
-def _check_deep(ex, run, Node):
+def _check_deep(ex, kit, run, Node):
     """Run ``run(end, shown)`` on a chain of CHAIN_LENGTH negations; returns (leaf, end, run's result)."""
-    x = end = Node(0.5, requires_grad=True)
-    for _ in range(CHAIN_LENGTH):
-        end = -end
+    x, end = kit.chain(Node, CHAIN_LENGTH)
     shown = f"a chain of {CHAIN_LENGTH} operations"
     return x, end, call_on_deep_graph(ex, run, end, shown, shown_input=shown)
 
 
-def _check_cycle(ex, topological_sort, Node):
+def _check_cycle(ex, kit, topological_sort, Node):
     a = Node(1.0, requires_grad=True)
     b = -a
     c = b * 2.0
-    a.recipe = RefRecipe((c,), REFERENCE_RULES["negative"][1], {})  # a now depends on itself: a -> b -> c -> a
+    kit.make_cycle(a, b, c)  # a now depends on itself: a -> b -> c -> a
     _expect_cycle_error(ex, topological_sort, c, "a graph with a cycle a -> b -> c -> a")
     a = Node(1.0, requires_grad=True)
     b = -a
-    a.recipe = RefRecipe((b,), REFERENCE_RULES["negative"][1], {})
+    kit.make_cycle(a, b)
     _expect_cycle_error(ex, topological_sort, (b * 2.0) + Node(1.0, requires_grad=True),
                         "a graph whose cycle a -> b -> a does not pass through the end node")
 
@@ -690,7 +583,8 @@ def _expect_cycle_error(ex, topological_sort, c, shown):
 def check_backprop(answer) -> None:
     ex = "backprop"
     backprop, Tensor = answer["backprop"], answer["Tensor"]
-    Node = reference_class(Tensor)
+    kit = beside(answer, reference_engine)
+    Node = kit.reference_class(Tensor)
 
     def run(end, end_grad=None, shown=""):
         return call_learner(ex, backprop, end, end_grad, shown_input=shown)
@@ -708,7 +602,7 @@ def check_backprop(answer) -> None:
     _probe_accumulation(ex, run, grad, Node)
     _probe_paths(ex, run, grad, Node)
     _probe_pending_and_end(ex, run, grad, Node)
-    x, end, _ = _check_deep(ex, lambda end, shown: run(end, None, shown), Node)
+    x, end, _ = _check_deep(ex, kit, lambda end, shown: run(end, None, shown), Node)
     if grad(x, "x.grad") is None or grad(x, "x.grad") != 1.0:  # an even number of negations
         raise CheckFailure(ex, f"a chain of {CHAIN_LENGTH} negations: expected x.grad = 1, received {x.grad!r}.")
 
