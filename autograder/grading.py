@@ -85,6 +85,11 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
     if best is None or not present & set(expected[best]):
         raise UnusableNotebook(f"{path}: not a notebook of this course (no exercise cells of any assignment in "
                                f"{', '.join(assignments())}); grade the copy you worked in under notebooks/")
+    tampered = metadata_changes(nb, nbformat.read(assignments()[best], as_version=4))
+    if tampered:
+        fresh = f"notebooks/{best}/{best}.ipynb"
+        raise UnusableNotebook(f"{path}: the grading metadata of its cells was changed ({'; '.join(tampered)}). "
+                               f"Copy your answers into a fresh copy (git checkout -- {fresh}) and grade that")
     missing = [grade_id for grade_id in expected[best] if grade_id not in present]
     if missing:
         fresh = f"notebooks/{best}/{best}.ipynb"
@@ -92,6 +97,36 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
                                f"Save your answers elsewhere, restore a fresh copy (git checkout -- {fresh}), "
                                "paste your answers back into its answer cells, and grade that")
     return nb, best
+
+
+FLAGS = ("grade", "solution", "locked", "points")
+
+
+def metadata_changes(nb, course_nb) -> list[str]:
+    """How a submission's nbgrader metadata differs from the course's: copied, re-flagged or added graded cells.
+
+    The trusted grade never reads these flags (it takes every test from the course), but nbgrader would stumble on
+    them, so the command line refuses such a file with the reason instead of a traceback.
+    """
+    course = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in course_nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade_id")}
+    seen, changes = {}, []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        grade_id = meta.get("grade_id")
+        if not grade_id or not (grade_id in course or meta.get("grade") or meta.get("solution")):
+            continue
+        seen[grade_id] = seen.get(grade_id, 0) + 1
+        if grade_id not in course:
+            changes.append(f"{grade_id} is a graded cell the course does not have")
+            continue
+        changed = [f"{flag} {meta.get(flag)!r} (course: {course[grade_id].get(flag)!r})" for flag in FLAGS
+                   if meta.get(flag, False if flag != "points" else None) !=
+                   course[grade_id].get(flag, False if flag != "points" else None)]
+        if changed:
+            changes.append(f"{grade_id}: " + ", ".join(changed))
+    changes += [f"{grade_id} appears {n} times (a copied cell keeps its grade id)" for grade_id, n in seen.items() if n > 1]
+    return changes
 
 
 def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeReport:

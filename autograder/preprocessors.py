@@ -21,8 +21,9 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from autograder import checks, sandbox, trusted  # imported before any learner kernel runs: nothing it writes changes them
 from autograder.course import assignments, exercise_id
 
-DIFFERS = ("Your notebook's own run of this test passed, but the check run outside your notebook's kernel "
-           "failed, and that one counts (the exercise failed verification): ")
+NOT_RUN = "KernelStopped"  # the ename of a cell the kernel never finished
+DIFFERS = ("Your notebook's kernel reported that the hidden checks passed, but the same checks run outside it "
+           "failed, and that run counts (the exercise failed verification): ")
 
 
 class TrustedVerdicts(NbGraderPreprocessor):
@@ -46,8 +47,26 @@ class TrustedVerdicts(NbGraderPreprocessor):
             meta = cell.metadata.get("nbgrader", {})
             verdict = found.get(exercise_id(meta.get("grade_id", "")))
             if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and verdict:
-                cell.outputs = outputs(verdict, kernel_passed=not any(o.output_type == "error" for o in cell.outputs))
+                claimed = any("all hidden checks passed" in o.get("text", "") for o in cell.outputs) \
+                    and not visible_failure(cell.outputs)
+                cell.outputs = outputs(combined(verdict, cell.outputs), kernel_claimed_pass=claimed)
         return nb, resources
+
+
+def visible_failure(kernel_outputs) -> str | None:
+    """Why the kernel's run of a test cell failed, if it did. A cell the kernel never reached says nothing."""
+    from autograder.grading import diagnosis
+
+    errors = [o for o in kernel_outputs if o.output_type == "error" and o.get("ename") != NOT_RUN]
+    return diagnosis(errors[-1]) if errors else None
+
+
+def combined(verdict: trusted.Verdict, kernel_outputs) -> trusted.Verdict:
+    """The trusted verdict, unless the kernel's run of the visible asserts failed (which can only cost points)."""
+    failure = visible_failure(kernel_outputs)
+    if verdict.passed and failure:
+        return trusted.Verdict(verdict.exercise, False, failure)
+    return verdict
 
 
 class ContainedExecute(Execute):
@@ -78,7 +97,7 @@ def mark_not_run(nb, why: str) -> None:
     reached = [cell for cell in code if cell.get("execution_count") is not None]
     stuck = reached[-1:] if reached and not any(o.output_type == "error" for o in reached[-1].outputs) else []
     for cell in stuck + [cell for cell in code if cell.get("execution_count") is None]:
-        cell.outputs.append(new_output("error", ename="KernelStopped", evalue=why, traceback=[f"KernelStopped: {why}"]))
+        cell.outputs.append(new_output("error", ename=NOT_RUN, evalue=why, traceback=[f"{NOT_RUN}: {why}"]))
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -95,11 +114,11 @@ class SandboxedKernelManager(AsyncKernelManager):
         return sandbox.kernel_command(command, self.connection_file, kw.get("cwd")), kw
 
 
-def outputs(verdict: trusted.Verdict, kernel_passed: bool) -> list:
+def outputs(verdict: trusted.Verdict, kernel_claimed_pass: bool) -> list:
     """The outputs nbgrader scores: none of type error for a pass, one error output (a CheckFailure) for a fail."""
     if verdict.passed:
         return [new_output("stream", name="stdout", text=f"{verdict.exercise}: {verdict.message}\n")]
-    message = (DIFFERS if kernel_passed else "") + verdict.message
+    message = (DIFFERS if kernel_claimed_pass else "") + verdict.message
     return [new_output("error", ename="CheckFailure", evalue=f"[{verdict.exercise}] {message}",
                        traceback=[f"CheckFailure: [{verdict.exercise}]", *message.splitlines()])]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.oracles import central_differences
+from labtools.finite_differences import central_differences
 
 
 def gradcheck(back, forward, *inputs, index: int = 0, grad_out=None, tolerance: float = 1e-5) -> float:

@@ -181,6 +181,30 @@ def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
 
 
+def test_the_learner_package_does_not_load_the_grader():
+    done = subprocess.run([sys.executable, "-c", "import sys, labtools; "
+                           "print(sorted({m.split('.')[0] for m in sys.modules} & {'autograder', 'torch'}))"],
+                          cwd=REPO / "labtools", capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda meta: meta.update(grade=False), "test_central_difference: grade False (course: True)"),
+    (lambda meta: meta.update(points=100), "test_central_difference: points 100 (course: 2)"),
+])
+def test_changed_grading_metadata_is_refused_with_the_reason(tmp_path, change, reason):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_central_difference")
+    change(cell.metadata["nbgrader"])
+    nb.cells.append(nbformat.from_dict({**cell, "id": "copied"}))  # and a pasted copy of it
+    path = tmp_path / "tampered.ipynb"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert reason in done.stderr and "test_central_difference appears 2 times" in done.stderr
+
+
 # ------------------------------------------------------------------------------------------------ through nbgrader
 
 def grade(path, env=None):

@@ -18,8 +18,9 @@ import math
 import numpy as np
 import torch
 
-from autograder.checks import builds_on, exercise
+from autograder.checks import builds_on, exercise, reference_modules
 from autograder.diagnostics import CheckFailure, call_learner, fmt
+from autograder.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
 # 0.880-0.892 on the first 500 test digits with the reference solution (8 seeds measured); a bug upstream lands below.
@@ -38,22 +39,8 @@ def check_module(answer) -> None:
     ex = "module"
     Module, Parameter, Tensor = answer["Module"], answer["Parameter"], answer["Tensor"]
 
-    class Pair(Module):
-        def __init__(self):
-            super().__init__()
-            self.a = Parameter(np.ones(2))
-            self.b = Parameter(np.zeros(3))
-            self.scale = 3.0
-            self.data = Tensor(np.zeros(2))
-
-    class Outer(Module):
-        def __init__(self):
-            super().__init__()
-            self.first = Pair()
-            self.w = Parameter(np.zeros((2, 2)))
-            self.second = Pair()
-            self.again = self.first  # the same sub-module twice: its parameters must still count once
-            self.tied = self.second.a  # a shared parameter
+    kit = beside(answer, reference_modules)
+    Pair, Outer, Ordered = kit.module_classes(Module, Parameter, Tensor)
 
     pair = call_learner(ex, Pair, shown_input="a module with Parameters a, b, a number and a plain Tensor")
     got = call_learner(ex, pair.parameters, shown_input="pair.parameters()")
@@ -77,13 +64,6 @@ def check_module(answer) -> None:
         missing = len(want - set(_ids(got)))
         raise CheckFailure(ex, f"parameters() missed {missing} of the 5 parameters of a module with its own Parameter "
                                "and two sub-modules: include every sub-module's parameters(), recursively.")
-    class Ordered(Module):
-        def __init__(self):
-            super().__init__()
-            self.first = Pair()
-            self.w = Parameter(np.zeros(1))
-            self.second = Pair()
-
     ordered = call_learner(ex, Ordered, shown_input="Ordered(): first = Pair(), w = Parameter, second = Pair()")
     names = {id(ordered.w): "w", id(ordered.first.a): "first.a", id(ordered.first.b): "first.b",
              id(ordered.second.a): "second.a", id(ordered.second.b): "second.b"}
@@ -134,9 +114,7 @@ def check_module(answer) -> None:
 
 def _module_answer(ModuleSubclass, Tensor):
     """The Module and Parameter classes behind a learner's layer class, for checking exercise 1 first."""
-    Module = next(c for c in ModuleSubclass.__mro__ if c.__name__ == "Module")
-    Parameter = ModuleSubclass.__init__.__globals__["Parameter"]
-    return {"Module": Module, "Parameter": Parameter, "Tensor": Tensor}
+    return {**beside(ModuleSubclass, reference_modules).module_answer(ModuleSubclass), "Tensor": Tensor}
 
 
 # ------------------------------------------------------------------------------------------------ linear
@@ -146,7 +124,8 @@ def check_linear(answer) -> None:
     ex = "linear"
     Linear, Tensor = answer["Linear"], answer["Tensor"]
     builds_on(ex, "module", _module_answer(Linear, Tensor))
-    np.random.seed(1)
+    kit = beside(answer, reference_modules)
+    kit.seed(1)
     layer = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300)")
     weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
     for name, p, shape in (("weight", weight, (300, 400)), ("bias", bias, (300,))):
@@ -167,7 +146,7 @@ def check_linear(answer) -> None:
             raise CheckFailure(ex, f"Linear(400, 300).{name} should be uniform in [-k, k] with k = 1/sqrt(400) = 0.05 "
                                    f"(standard deviation k/√3 = {k / math.sqrt(3):.4f}); got values from "
                                    f"{values.min():.4f} to {values.max():.4f}, standard deviation {values.std():.4f}.")
-    np.random.seed(1)
+    kit.seed(1)
     again = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300) after the same np.random.seed(1)")
     second = call_learner(ex, Linear, 400, 300, shown_input="a second Linear(400, 300)")
     if not np.array_equal(np.asarray(again.weight.array), np.asarray(weight.array)):
@@ -226,7 +205,7 @@ def check_sequential(answer) -> None:
         raise CheckFailure(ex, f"ReLU()([-2, 0, 3]) should be [0, 0, 3], got {out!r}.")
     if call_learner(ex, relu.parameters, shown_input="ReLU().parameters()") != []:
         raise CheckFailure(ex, "ReLU has no parameters.")
-    np.random.seed(4)
+    beside(answer, reference_modules).seed(4)
     first, second, third = Linear(3, 4), Linear(4, 5), Linear(5, 2)
     model = call_learner(ex, Sequential, first, ReLU(), Sequential(second, ReLU()), third,
                          shown_input="Sequential(Linear(3, 4), ReLU(), Sequential(Linear(4, 5), ReLU()), Linear(5, 2))")
@@ -381,86 +360,31 @@ def check_sgd(answer) -> None:
 
 # ------------------------------------------------------------------------------------------------ training
 
-class _ReferenceModel:
-    """A 784-16-10 network on the notebook's given engine (not the learner's modules), to test the training loop alone.
-
-    It knows each training row by its content, so however train_epoch indexes or copies the images, every
-    recorded forward pass logs which rows it saw; and it knows each row's label, to compute the gradient that
-    optimizer.step() should find: that of the mean cross-entropy of the current batch.
-    """
-
-    def __init__(self, Tensor, images, labels, seed):
-        rng = np.random.default_rng(seed)
-        self.Tensor, self.labels = Tensor, labels
-        self.params = [Tensor(rng.uniform(-0.036, 0.036, (784, 16)), requires_grad=True),
-                       Tensor(np.zeros(16), requires_grad=True),
-                       Tensor(rng.uniform(-0.25, 0.25, (16, 10)), requires_grad=True),
-                       Tensor(np.zeros(10), requires_grad=True)]
-        self.row_of = {row.tobytes(): n for n, row in enumerate(images)}
-        self.batches, self.recorded = [], []
-
-    def parameters(self):
-        return list(self.params)
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
-
-    def __call__(self, x):
-        w1, b1, w2, b2 = self.params
-        out = ((x @ w1 + b1).relu()) @ w2 + b2
-        self.recorded.append(out.recipe is not None)
-        if out.recipe is not None:
-            rows = [self.row_of.get(np.asarray(row, dtype=np.float64).tobytes()) for row in np.asarray(x.array)]
-            if None in rows:
-                raise CheckFailure("training", "the model received rows that are not rows of the images: pass "
-                                               "Tensor(images[batch]), the rows unchanged.")
-            self.batches.append(rows)
-        return out
-
-    def batch_gradients(self, rows):
-        """Gradients of the mean cross-entropy over ``rows`` at the current parameters, by torch."""
-        tensors = [torch.tensor(np.asarray(p.array), requires_grad=True) for p in self.params]
-        x = torch.tensor(np.stack([np.frombuffer(key, dtype=np.float64) for key in self._keys(rows)]))
-        logits = torch.relu(x @ tensors[0] + tensors[1]) @ tensors[2] + tensors[3]
-        torch.nn.functional.cross_entropy(logits, torch.tensor(self.labels[rows])).backward()
-        return [t.grad.numpy() for t in tensors]
-
-    def _keys(self, rows):
-        keys = {n: key for key, n in self.row_of.items()}
-        return [keys[n] for n in rows]
+def batch_gradients(params, images, labels, rows):
+    """Gradients of the mean cross-entropy of ``rows`` for ReferenceModel's network at ``params``, by torch."""
+    tensors = [torch.tensor(p, requires_grad=True) for p in params]
+    logits = torch.relu(torch.tensor(images[rows]) @ tensors[0] + tensors[1]) @ tensors[2] + tensors[3]
+    torch.nn.functional.cross_entropy(logits, torch.tensor(labels[rows])).backward()
+    return [t.grad.numpy() for t in tensors]
 
 
-class _SpyOptimizer:
-    """Plain SGD that, at every step, checks the gradients are those of the current batch's mean loss."""
-
-    def __init__(self, model, lr):
-        self.model, self.lr, self.steps, self.problems, self.previous = model, lr, 0, [], None
-
-    def zero_grad(self):
-        self.model.zero_grad()
-
-    def step(self):
-        self.steps += 1
-        params = self.model.params
-        found = [None if p.grad is None else np.asarray(p.grad.array, dtype=np.float64) for p in params]
-        if not self.model.batches or any(g is None for g in found):
-            self.problems.append("missing")
-        else:
-            rows = self.model.batches[-1]
-            want = self.model.batch_gradients(rows)
-            if not all(np.allclose(g, w, rtol=1e-8, atol=1e-12) for g, w in zip(found, want)):
-                if self.previous is not None and all(np.allclose(g, w + v, rtol=1e-8, atol=1e-12)
-                                                     for g, w, v in zip(found, want, self.previous)):
-                    self.problems.append("accumulated")
-                elif all(np.allclose(g, len(rows) * w, rtol=1e-8, atol=1e-12) for g, w in zip(found, want)):
-                    self.problems.append("sum")
-                else:
-                    self.problems.append("different")
-        self.previous = found
-        for p, g in zip(params, found):
-            if g is not None:
-                p.array -= self.lr * g
+def protocol_problem(steps, images, labels) -> str | None:
+    """The first thing wrong with the gradients optimizer.step() found, from SpyOptimizer's recordings."""
+    previous = None
+    for step in steps:
+        found, rows = step["grads"], step["rows"]
+        if rows is None or any(g is None for g in found):
+            return "missing"
+        want = batch_gradients(step["params"], images, labels, rows)
+        if not all(np.allclose(g, w, rtol=1e-8, atol=1e-12) for g, w in zip(found, want)):
+            if previous is not None and all(np.allclose(g, w + v, rtol=1e-8, atol=1e-12)
+                                            for g, w, v in zip(found, want, previous)):
+                return "accumulated"
+            if all(np.allclose(g, len(rows) * w, rtol=1e-8, atol=1e-12) for g, w in zip(found, want)):
+                return "sum"
+            return "different"
+        previous = found
+    return None
 
 
 PROTOCOL_PROBLEMS = {
@@ -484,27 +408,35 @@ def check_training(answer) -> None:
     Tensor = answer["Tensor"]
     train_epoch, accuracy = answer["train_epoch"], answer["accuracy"]
     builds_on(ex, "sequential", {k: answer[k] for k in ("Sequential", "ReLU", "Linear", "Tensor")})
-    learner_globals = train_epoch.__globals__
-    if "cross_entropy" in learner_globals:
-        builds_on(ex, "cross_entropy", {"cross_entropy": learner_globals["cross_entropy"],
-                                                            "Tensor": Tensor})
-    builds_on(ex, "sgd", {"SGD": answer["SGD"], "Parameter": learner_globals.get("Parameter"),
-                                    "Tensor": Tensor})
+    kit = beside(answer, reference_modules)
+    cross_entropy = kit.global_of(train_epoch, "cross_entropy")
+    if cross_entropy is not None:
+        builds_on(ex, "cross_entropy", {"cross_entropy": cross_entropy, "Tensor": Tensor})
+    builds_on(ex, "sgd", {"SGD": answer["SGD"], "Parameter": kit.global_of(train_epoch, "Parameter"),
+                          "Tensor": Tensor})
     rng = np.random.default_rng(11)
     images, labels = rng.random((200, 784)), rng.integers(0, 10, 200)  # random rows: each one unique
-    model = _ReferenceModel(Tensor, images, labels, seed=8)
-    optimizer = _SpyOptimizer(model, 0.1)
+    model = kit.ReferenceModel(Tensor, images, seed=8)
+    optimizer = kit.SpyOptimizer(model, 0.1)
     shown = "train_epoch(model, optimizer, 200 images, labels, batch_size=64, rng)"
-    epoch_rng = np.random.default_rng(9)
-    losses = call_learner(ex, train_epoch, model, optimizer, images, labels, 64, epoch_rng, shown_input=shown)
+    epoch_rng = kit.generator(9)
+    try:
+        losses = call_learner(ex, train_epoch, model, optimizer, images, labels, 64, epoch_rng, shown_input=shown)
+    except CheckFailure:
+        if model.foreign_rows:
+            raise CheckFailure(ex, "the model received rows that are not rows of the images: pass "
+                                   "Tensor(images[batch]), the rows unchanged.") from None
+        raise
     if not isinstance(losses, list) or len(losses) != 4:
         raise CheckFailure(ex, f"{shown} should return a list of 4 losses (batches of 64, 64, 64 and 8), got {losses!r}.")
     if not all(isinstance(v, float) and math.isfinite(v) for v in losses):
         raise CheckFailure(ex, f"{shown} should return plain finite floats (loss.item()), got {losses!r}.")
-    if optimizer.steps != 4:
-        raise CheckFailure(ex, f"{shown}: optimizer.step() ran {optimizer.steps} times; once per batch makes 4.")
-    if optimizer.problems:
-        raise CheckFailure(ex, f"{shown}: {PROTOCOL_PROBLEMS[optimizer.problems[0]]}")
+    steps = optimizer.steps
+    if len(steps) != 4:
+        raise CheckFailure(ex, f"{shown}: optimizer.step() ran {len(steps)} times; once per batch makes 4.")
+    problem = protocol_problem(steps, images, labels)
+    if problem:
+        raise CheckFailure(ex, f"{shown}: {PROTOCOL_PROBLEMS[problem]}")
     first = model.batches
     _check_visits(ex, first, len(labels), shown)
     model.batches = []
@@ -512,20 +444,20 @@ def check_training(answer) -> None:
     if sorted(map(sorted, model.batches)) == sorted(map(sorted, first)):
         raise CheckFailure(ex, "the second epoch (same rng object) made the same batches as the first: shuffle with the "
                                "rng you are given, drawing a new permutation every epoch (rng.permutation).")
-    replay = _ReferenceModel(Tensor, images, labels, seed=8)
-    call_learner(ex, train_epoch, replay, _SpyOptimizer(replay, 0.1), images, labels, 64, np.random.default_rng(9),
+    replay = kit.ReferenceModel(Tensor, images, seed=8)
+    call_learner(ex, train_epoch, replay, kit.SpyOptimizer(replay, 0.1), images, labels, 64, kit.generator(9),
                  shown_input=f"{shown} with a new rng of the same seed")
     if replay.batches != first:
         raise CheckFailure(ex, "a new rng with the same seed gave a different order: shuffle with the rng argument "
                                "(rng.permutation), not np.random or a generator of your own, so runs are reproducible.")
 
     data = load_mnist(verbose=False)
-    evaluated = _ReferenceModel(Tensor, data.test_images[:300], data.test_labels[:300], seed=10)
+    evaluated = kit.ReferenceModel(Tensor, data.test_images[:300], seed=10)
     got = call_learner(ex, accuracy, evaluated, data.test_images[:300], data.test_labels[:300],
                        shown_input="accuracy(model, 300 images, labels)")
-    w1, b1, w2, b2 = evaluated.params
-    logits = ((Tensor(data.test_images[:300]) @ w1 + b1).relu()) @ w2 + b2
-    want = float(np.mean(logits.array.argmax(axis=1) == data.test_labels[:300]))
+    w1, b1, w2, b2 = evaluated.arrays()
+    logits = np.maximum(data.test_images[:300] @ w1 + b1, 0) @ w2 + b2
+    want = float(np.mean(logits.argmax(axis=1) == data.test_labels[:300]))
     if isinstance(got, bool) or not isinstance(got, (float, np.floating)) or not math.isclose(float(got), want,
                                                                                                abs_tol=1e-12):
         raise CheckFailure(ex, f"accuracy(...) should be the fraction {want} (a float in [0, 1]) of rows whose largest "
@@ -553,10 +485,11 @@ def _check_learning(ex, answer, data):
     Sequential, Linear, ReLU, SGD = answer["Sequential"], answer["Linear"], answer["ReLU"], answer["SGD"]
     shown = (f"training Sequential(Linear(784, 64), ReLU(), Linear(64, 10)) with your SGD (lr {TRAINING_LR}) for "
              f"{TRAINING_EPOCHS} epochs on {TRAINING_SLICE:,} digits, batch 32")
-    np.random.seed(0)
+    kit = beside(answer, reference_modules)
+    kit.seed(0)
     model = call_learner(ex, lambda: Sequential(Linear(784, 64), ReLU(), Linear(64, 10)), shown_input=shown)
     optimizer = call_learner(ex, SGD, model.parameters(), lr=TRAINING_LR, shown_input=shown)
-    rng = np.random.default_rng(0)
+    rng = kit.generator(0)
     for _ in range(TRAINING_EPOCHS):
         call_learner(ex, answer["train_epoch"], model, optimizer, data.train_images[:TRAINING_SLICE],
                      data.train_labels[:TRAINING_SLICE], 32, rng, shown_input=shown)
