@@ -90,13 +90,16 @@ def solution_version(nb):
 def solution_namespace(name: str, edits: dict | None = None, extra: str = "") -> dict:
     """Run a solution notebook's code as a learner's kernel would hold it, for tests and benchmarks.
 
-    Runs the given cells before the first exercise and every answer cell, skipping demonstrations and test cells;
+    Runs the given cells before the first exercise whole, every answer cell, and the definitions of the given cells
+    after it (autograder.trusted.definitions: a class such as notebook 2's ``Module``), skipping test cells;
     ``edits`` ({grade_id: [(right, wrong), ...]}) are applied to answer cells first, then ``extra`` code runs (for
     example a correct alternative that redefines a function).
 
     Raises:
         ValueError: an edit no longer matches the solution, or names no answer cell.
     """
+    from autograder.trusted import definitions
+
     nb = solution_version(nbformat.read(assignments()[name], as_version=4))
     edits = dict(edits or {})
     module = types.ModuleType("__learner__")  # registered, as a notebook's __main__ is: dataclasses look it up
@@ -106,9 +109,9 @@ def solution_namespace(name: str, edits: dict | None = None, extra: str = "") ->
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         seen_answer = seen_answer or meta.get("solution", False)
-        if cell.cell_type != "code" or meta.get("grade") or (seen_answer and not meta.get("solution")):
+        if cell.cell_type != "code" or meta.get("grade"):
             continue
-        source = cell.source
+        source = definitions(cell.source) if seen_answer and not meta.get("solution") else cell.source
         for right, wrong in edits.pop(meta.get("grade_id"), []):
             if right not in source:
                 raise ValueError(f"edit no longer matches the solution of {meta.get('grade_id')}: {right!r}")

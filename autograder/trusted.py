@@ -73,6 +73,13 @@ def _patch_or_constant(statement) -> bool:
     return True
 
 
+def python(source: str) -> str:
+    """A cell's source as plain Python: IPython's magics and shell escapes become calls, as the kernel sees them."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(source)
+
+
 def _leaves(node) -> list:
     """The elements of a (nested) tuple expression, or the expression itself."""
     return [leaf for element in node.elts for leaf in _leaves(element)] if isinstance(node, ast.Tuple) else [node]
@@ -101,10 +108,10 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
         if grade_id in tests and exercise_id(grade_id) not in found:
             found[exercise_id(grade_id)] = (len(cells), tests[grade_id])
         elif grade_id in answers:
-            cells.append(Cell(grade_id, cell.source, answer=True))
+            cells.append(Cell(grade_id, python(cell.source), answer=True))
             answers.discard(grade_id)  # a pasted copy of an answer cell counts once
         elif grade_id not in tests:
-            code = definitions(cell.source)
+            code = definitions(python(cell.source))
             if code:
                 cells.append(Cell(f"cell {index + 1}", code, answer=False))
     for grade_id, source in tests.items():  # a deleted test cell is still graded, after everything

@@ -181,6 +181,32 @@ def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
 
 
+def test_solution_notebooks_pass_every_trusted_check(assignment):
+    found = trusted.verdicts(nbformat.read(solution_notebook(assignment), as_version=4), course(assignment))
+    assert found and all(v.passed for v in found.values()), {e: v.message for e, v in found.items() if not v.passed}
+
+
+def test_a_realistic_mistake_gets_the_same_diagnosis_in_the_worker_as_in_process(assignment):
+    """The same check code runs on local objects (a learner's kernel) and on remote ones: same verdict, same words."""
+    from autograder import CheckFailure, check
+    from autograder.course import solution_namespace
+    from autograder.demo import MISTAKES
+
+    grade_id, edits = MISTAKES[assignment]
+    expression = trusted.check_call(next(c.source for c in course(assignment).cells
+                                         if c.metadata.get("nbgrader", {}).get("grade_id") == f"test_{grade_id}"))[1]
+    namespace = solution_namespace(assignment, {grade_id: edits})
+    with pytest.raises(CheckFailure) as local:
+        check(grade_id, eval(expression, namespace), quiet=True)
+    mistaken = nbformat.read(solution_notebook(assignment), as_version=4)
+    for cell in mistaken.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            for right, wrong in edits:
+                cell.source = cell.source.replace(right, wrong)
+    verdict = trusted.verdicts(mistaken, course(assignment))[grade_id]
+    assert not verdict.passed and verdict.message == local.value.message
+
+
 def test_the_learner_package_does_not_load_the_grader():
     done = subprocess.run([sys.executable, "-c", "import sys, labtools; "
                            "print(sorted({m.split('.')[0] for m in sys.modules} & {'autograder', 'torch'}))"],
