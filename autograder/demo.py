@@ -1,7 +1,8 @@
 """`make demo`: rebuild the course, then grade a demo class through the real nbgrader command line.
 
-The class has three students per assignment: one hands in the solutions, one hands in the untouched notebook,
-one makes a realistic mistake. Everything happens in ``build/demo-course/``, which is wiped at each run.
+The class has four students per assignment: one hands in the solutions, one hands in the untouched notebook,
+one makes a realistic mistake, and one attacks the grader (ATTACK). Everything happens in ``build/demo-course/``,
+which is wiped at each run.
 """
 from __future__ import annotations
 
@@ -31,6 +32,40 @@ MISTAKES = {
 }
 
 
+# An attacker hands in the untouched notebook with this as its first answer: it silences the hidden tests, tries to
+# write the gradebook, starts a process meant to outlive the notebook, and kills its parent (nbgrader, were it
+# reachable) from inside every function the tests call. Trusted grading gives it nothing and grades the rest.
+ATTACK = """import os, subprocess, sys
+try:
+    import autograder
+    autograder.check = lambda *args, **kwargs: None
+except ImportError:
+    pass
+for gradebook in ("gradebook.db", "../../../gradebook.db"):
+    try:
+        with open(gradebook, "ab") as db:
+            db.write(b"tampered")
+    except OSError:
+        pass
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+
+
+def attack(*args, **kwargs):
+    os.kill(os.getppid(), 9)
+
+
+{name} = attack
+"""
+
+
+def attacked(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` with ATTACK as its first answer cell."""
+    nb = nbformat.from_dict(nb)
+    first = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    first.source = ATTACK.format(name=first.metadata["nbgrader"]["grade_id"])
+    return nb
+
+
 def submissions(name: str) -> dict[str, nbformat.NotebookNode]:
     """The demo class's notebooks for one assignment, by student id (after generate_assignment in the demo course)."""
     solved = solution_version(nbformat.read(assignments()[name], as_version=4))
@@ -43,7 +78,7 @@ def submissions(name: str) -> dict[str, nbformat.NotebookNode]:
                     raise ValueError(f"demo mistake for {name} no longer matches its solution: {right!r}")
                 cell.source = cell.source.replace(right, wrong)
     untouched = nbformat.read(COURSE / "release" / name / f"{name}.ipynb", as_version=4)
-    return {"full-marks": solved, "untouched": untouched, "mistake": mistaken}
+    return {"full-marks": solved, "untouched": untouched, "mistake": mistaken, "attacker": attacked(untouched)}
 
 
 def trained_accuracy(name: str = "05_modules_mnist", student: str = "full-marks") -> str:

@@ -246,6 +246,8 @@ class Worker:
                     self._send(self._serve_callback(frame))
                     continue
                 raise ProtocolError("a reply to no request")
+            if "stopped" in frame:
+                raise self._stop(str(frame["stopped"])[:500])
             if "error" not in frame:
                 return self._outcome(message["op"], frame["ok"], call_args)
         except (ProtocolError, ValueError, TypeError, KeyError) as error:

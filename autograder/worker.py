@@ -170,11 +170,15 @@ class Connection:
 
     def answer(self, message: dict, namespace: dict) -> dict:
         try:
-            return {"reply": message["id"], "ok": self.perform(message, namespace)}
+            reply = {"reply": message["id"], "ok": self.perform(message, namespace)}
         except BaseException as error:  # noqa: B036 -- SystemExit and KeyboardInterrupt from learner code are answers too
             if isinstance(error, RecursionError):
                 sys.setrecursionlimit(RECURSION_LIMIT)
-            return {"reply": message["id"], "error": describe(error)}
+            reply = {"reply": message["id"], "error": describe(error)}
+        if running_threads() > BASELINE_THREADS:  # they could change results after we answer: the answer is void
+            reply = {"reply": message["id"], "stopped": "your code started a thread (or process) that was still "
+                                                        "running when it returned; an exercise must not leave any"}
+        return reply
 
     def perform(self, message: dict, namespace: dict):
         op = message["op"]
@@ -298,7 +302,16 @@ def describe(error: BaseException) -> dict:
             "where": "".join(traceback.format_exception_only(kind, error))[-300:] if not builtin else ""}
 
 
+def running_threads() -> int:
+    """Threads of this process, whoever started them (the threading module does not see _thread or C threads)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
 RECURSION_LIMIT = sys.getrecursionlimit()
+BASELINE_THREADS = running_threads()
 LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __main__ (dataclasses look it up)
 NAMESPACE = LEARNER.__dict__
 NAMESPACE["get_ipython"] = Shell

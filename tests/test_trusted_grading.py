@@ -91,6 +91,8 @@ def test_the_sandbox_hides_the_course_the_network_and_autodiff():
     ("import os\nos._exit(3)", "ended the process that runs it"),
     ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed by signal SIGKILL"),
     ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "timeout"),
+    ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
+     "still running when it returned"),
 ])
 def test_a_runaway_worker_is_stopped_with_a_named_reason(code, reason):
     with remote.Worker() as worker:
@@ -267,3 +269,38 @@ def test_a_kernel_that_ignores_interrupts_is_stopped_and_the_rest_graded(tmp_pat
     code, found = grade(path, env={"BACKPROP_CELL_TIMEOUT_S": "10"})
     assert code == 1 and found["numerical_gradient"]["score"] == 0
     assert all(found[e]["passed"] for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
+
+
+@pytest.mark.slow
+def test_a_class_with_an_attacker_is_graded_normally_by_the_nbgrader_command(tmp_path):
+    """`nbgrader autograde` itself, with the course's config: the attacker (graded first) gets nothing, the others
+    exactly what they earned, and the gradebook is the one nbgrader wrote."""
+    import csv
+    import os
+
+    from autograder.course import solution_version
+    from autograder.demo import attacked
+
+    shutil_copy = __import__("shutil").copytree
+    shutil_copy(REPO / "source" / NB, tmp_path / "source" / NB)
+    (tmp_path / "nbgrader_config.py").write_text(
+        "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n")
+
+    def nbgrader(*args):
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=900, env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep +
+                                                os.environ["PATH"]})
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    nbgrader("generate_assignment", NB)
+    untouched = nbformat.read(tmp_path / "release" / NB / f"{NB}.ipynb", as_version=4)
+    class_ = {"attacker": attacked(untouched), "full-marks": solution_version(course()), "untouched": untouched}
+    for student, nb in class_.items():
+        path = tmp_path / "submitted" / student / NB / f"{NB}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+    nbgrader("autograde", NB)
+    nbgrader("export", "--to", "grades.csv")
+    with open(tmp_path / "grades.csv") as table:
+        scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(table)}
+    assert scores == {"attacker": 0.0, "full-marks": 10.0, "untouched": 0.0}
