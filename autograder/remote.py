@@ -34,8 +34,13 @@ from autograder import sandbox
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 INSIDE_SCRIPT = "/tmp/grader/worker.py"
 DEFAULT_TIMEOUT_S = 10.0
-FRAME_LIMIT = 256 * 1024 * 1024
+# Answers are numbers and modest arrays; a bigger frame is an attack on this process's memory (JSON decoding costs
+# ~50 bytes per element), so both the frame and the number of values in it are capped.
+FRAME_LIMIT = 16 * 1024 * 1024
+VALUE_LIMIT = 1_000_000
+EXERCISE_BUDGET_S = 240.0  # all of one exercise's requests together: slow-but-finite code cannot stall a class
 DTYPES = "?bBhHiIlLqQefd"
+MESSAGE_LIMIT = 300  # of a learner exception's text quoted in a diagnosis (it is the learner's text, not ours)
 # Learner exceptions that keep their type on this side (checks tell them apart); every other type becomes
 # LearnerError with the type's name. Only these classes are ever instantiated from what the worker says.
 MAPPED_ERRORS = {cls.__name__: cls for cls in (
@@ -156,7 +161,8 @@ class Worker:
     Use as a context manager; the process is killed on exit whatever happened.
     """
 
-    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits()):
+    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits(),
+                 budget_s: float = EXERCISE_BUDGET_S):
         here, there = socket.socketpair()
         self._socket = here
         self._home = tempfile.TemporaryDirectory(prefix="grading-worker-")
@@ -174,10 +180,12 @@ class Worker:
         there.close()
         self._next_id = 0
         self._deadline: float | None = None
+        self._budget, self._budget_end = budget_s, time.monotonic() + budget_s
         self._proxies: dict[int, Remote] = {}
         self._callbacks: list = []
         self._callback_ids: dict[int, int] = {}
         self._call_args: tuple = ()
+        self._values = 0
         self._installed: dict[str, Remote] = {}
         self.stopped: Stopped | None = None
         global _OPEN_WORKERS
@@ -232,7 +240,10 @@ class Worker:
             raise self.stopped
         outermost = self._deadline is None
         if outermost:
-            self._deadline = time.monotonic() + timeout
+            if time.monotonic() >= self._budget_end:
+                raise self._stop(f"the checks of this exercise took more than {self._budget:g} s in all: is your code "
+                                 "very slow?")
+            self._deadline = min(time.monotonic() + timeout, self._budget_end)
         self._next_id += 1
         request_id = self._next_id
         encoded = {**message, "id": request_id, **self._encoded(message)}  # a failure here is ours, not the learner's
@@ -250,9 +261,9 @@ class Worker:
                 raise self._stop(str(frame["stopped"])[:500])
             if "error" not in frame:
                 return self._outcome(message["op"], frame["ok"], call_args)
-        except (ProtocolError, ValueError, TypeError, KeyError) as error:
-            raise self._stop(f"the grading process sent something that is not an answer ({error}): does your code "
-                             "write to file descriptors it did not open?") from None
+        except (ProtocolError, ValueError, TypeError, KeyError, IndexError, RecursionError, OverflowError):
+            raise self._stop("the process running your code sent something that is not an answer: does your code "
+                             "write to file descriptors it did not open, or change the grading process's code?") from None
         finally:
             if outermost:
                 self._deadline = None
@@ -299,7 +310,7 @@ class Worker:
             return {"reply": frame["id"], "error": {"type": kind, "message": str(error)[:500], "builtin": True}}
 
     def _exception(self, error: dict) -> BaseException:
-        kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:2000]
+        kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:MESSAGE_LIMIT]
         if error.get("builtin") and kind in MAPPED_ERRORS:
             return MAPPED_ERRORS[kind](message)
         return LearnerError(kind, message)
@@ -342,6 +353,9 @@ class Worker:
         raise TypeError(f"cannot send a {type(value).__name__} to the learner's process")
 
     def _decode(self, value):
+        self._values += 1
+        if self._values > VALUE_LIMIT:
+            raise ProtocolError("too many values in one answer")
         kind = type(value)
         if value is None or kind in (bool, int, float, str):
             return value
@@ -396,6 +410,7 @@ class Worker:
             raise self._stop(self._death()) from None
 
     def _receive(self) -> dict:
+        self._values = 0
         header = self._read(4)
         (size,) = struct.unpack(">I", header)
         if size > FRAME_LIMIT:
@@ -407,12 +422,12 @@ class Worker:
         while left:
             remaining = self._deadline - time.monotonic()
             if remaining <= 0:
-                raise self._stop("timeout", timeout=True)
+                raise self._timed_out()
             self._socket.settimeout(remaining)
             try:
                 chunk = self._socket.recv(min(left, 1 << 20))
             except socket.timeout:
-                raise self._stop("timeout", timeout=True) from None
+                raise self._timed_out() from None
             except OSError:
                 chunk = b""
             if not chunk:
@@ -420,6 +435,12 @@ class Worker:
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
+
+    def _timed_out(self) -> Stopped:
+        if self._deadline >= self._budget_end:
+            return self._stop(f"the checks of this exercise took more than {self._budget:g} s in all: is your code "
+                              "very slow?")
+        return self._stop("timeout", timeout=True)
 
     def _stop(self, reason: str, timeout: bool = False) -> Stopped:
         """Kill the worker and remember why: every later request fails at once with the same reason."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+HIDDEN_PACKAGE = Path(__file__).with_name("hidden_package.py")
 # Directory names under site-packages that must look empty inside the sandbox: autodiff and symbolic calculus.
 HIDDEN_PACKAGES = ("torch", "functorch", "torchgen", "sympy", "mpmath", "jax", "jaxlib", "autograd", "tensorflow")
 
@@ -65,6 +66,14 @@ def site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
+def other_site_packages() -> list[Path]:
+    """Package folders other than this environment's: the base interpreter's, and the system's."""
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
+    found = {Path(base["purelib"]), Path(base["platlib"]), *Path("/usr/lib").glob("python3*/dist-packages"),
+             *Path("/usr/local/lib").glob("python3*/dist-packages"), *Path("/usr/local/lib").glob("python3*/site-packages")}
+    return sorted(p for p in found if p.is_dir() and p != site_packages())
+
+
 def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | None = None,
          writable: dict[Path, Path] | None = None, workdir: str = "/tmp", share_net: bool = False,
          hide_packages: bool = True, env: dict[str, str] | None = None, limits: Limits = Limits()) -> list[str]:
@@ -92,9 +101,13 @@ def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | No
     # The interpreter and its libraries may live under a hidden folder (a venv in the repository, pyenv in ~).
     for needed in {Path(sys.prefix), Path(sys.base_prefix)}:
         command += ["--ro-bind", str(needed), str(needed)]
-    for name in HIDDEN_PACKAGES if hide_packages else ():
-        if (site_packages() / name).is_dir():
-            command += ["--tmpfs", str(site_packages() / name)]
+    if hide_packages:
+        for folder in other_site_packages():  # a learner can put any of them on sys.path: sympy lives there too
+            command += ["--tmpfs", str(folder)]
+        for name in HIDDEN_PACKAGES:  # an empty folder would still import, as a namespace package: make it refuse
+            if (site_packages() / name).is_dir():
+                command += ["--tmpfs", str(site_packages() / name),
+                            "--ro-bind", str(HIDDEN_PACKAGE), str(site_packages() / name / "__init__.py")]
     for outside, inside in (binds or {}).items():
         command += ["--ro-bind", str(outside), str(inside)]
     for outside, inside in (writable or {}).items():
