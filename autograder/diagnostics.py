@@ -11,23 +11,38 @@ import signal
 import sys
 
 import numpy as np
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 
 from autograder import remote
 
 # Seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
 CALL_TIMEOUT_S = 10
 
-# Randomized cases: reproducible across runs (derandomize), no .hypothesis folder in the learner's directory.
-RANDOM_CASES = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    print_blob=False,
-    report_multiple_bugs=False,
-    suppress_health_check=list(HealthCheck),
-)
+_SETTINGS = dict(max_examples=60, deadline=None, database=None, print_blob=False, report_multiple_bugs=False,
+                 suppress_health_check=list(HealthCheck))
+_CASE_SEED: list[int] = []  # set while a trusted grade runs (case_seed): the randomized cases depend on it
+
+
+def RANDOM_CASES(test):
+    """Settings for a check's randomized cases (hypothesis): 60 examples, no .hypothesis folder anywhere.
+
+    In a learner's kernel the cases are derandomized, the same on every run. A trusted grade seeds them from the
+    submission (case_seed), so they are reproducible for one submission but cannot be learnt by heart from the
+    grader's code: a table of memorised answers misses them.
+    """
+    if not _CASE_SEED:
+        return settings(derandomize=True, **_SETTINGS)(test)
+    return seed(_CASE_SEED[-1])(settings(derandomize=False, **_SETTINGS)(test))
+
+
+@contextlib.contextmanager
+def case_seed(value: int):
+    """Draw every check's randomized cases from ``value`` inside the block."""
+    _CASE_SEED.append(value)
+    try:
+        yield
+    finally:
+        _CASE_SEED.pop()
 
 
 class CheckFailure(AssertionError):

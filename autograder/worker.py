@@ -195,6 +195,8 @@ class Connection:
         kwargs = self.decode(message.get("kwargs", {"__dict__": []}))
         if op == "getattr":
             return self.encode(getattr(target, message["name"]))
+        if op == "method":
+            return self.encode(getattr(target, message["name"])(*args))
         if op == "setattr":
             setattr(target, message["name"], args[0])
             return None

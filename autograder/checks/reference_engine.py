@@ -111,36 +111,11 @@ def reference_class(Tensor):
     return Node
 
 
-def graph(end):
-    """Every tensor reached from ``end`` through recorded inputs that require grad, each with the positions of
-    those inputs: (nodes, parents). One call instead of a request per edge on a 10,000-node chain in the worker."""
-    position, nodes, stack = {id(end): 0}, [end], [end]
-    while stack:
-        for parent in graph_inputs(stack.pop()):
-            if id(parent) not in position:
-                position[id(parent)] = len(nodes)
-                nodes.append(parent)
-                stack.append(parent)
-    return nodes, [[position[id(p)] for p in graph_inputs(node)] for node in nodes]
-
-
 def graph_inputs(node):
     recipe = getattr(node, "recipe", None)
     if recipe is None:
         return []
     return [x for x in recipe.inputs if hasattr(x, "array") and getattr(x, "requires_grad", False)]
-
-
-def all_tensors(order) -> bool:
-    return all(hasattr(n, "array") for n in order)
-
-
-def chain(Node, length: int):
-    """x -> -x -> --x ...: ``length`` negations recorded by the reference operators. Returns (x, end)."""
-    x = end = Node(0.5, requires_grad=True)
-    for _ in range(length):
-        end = -end
-    return x, end
 
 
 def make_cycle(a, b, c=None):

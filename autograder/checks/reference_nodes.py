@@ -55,32 +55,9 @@ class RefNode:
         return self._wrap(out, rule)
 
 
-def ref_chain(length, cls=RefNode):
-    """x -> tanh -> tanh -> ... : a chain deeper than the recursion limit. Returns (x, the last node)."""
-    x = node = cls(0.5)
-    for _ in range(length):
-        node = node.tanh()
-    return x, node
-
-
 def carrying_backward(backward):
     """A RefNode subclass whose backward() is the learner's function, to test it on graphs it did not build."""
     return type("Node", (RefNode,), {"backward": backward})
-
-
-def graph(root):
-    """Every node reachable from root, and for each the positions of its inputs: (nodes, inputs).
-
-    One call instead of a request per edge, which matters for a 10,000-node chain in the worker.
-    """
-    position, nodes, stack = {id(root): 0}, [root], [root]
-    while stack:
-        for child in stack.pop()._prev:
-            if id(child) not in position:
-                position[id(child)] = len(nodes)
-                nodes.append(child)
-                stack.append(child)
-    return nodes, [[position[id(child)] for child in node._prev] for node in nodes]
 
 
 def seed(value: int) -> None:

@@ -17,7 +17,8 @@ from hypothesis import given, strategies as st
 from autograder.checks import builds_on, exercise, reference_nodes
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, call_on_deep_graph, fmt
 from autograder.oracles import central_differences
-from autograder.remote import beside, type_of
+from autograder.checks.recorded import RecordedGraph
+from autograder.remote import beside, call_method, type_of
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 
@@ -197,14 +198,14 @@ def check_value_node(Value) -> None:
 
 # ------------------------------------------------------------------------------------------------ topological_order
 
-def _check_order(ex, kit, order, root, shown):
+def _check_order(ex, graph, order, root, shown):
     if not isinstance(order, (list, tuple)):
         raise CheckFailure(ex, f"return a list of nodes, got {type(order).__name__} ({shown})")
     ids = [id(n) for n in order]
     if len(ids) != len(set(ids)):
         raise CheckFailure(ex, f"a node appears more than once in the order ({shown}): keep a set of visited nodes "
                                "so that a node reached along several paths is added once.")
-    reachable, inputs = kit.graph(root)
+    reachable = graph.reachable(root)
     if set(ids) != {id(n) for n in reachable}:
         raise CheckFailure(ex, f"the order has {len(ids)} nodes but {len(reachable)} are reachable from the root ({shown}).")
     position = {id(n): i for i, n in enumerate(order)}
@@ -213,9 +214,9 @@ def _check_order(ex, kit, order, root, shown):
             raise CheckFailure(ex, f"the root comes first ({shown}): return inputs first and the root last; "
                                    "backward() walks the list reversed.")
         raise CheckFailure(ex, f"the root must be the last node ({shown}).")
-    for node, children in zip(reachable, inputs):
-        for child in children:
-            if position[id(reachable[child])] > position[id(node)]:
+    for node in reachable:
+        for child in graph.inputs[id(node)]:
+            if position[id(child)] > position[id(node)]:
                 raise CheckFailure(ex, f"a node comes before one of its inputs ({shown}): every node must come after "
                                        "all the nodes it was computed from.")
 
@@ -223,44 +224,43 @@ def _check_order(ex, kit, order, root, shown):
 @exercise("topological_order")
 def check_topological_order(topological_order) -> None:
     ex = "topological_order"
-    kit = beside(topological_order, reference_nodes)
-    RefNode = kit.RefNode
-    leaf = RefNode(1.0)
-    _check_order(ex, kit, call_learner(ex, topological_order, leaf, shown_input="a single leaf"), leaf, "a single leaf")
-    x = RefNode(2.0)
-    a = x * x
-    y = a * x + a  # x reached along three paths, a along two
-    _check_order(ex, kit, call_learner(ex, topological_order, y, shown_input="y = (x*x)*x + x*x"), y, "y = (x*x)*x + x*x")
+    g = RecordedGraph(beside(topological_order, reference_nodes).RefNode)
+
+    def judge(root, shown, deep=False):
+        call = call_on_deep_graph if deep else call_learner
+        _check_order(ex, g, call(ex, topological_order, root, shown_input=shown), root, shown)
+
+    judge(g.leaf(1.0), "a single leaf")
+    x = g.leaf(2.0)
+    a = g.mul(x, x)
+    judge(g.add(g.mul(a, x), a), "y = (x*x)*x + x*x")  # x reached along three paths, a along two
 
     # Twenty diamonds d_i = a_i + a_i·k: whichever way a set orders a_i and a_i·k, a walk that marks nodes when
     # pushing rather than when expanding gets about half of them wrong, so this probe cannot pass by luck.
-    total = RefNode(0.0)
+    total = g.leaf(0.0)
     for i in range(20):
-        a = RefNode(float(i))
-        total = total + (a + a * RefNode(2.0))
-    _check_order(ex, kit, call_learner(ex, topological_order, total, shown_input="a sum of 20 diamonds a + a·k"), total,
-                 "a sum of 20 diamonds a + a·k")
+        a = g.leaf(float(i))
+        total = g.add(total, g.add(a, g.mul(a, g.leaf(2.0))))
+    judge(total, "a sum of 20 diamonds a + a·k")
 
     # 2^40 paths from the root to x: a walk that follows paths instead of visiting each node once never ends.
-    layered = RefNode(1.0)
+    layered = g.leaf(1.0)
     for _ in range(40):
-        layered = layered * RefNode(2.0) + layered * RefNode(3.0)
-    _check_order(ex, kit, call_learner(ex, topological_order, layered, shown_input="40 stacked diamonds (2^40 paths)"),
-                 layered, "40 stacked diamonds (2^40 paths)")
+        layered = g.add(g.mul(layered, g.leaf(2.0)), g.mul(layered, g.leaf(3.0)))
+    judge(layered, "40 stacked diamonds (2^40 paths)")
 
-    _, end = kit.ref_chain(CHAIN_LENGTH)
-    order = call_on_deep_graph(ex, topological_order, end, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")
-    _check_order(ex, kit, order, end, f"a chain of {CHAIN_LENGTH} nodes")
+    _, end = g.chain(CHAIN_LENGTH, lambda node: g.method(node, "tanh"))
+    judge(end, f"a chain of {CHAIN_LENGTH} tanh nodes", deep=True)
 
     @RANDOM_CASES
     @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.booleans()), min_size=1, max_size=25))
     def random_dag(recipe):
-        nodes = [RefNode(1.0), RefNode(2.0)]
+        nodes = [g.leaf(1.0), g.leaf(2.0)]
         for i, j, multiply in recipe:
             p, q = nodes[i % len(nodes)], nodes[j % len(nodes)]
-            nodes.append(p * q if multiply else p + q)
+            nodes.append(g.mul(p, q) if multiply else g.add(p, q))
         shown = f"a random graph of {len(nodes)} nodes with shared inputs"
-        _check_order(ex, kit, call_learner(ex, topological_order, nodes[-1], shown_input=shown), nodes[-1], shown)
+        judge(nodes[-1], shown)
 
     random_dag()
 
@@ -309,7 +309,7 @@ def check_backward(backward) -> None:
                                f"received {fmt(x.grad)}.")
 
     # Deep graph: no recursion anywhere in the pass.
-    chain_x, end = kit.ref_chain(CHAIN_LENGTH, Node)
+    chain_x, end = RecordedGraph(Node).chain(CHAIN_LENGTH, lambda node: call_method(node, "tanh"))
     call_on_deep_graph(ex, end.backward, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")
     expected = 1.0
     value = 0.5

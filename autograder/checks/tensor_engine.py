@@ -25,6 +25,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from autograder.checks import builds_on, exercise, reference_engine
+from autograder.checks.recorded import RecordedGraph
 from autograder.checks.reference_engine import REFERENCE_RULES, graph_inputs
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph, fmt
 from autograder.remote import beside
@@ -474,19 +475,19 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
 
 # ------------------------------------------------------------------------------------------------ topological_sort
 
-def _check_sort(ex, kit, order, end, shown):
+def _check_sort(ex, graph, order, end, shown):
     if not isinstance(order, (list, tuple)):
         raise CheckFailure(ex, f"return a list of tensors, got {type(order).__name__} ({shown})")
     ids = [id(n) for n in order]
     if len(ids) != len(set(ids)):
         raise CheckFailure(ex, f"a tensor appears more than once ({shown}): keep a set of visited tensors, so that one "
                                "reached along several paths is added once.")
-    reachable, parents = kit.graph(end)
+    reachable = graph.reachable(end)
     needed = {id(n) for n in reachable}
     if not needed <= set(ids):
         raise CheckFailure(ex, f"the order has {len(needed - set(ids))} of the {len(needed)} tensors reachable through "
                                f".parents missing ({shown}).")
-    if not kit.all_tensors(order):
+    if any(id(n) not in graph.inputs for n in order):
         raise CheckFailure(ex, f"the order contains something that is not a Tensor ({shown}): follow .parents, which "
                                "leaves out plain numbers and tensors that need no gradient.")
     position = {id(n): i for i, n in enumerate(order)}
@@ -494,9 +495,9 @@ def _check_sort(ex, kit, order, end, shown):
         where = "first" if position[id(end)] == 0 else "not last"
         raise CheckFailure(ex, f"the end node comes {where} ({shown}): return inputs first and the end node last; "
                                "backprop walks the list reversed.")
-    for node, inputs in zip(reachable, parents):
-        for parent in inputs:
-            if position[id(reachable[parent])] > position[id(node)]:
+    for node in reachable:
+        for parent in graph.inputs[id(node)]:
+            if position[id(parent)] > position[id(node)]:
                 raise CheckFailure(ex, f"a tensor comes before one of its parents ({shown}): every tensor must come "
                                        "after all the tensors it was computed from.")
 
@@ -506,43 +507,44 @@ def check_topological_sort(answer) -> None:
     ex = "topological_sort"
     kit = beside(answer, reference_engine)
     topological_sort, Node = answer["topological_sort"], kit.reference_class(answer["Tensor"])
+    g = RecordedGraph(Node, only_requiring_grad=True)
 
     def sort(end, shown):
-        _check_sort(ex, kit, call_learner(ex, topological_sort, end, shown_input=shown), end, shown)
+        _check_sort(ex, g, call_learner(ex, topological_sort, end, shown_input=shown), end, shown)
 
-    sort(Node(1.0, requires_grad=True), "a single leaf")
-    x = Node(2.0, requires_grad=True)
-    a = x * x
-    sort(a * x + a * Node(3.0), "a = x*x; y = a*x + a*3 (x reached along three paths)")
-    total = Node(0.0, requires_grad=True)
+    sort(g.leaf(1.0, requires_grad=True), "a single leaf")
+    x = g.leaf(2.0, requires_grad=True)
+    a = g.mul(x, x)
+    sort(g.add(g.mul(a, x), g.mul(a, g.leaf(3.0))), "a = x*x; y = a*x + a*3 (x reached along three paths)")
+    total = g.leaf(0.0, requires_grad=True)
     for i in range(20):  # marking on push instead of on expansion gets about half of these diamonds wrong
-        d = Node(float(i), requires_grad=True)
-        total = total + (d + d * Node(2.0, requires_grad=True))
+        d = g.leaf(float(i), requires_grad=True)
+        total = g.add(total, g.add(d, g.mul(d, g.leaf(2.0, requires_grad=True))))
     sort(total, "a sum of 20 diamonds d + d·k")
-    layered = Node(1.0, requires_grad=True)
+    layered = g.leaf(1.0, requires_grad=True)
     for _ in range(40):  # 2^40 paths: a walk that follows paths never ends
-        layered = layered * 2.0 + layered * 3.0
+        layered = g.add(g.mul(layered, 2.0), g.mul(layered, 3.0))
     sort(layered, "40 stacked diamonds (2^40 paths)")
-    _check_deep(ex, kit, lambda end, shown: sort(end, shown), Node)
+    _check_deep(ex, g, lambda end, shown: sort(end, shown))
     _check_cycle(ex, kit, topological_sort, Node)
 
     @RANDOM_CASES
     @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.sampled_from("+*n")),
                     min_size=1, max_size=25))
     def random_graph(recipe):
-        nodes = [Node(1.0, requires_grad=True), Node(2.0, requires_grad=True), Node(3.0)]
+        nodes = [g.leaf(1.0, requires_grad=True), g.leaf(2.0, requires_grad=True), g.leaf(3.0)]
         for i, j, op in recipe:
             p, q = nodes[i % len(nodes)], nodes[j % len(nodes)]
-            nodes.append(p + q if op == "+" else p * q if op == "*" else -p)
-        end = next(n for n in reversed(nodes) if n.requires_grad)
+            nodes.append(g.add(p, q) if op == "+" else g.mul(p, q) if op == "*" else g.neg(p))
+        end = next(n for n in reversed(nodes) if g.requires_grad[id(n)])
         sort(end, f"a random graph of {len(nodes)} tensors with shared inputs")
 
     random_graph()
 
 
-def _check_deep(ex, kit, run, Node):
+def _check_deep(ex, graph, run):
     """Run ``run(end, shown)`` on a chain of CHAIN_LENGTH negations; returns (leaf, end, run's result)."""
-    x, end = kit.chain(Node, CHAIN_LENGTH)
+    x, end = graph.chain(CHAIN_LENGTH, graph.neg, requires_grad=True)
     shown = f"a chain of {CHAIN_LENGTH} operations"
     return x, end, call_on_deep_graph(ex, run, end, shown, shown_input=shown)
 
@@ -602,7 +604,7 @@ def check_backprop(answer) -> None:
     _probe_accumulation(ex, run, grad, Node)
     _probe_paths(ex, run, grad, Node)
     _probe_pending_and_end(ex, run, grad, Node)
-    x, end, _ = _check_deep(ex, kit, lambda end, shown: run(end, None, shown), Node)
+    x, end, _ = _check_deep(ex, RecordedGraph(Node, only_requiring_grad=True), lambda end, shown: run(end, None, shown))
     if grad(x, "x.grad") is None or grad(x, "x.grad") != 1.0:  # an even number of negations
         raise CheckFailure(ex, f"a chain of {CHAIN_LENGTH} negations: expected x.grad = 1, received {x.grad!r}.")
 
