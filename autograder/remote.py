@@ -345,6 +345,9 @@ class Worker:
             return {"__slice__": [self._encode(value.start), self._encode(value.stop), self._encode(value.step)]}
         if value is Ellipsis:
             return {"__ellipsis__": True}
+        if hasattr(type(value), "__remote_methods__"):  # one of our objects, used by learner code through its methods
+            methods = [[name, self._encode(getattr(value, name))] for name in type(value).__remote_methods__]
+            return {"__obj__": methods, "call": self._encode(value.__call__) if callable(value) else None}
         if callable(value):
             if id(value) not in self._callback_ids:
                 self._callback_ids[id(value)] = len(self._callbacks)

@@ -14,7 +14,8 @@ Values are JSON with tagged objects: {"__nd__": [dtype, shape, base64, writeable
 {"__np__": [dtype, value]} for numpy scalars, {"__tuple__": [...]}, {"__dict__": [[k, v], ...]}, {"__float__": text}
 for non-finite floats, {"__ref__": handle, "type": name} for an object that stays here, {"__cb__": k} for a
 function that stays on the trusted side, {"__arg__": i} for "the very array you sent as argument i",
-{"__slice__": [start, stop, step]} and {"__ellipsis__": true} for indices.
+{"__slice__": [start, stop, step]} and {"__ellipsis__": true} for indices, {"__obj__": [[method, callback]...],
+"call": callback} for an object of the trusted side that learner code uses through its methods.
 """
 from __future__ import annotations
 
@@ -138,6 +139,9 @@ class Connection:
             return self.objects[value["__ref__"]]
         if "__cb__" in value:
             return Callback(self, value["__cb__"])
+        if "__obj__" in value:
+            return TrustedObject({name: self.decode(method) for name, method in value["__obj__"]},
+                                 self.decode(value["call"]))
         if "__nd__" in value:
             dtype, shape, data, writeable = value["__nd__"]
             array = np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype)).reshape(shape).copy()
@@ -305,6 +309,19 @@ class Shell:
         return None
 
     getoutput = system
+
+
+class TrustedObject:
+    """An object of the checking side (a reference model, a spy optimizer): its methods are callbacks."""
+
+    def __init__(self, methods: dict, call):
+        self.__dict__.update(methods)
+        self._call = call
+
+    def __call__(self, *args, **kwargs):
+        if self._call is None:
+            raise TypeError("this object is not callable")
+        return self._call(*args, **kwargs)
 
 
 class Callback:
