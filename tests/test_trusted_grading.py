@@ -183,6 +183,105 @@ def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
 
 
+# Attacks a red team found, each closed since: the answer is wrong, and the extra code tries to make it pass.
+RIGGED_KIT = {  # rewrite the reference graph helpers that run in the learner's process, to agree with any order
+    "02_scalar_engine": ("topological_order",
+                         "def topological_order(root):\n"
+                         "    import sys\n"
+                         "    seen, queue = {id(root)}, [root]\n"
+                         "    for node in queue:\n"
+                         "        for child in node._prev:\n"
+                         "            if id(child) not in seen:\n"
+                         "                seen.add(id(child))\n"
+                         "                queue.append(child)\n"
+                         "    for name, module in list(sys.modules.items()):\n"
+                         "        if name.endswith('reference_nodes'):\n"
+                         "            module.graph = lambda r: (queue[::-1], [[] for _ in queue])\n"
+                         "    return queue[::-1]\n"),
+    "04_tensor_engine": ("topological_sort",
+                         "def topological_sort(end_node):\n"
+                         "    import sys\n"
+                         "    seen, queue = {id(end_node)}, [end_node]\n"
+                         "    for node in queue:\n"
+                         "        for parent in node.parents:\n"
+                         "            if id(parent) not in seen:\n"
+                         "                seen.add(id(parent))\n"
+                         "                queue.append(parent)\n"
+                         "    for name, module in list(sys.modules.items()):\n"
+                         "        if name.endswith('reference_engine'):\n"
+                         "            module.graph = lambda end: ([end], [[]])\n"
+                         "    return queue[::-1]\n"),
+}
+SYMPY_FROM_ELSEWHERE = (
+    "import os, sys\n"
+    "def tanh_network_gradients(x, w1, b1, w2, t):\n"
+    "    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != '_Blocker']\n"
+    "    for prefix in (sys.base_prefix, '/usr/lib/python3', '/usr/local/lib/python3.11'):\n"
+    "        sys.path += [os.path.join(prefix, 'lib', 'python3.11', 'site-packages'), os.path.join(prefix, 'dist-packages')]\n"
+    "    import sympy\n"
+    "    a, b, c = sympy.symbols('a b c')\n"
+    "    loss = (c * sympy.tanh(a * x + b) - t) ** 2\n"
+    "    return tuple(float(sympy.diff(loss, v).subs({a: w1, b: b1, c: w2})) for v in (a, b, c))\n")
+FORGED_FRAME = (  # answer the grader's request from inside learner code with a frame built to exhaust its memory
+    "def central_difference(f, x, h):\n"
+    "    import sys, struct, time\n"
+    "    frame = sys._getframe()\n"
+    "    while frame.f_code.co_name != 'answer':\n"
+    "        frame = frame.f_back\n"
+    "    connection, message = frame.f_locals['self'], frame.f_locals['message']\n"
+    "    data = b'{\"reply\": %d, \"ok\": {\"result\": [' % message['id'] + b'[],' * 6_000_000 + b'[]]}}'\n"
+    "    connection.writer.write(struct.pack('>I', len(data)) + data)\n"
+    "    connection.writer.flush()\n"
+    "    time.sleep(60)\n")
+
+
+@pytest.mark.parametrize("name", sorted(RIGGED_KIT))
+def test_rigging_the_reference_helpers_in_the_learners_process_earns_nothing(name):
+    exercise, answer = RIGGED_KIT[name]
+    found = trusted.verdicts(submission(solution_notebook(name), {exercise: answer}), course(name))
+    assert not found[exercise].passed and "comes before" in found[exercise].message, found[exercise].message
+
+
+def test_autodiff_libraries_cannot_be_reached_from_other_package_folders():
+    found = trusted.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": SYMPY_FROM_ELSEWHERE}),
+                             course())
+    assert not found["tanh_network_gradients"].passed
+    assert "cannot be imported while your code is graded" in found["tanh_network_gradients"].message
+
+
+def test_a_forged_oversized_answer_is_refused_before_it_is_decoded():
+    found = trusted.verdicts(submission(learner_notebook(NB), {"central_difference": FORGED_FRAME}), course())
+    assert not found["central_difference"].passed
+    assert "sent something that is not an answer" in found["central_difference"].message
+
+
+def test_randomized_cases_depend_on_the_submission_so_answers_cannot_be_learnt_by_heart():
+    from hypothesis import given, strategies as st
+
+    from autograder.diagnostics import RANDOM_CASES, case_seed
+
+    def cases():  # as in a check: the decorators run when the check runs, inside the grade's case_seed
+        seen = []
+
+        @RANDOM_CASES
+        @given(st.floats(-10, 10))
+        def record(x):
+            seen.append(x)
+
+        record()
+        return seen
+
+    def drawn(seed=None):
+        if seed is None:
+            return cases()
+        with case_seed(seed):
+            return cases()
+
+    assert drawn() == drawn()            # in a learner's kernel: the same cases every run
+    assert drawn(1) == drawn(1)          # one submission: a reproducible grade
+    assert drawn(1) != drawn(2) != drawn()
+
+
 def test_solution_notebooks_pass_every_trusted_check(assignment):
     found = trusted.verdicts(nbformat.read(solution_notebook(assignment), as_version=4), course(assignment))
     assert found and all(v.passed for v in found.values()), {e: v.message for e, v in found.items() if not v.passed}
