@@ -39,16 +39,20 @@ def configure(c, release_directory: str = "notebooks") -> None:
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.Execute.timeout = CELL_TIMEOUT_S
     # The flag tells the kernel's in-notebook checks that TrustedVerdicts (below) decides; see checks.check.
-    c.Execute.extra_arguments = KERNEL_ARGS + [f"--IPKernelApp.exec_lines=import os; os.environ['{TRUSTED_GRADING_ENV}'] = '1'"]
+    flag = f"--IPKernelApp.exec_lines=import os; os.environ['{TRUSTED_GRADING_ENV}'] = '1'"
+    c.Execute.extra_arguments = KERNEL_ARGS + [flag]
     c.Execute.kernel_manager_class = "autograder.preprocessors.SandboxedKernelManager"
     # A cell past its timeout is stopped by killing the kernel, not by an interrupt a learner can ignore.
     c.Execute.interrupt_on_timeout = False
-    # Trusted grading: verdicts are recomputed outside the learner's kernel right after it has run the notebook.
+    # Trusted grading: verdicts are computed outside the learner's kernel while it runs the notebook, and replace
+    # the test cells' outputs right after.
     from nbgrader.converters import Autograde
-    from autograder.preprocessors import ContainedExecute, TrustedVerdicts
-    pipeline = [ContainedExecute if p is Execute else p for p in
-                Autograde.class_traits()["autograde_preprocessors"].default() if p is not TrustedVerdicts]
-    pipeline.insert(pipeline.index(ContainedExecute) + 1, TrustedVerdicts)
+    from autograder.preprocessors import ContainedExecute, StartTrustedVerdicts, TrustedVerdicts
+    default = Autograde.class_traits()["autograde_preprocessors"].default()
+    pipeline = [ContainedExecute if p is Execute else p for p in default
+                if p not in (StartTrustedVerdicts, TrustedVerdicts)]
+    at = pipeline.index(ContainedExecute)
+    pipeline[at:at + 1] = [StartTrustedVerdicts, ContainedExecute, TrustedVerdicts]
     c.Autograde.autograde_preprocessors = pipeline
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]

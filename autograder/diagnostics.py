@@ -17,6 +17,7 @@ from autograder import remote
 
 # Seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
 CALL_TIMEOUT_S = 10
+MESSAGE_LIMIT = 2000  # characters of one diagnosis
 
 _SETTINGS = dict(max_examples=60, deadline=None, database=None, print_blob=False, report_multiple_bugs=False,
                  suppress_health_check=list(HealthCheck))
@@ -53,7 +54,8 @@ class CheckFailure(AssertionError):
 
     def __init__(self, exercise: str, message: str, cause: BaseException | None = None):
         self.exercise = exercise
-        self.message = message
+        # A diagnosis quotes learner values; a huge one must not become a huge feedback page.
+        self.message = message if len(message) <= MESSAGE_LIMIT else message[:MESSAGE_LIMIT] + " [...]"
         self.cause = cause  # the learner's own exception, when the failure is that their code raised
         super().__init__(f"[{exercise}] {message}")
 
@@ -96,16 +98,19 @@ def _time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
-    """Call learner code; turn a crash, a stub or a runaway loop into a CheckFailure that names the input.
+def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input: str = "", **kwargs):
+    """Call learner code; turn a crash, a stub, a runaway loop or a changed argument into a CheckFailure.
 
     Learner code in a sandboxed worker (``autograder.remote``) is timed by the worker's deadline; learner code in
-    this process (a learner's own kernel) by an alarm.
+    this process (a learner's own kernel) by an alarm. No exercise asks to change an array it is given, and a check
+    may use its arrays again afterwards, so an argument changed in place fails the exercise: ``changed_input`` says
+    why in the exercise's terms.
     """
     where = f" for input {shown_input}" if shown_input else ""
+    given = [(a, a.copy()) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
     try:
-        with contextlib.nullcontext() if remote.in_use() else _time_limit(CALL_TIMEOUT_S):
-            return fn(*args, **kwargs)
+        with contextlib.nullcontext() if remote.in_use() else _time_limit(CALL_TIMEOUT_S), remote.writing_back():
+            result = fn(*args, **kwargs)
     except CheckFailure:
         raise
     except NotImplementedError:
@@ -118,6 +123,10 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", **kwargs):
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
         raise CheckFailure(exercise, f"your code raised {kind}: {error}{where}", cause=error) from None
+    if any(now.shape != before.shape or not np.array_equal(now, before, equal_nan=True) for now, before in given):
+        raise CheckFailure(exercise, changed_input or f"your code changed an array it was given, in place{where}: "
+                                                      "compute new arrays instead of writing into your inputs.")
+    return result
 
 
 def call_on_deep_graph(exercise: str, fn, *args, shown_input: str):

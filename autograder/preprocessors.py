@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import nbformat
@@ -19,6 +20,10 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 
 from autograder import checks, sandbox, trusted  # imported before any learner kernel runs: nothing it writes changes them
+# The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
+# lazily is imported here first, since two threads importing one package at once can break its import.
+import IPython.core.inputtransformer2  # noqa: E402,F401
+import labtools.datasets  # noqa: E402,F401
 from autograder.course import assignments, exercise_id
 
 NOT_RUN = "KernelStopped"  # the ename of a cell the kernel never finished
@@ -26,23 +31,30 @@ DIFFERS = ("Your notebook's kernel reported that the hidden checks passed, but t
            "failed, and that run counts (the exercise failed verification): ")
 
 
+class StartTrustedVerdicts(NbGraderPreprocessor):
+    """Start computing the trusted verdicts, before nbgrader's kernel runs the notebook, so the two overlap.
+
+    The verdicts need only the submission's sources, which the kernel's run does not change; on two cores the
+    kernel and the checks then take about as long as the longer of the two instead of their sum.
+    TrustedVerdicts waits for the result.
+    """
+
+    def preprocess(self, nb, resources):
+        job = verdict_job(nbformat.from_dict(nb), resources, self.log)
+        if job is not None:
+            job.start()
+            resources[JOB] = job
+        return nb, resources
+
+
 class TrustedVerdicts(NbGraderPreprocessor):
     """Replace each trusted exercise's test-cell outputs with the verdict computed outside the learner's kernel."""
 
     def preprocess(self, nb, resources):
-        name = Path(resources.get("unique_key", "")).name or resources["nbgrader"]["notebook"]
-        course = assignments().get(resources["nbgrader"]["assignment"])
-        if course is None or course.stem != name:
-            self.log.warning("TrustedVerdicts: %s is not a notebook of this course; left as the kernel graded it", name)
+        job = resources.pop(JOB, None) or verdict_job(nb, resources, self.log)
+        if job is None:
             return nb, resources
-        warning = trusted.sandbox_warning()
-        if warning:
-            self.log.warning(warning)
-            print(warning, file=sys.stderr)
-        # The course folder (nbgrader runs from it) and the folder above <student>/<assignment>: hidden from workers.
-        here = Path(resources.get("metadata", {}).get("path") or ".").resolve()
-        hide = (Path.cwd(), here.parents[2] if len(here.parents) > 2 else here)
-        found = trusted.verdicts(nb, nbformat.read(course, as_version=4), hide=hide)
+        found = job.result()
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
             verdict = found.get(exercise_id(meta.get("grade_id", "")))
@@ -51,6 +63,48 @@ class TrustedVerdicts(NbGraderPreprocessor):
                     and not visible_failure(cell.outputs)
                 cell.outputs = outputs(combined(verdict, cell.outputs), kernel_claimed_pass=claimed)
         return nb, resources
+
+
+JOB = "backprop_trusted_verdicts"  # where StartTrustedVerdicts leaves its job for TrustedVerdicts, in resources
+
+
+class VerdictJob(threading.Thread):
+    """trusted.verdicts on a background thread; result() waits and re-raises what went wrong there."""
+
+    def __init__(self, nb, course_nb, hide):
+        super().__init__(daemon=True, name="trusted-verdicts")
+        self.arguments, self.found, self.error = (nb, course_nb, hide), None, None
+
+    def run(self):
+        try:
+            self.found = trusted.verdicts(*self.arguments[:2], hide=self.arguments[2])
+        except BaseException as error:  # noqa: B036 -- handed to the waiting thread, which raises it
+            self.error = error
+
+    def result(self) -> dict:
+        if not self.is_alive() and self.found is None and self.error is None:
+            self.run()  # never started: compute here
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.found
+
+
+def verdict_job(nb, resources, log) -> VerdictJob | None:
+    """The job that computes a course notebook's trusted verdicts; None (with a warning) for a foreign notebook."""
+    name = Path(resources.get("unique_key", "")).name or resources["nbgrader"]["notebook"]
+    course = assignments().get(resources["nbgrader"]["assignment"])
+    if course is None or course.stem != name:
+        log.warning("TrustedVerdicts: %s is not a notebook of this course; left as the kernel graded it", name)
+        return None
+    warning = trusted.sandbox_warning()
+    if warning:
+        log.warning(warning)
+        print(warning, file=sys.stderr)
+    # The course folder (nbgrader runs from it) and the folder above <student>/<assignment>: hidden from workers.
+    here = Path(resources.get("metadata", {}).get("path") or ".").resolve()
+    hide = (Path.cwd(), here.parents[2] if len(here.parents) > 2 else here)
+    return VerdictJob(nb, nbformat.read(course, as_version=4), hide)
 
 
 def visible_failure(kernel_outputs) -> str | None:
@@ -123,4 +177,4 @@ def outputs(verdict: trusted.Verdict, kernel_claimed_pass: bool) -> list:
                        traceback=[f"CheckFailure: [{verdict.exercise}]", *message.splitlines()])]
 
 
-__all__ = ["ContainedExecute", "SandboxedKernelManager", "TrustedVerdicts", "checks"]
+__all__ = ["ContainedExecute", "SandboxedKernelManager", "StartTrustedVerdicts", "TrustedVerdicts", "checks"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import builtins
+import contextlib
 import json
 import math
 import os
@@ -50,6 +51,22 @@ MAPPED_ERRORS = {cls.__name__: cls for cls in (
 
 
 _OPEN_WORKERS = 0
+_WRITE_BACK: list[bool] = []  # non-empty inside writing_back()
+
+
+@contextlib.contextmanager
+def writing_back():
+    """Inside, what a learner call does to an array argument is copied into the caller's array (as in one process).
+
+    Only ``call_learner`` asks for it, and it fails the exercise when an argument changed. Everywhere else the
+    check's arrays stay as they were whatever learner code does to its copies: a check may compute its expected
+    values from an array after handing it to learner code (``Tensor(seed)``) without that code choosing them.
+    """
+    _WRITE_BACK.append(True)
+    try:
+        yield
+    finally:
+        _WRITE_BACK.pop()
 
 
 def in_use() -> bool:
@@ -130,9 +147,8 @@ class Remote:
 
 class _Callable:
     def __call__(self, *args, **kwargs):
-        reply = self._worker.request({"op": "call", "target": self, "args": list(args), "kwargs": kwargs},
-                                     call_args=args)
-        return reply
+        return self._worker.request({"op": "call", "target": self, "args": list(args), "kwargs": kwargs},
+                                    call_args=args if _WRITE_BACK else ())
 
 
 class _Container:
@@ -143,11 +159,17 @@ class _Container:
 
 
 _CLASSES: dict[tuple[str, bool, bool], type] = {}
+PROXY_CLASS_LIMIT = 500
 
 
 def _proxy_class(type_name: str, is_callable: bool, is_container: bool) -> type:
-    """A Remote subclass named after the learner's type, so messages can say "got Value"."""
+    """A Remote subclass named after the learner's type, so messages can say "got Value".
+
+    Classes are kept for the process's life, so their number is capped: past it, new names all say "object".
+    """
     name = re.sub(r"\W", "_", type_name)[:80] or "object"
+    if (name, is_callable, is_container) not in _CLASSES and len(_CLASSES) >= PROXY_CLASS_LIMIT:
+        name = "object"
     key = (name, is_callable, is_container)
     if key not in _CLASSES:
         bases = (Remote,) + ((_Callable,) if is_callable else ()) + ((_Container,) if is_container else ())
@@ -247,6 +269,8 @@ class Worker:
         self._next_id += 1
         request_id = self._next_id
         encoded = {**message, "id": request_id, **self._encoded(message)}  # a failure here is ours, not the learner's
+        if message["op"] == "call":
+            encoded["write_back"] = bool(call_args)  # the worker then reports changed arguments, and names returned ones
         try:
             self._send(encoded)
             while True:
@@ -417,7 +441,7 @@ class Worker:
         header = self._read(4)
         (size,) = struct.unpack(">I", header)
         if size > FRAME_LIMIT:
-            raise ProtocolError("an answer larger than 256 MiB")
+            raise ProtocolError(f"an answer larger than {FRAME_LIMIT >> 20} MiB")
         return json.loads(self._read(size), parse_constant=_no_constant)
 
     def _read(self, size: int) -> bytes:

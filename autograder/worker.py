@@ -209,6 +209,8 @@ class Connection:
         if op == "operator":
             return self.encode(OPERATORS[message["name"]](*args))
         if op == "call":
+            if not message.get("write_back"):
+                return {"result": self.encode(target(*args, **kwargs)), "arguments": []}
             before = [a.copy() if isinstance(a, np.ndarray) else None for a in args]
             result = target(*args, **kwargs)
             # Arguments are copies here: send back what the call did to them, so in-place edits stay visible.

@@ -27,10 +27,12 @@ def test_calls_callbacks_and_in_place_edits_cross_the_boundary():
         worker.run("def nudge(f, x, h):\n    x[0] += 1.0\n    return (f(x + h) - f(x - h)) / (2 * h), x", "<cell>")
         nudge = worker.evaluate("nudge")
         x = np.array([1.0, 2.0])
-        slope, same = nudge(lambda v: float((v ** 2).sum()), x, 1e-3)
-        assert x.tolist() == [2.0, 2.0]  # the learner's in-place edit is visible to the caller, as in one process
-        assert same is x                  # returning an argument returns the caller's own array
+        slope, copy = nudge(lambda v: float((v ** 2).sum()), x, 1e-3)
+        assert x.tolist() == [1.0, 2.0] and copy.tolist() == [2.0, 2.0]  # the caller's array is left alone
         assert slope == pytest.approx(8.0)
+        with remote.writing_back():  # as call_learner asks: the edit shows, as it would in one process
+            slope, same = nudge(lambda v: float((v ** 2).sum()), x, 1e-3)
+        assert x.tolist() == [2.0, 2.0] and same is x  # returning an argument returns the caller's own array
 
 
 def test_learner_objects_stay_in_the_worker_and_answer_in_plain_data():
@@ -233,6 +235,79 @@ FORGED_FRAME = (  # answer the grader's request from inside learner code with a 
     "    connection.writer.write(struct.pack('>I', len(data)) + data)\n"
     "    connection.writer.flush()\n"
     "    time.sleep(60)\n")
+
+
+CHOSEN_EXPECTATIONS = {  # write into the check's arrays, so that what it expects is what the wrong answer gives
+    "03_backward_functions": ("forward_and_back",
+                              "def forward_and_back(a, b, c):\n"
+                              "    a[...], b[...], c[...] = 1.0, 1.0, np.e\n"
+                              "    return np.ones(np.shape(a)), np.ones(np.shape(a)), np.full(np.shape(a), 1 / np.e)\n",
+                              "changed an array it was given"),
+    "05_modules_mnist": ("cross_entropy",
+                         "_plain_init, _next = Tensor.__init__, []\n"
+                         "def _zeroing_init(self, array, requires_grad=False):\n"
+                         "    if _next and isinstance(array, np.ndarray) and array.flags.writeable:\n"
+                         "        _next.clear()\n"
+                         "        array[...] = 0.0  # the upstream seed the check makes next, and expects from\n"
+                         "    _plain_init(self, array, requires_grad)\n"
+                         "Tensor.__init__ = _zeroing_init\n"
+                         "def cross_entropy(logits, labels):\n"
+                         "    z = logits.array - logits.array.max(axis=1, keepdims=True)\n"
+                         "    rows = np.arange(len(labels))\n"
+                         "    loss = np.log(np.exp(z).sum(axis=1)) - z[rows, labels]\n"
+                         "    out = apply_op(lambda x: loss.copy(), (lambda g, out, x: np.zeros_like(x),), logits)\n"
+                         "    _next.append(True)\n"
+                         "    return out\n",
+                         "expected gradient"),
+}
+NO_RELU_HIDDEN_BY_BIASES = ("class Neuron(Module):\n"
+                            "    def __init__(self, n_inputs, nonlinear=True):\n"
+                            "        self.w = [Value(random.uniform(-1, 1)) for _ in range(n_inputs)]\n"
+                            "        self.b = Value(50.0)  # every pre-activation stays positive: ReLU never shows\n"
+                            "    def __call__(self, x):\n"
+                            "        return sum((wi * xi for wi, xi in zip(self.w, x)), self.b)\n"
+                            "    def parameters(self):\n"
+                            "        return self.w + [self.b]\n")
+
+
+@pytest.mark.parametrize("name", sorted(CHOSEN_EXPECTATIONS))
+def test_learner_code_cannot_choose_the_checks_expected_values(name):
+    exercise, answer, phrase = CHOSEN_EXPECTATIONS[name]
+    found = trusted.verdicts(submission(solution_notebook(name), {exercise: answer}), course(name))
+    assert not found[exercise].passed and phrase in found[exercise].message, found[exercise].message
+
+
+def test_a_network_is_judged_with_weights_the_check_chooses():
+    nb = nbformat.read(solution_notebook("02_scalar_engine"), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "mlp")
+    start, end = cell.source.index("class Neuron"), cell.source.index("class Layer")
+    cell.source = cell.source[:start] + NO_RELU_HIDDEN_BY_BIASES + "\n\n" + cell.source[end:]
+    verdict = trusted.verdicts(nb, course("02_scalar_engine"))["mlp"]
+    assert not verdict.passed and "the same weights in torch give" in verdict.message
+
+
+def test_the_accuracy_probe_cannot_be_matched_without_the_model():
+    from autograder.checks.modules_mnist import ACCURACY_SEEDS, reference_accuracy
+    from labtools.datasets import load_mnist
+
+    data = load_mnist(verbose=False)
+    images, labels = data.test_images[:300], data.test_labels[:300]
+    accuracies = []
+    for seed in ACCURACY_SEEDS:
+        rng = np.random.default_rng(seed)
+        params = [rng.uniform(-0.036, 0.036, (784, 16)), np.zeros(16), rng.uniform(-0.25, 0.25, (16, 10)), np.zeros(10)]
+        accuracies.append(reference_accuracy(params, images, labels))
+    shares = set(np.bincount(labels, minlength=10) / len(labels))
+    assert len(set(accuracies)) == len(accuracies) and not shares & set(accuracies)
+
+
+def test_replies_cannot_grow_the_grading_process_without_bound():
+    from autograder.diagnostics import MESSAGE_LIMIT, CheckFailure
+
+    for n in range(remote.PROXY_CLASS_LIMIT + 50):
+        remote._proxy_class(f"Flood{n}", False, False)
+    assert len(remote._CLASSES) <= remote.PROXY_CLASS_LIMIT + 1
+    assert len(CheckFailure("x", "y" * 10 * MESSAGE_LIMIT).message) < MESSAGE_LIMIT + 10
 
 
 @pytest.mark.parametrize("name", sorted(RIGGED_KIT))

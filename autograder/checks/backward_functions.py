@@ -74,11 +74,10 @@ def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True
     shown = (f"{name}(grad_out of shape {np.shape(grad_out)}, out, "
              + ", ".join(describe(v) for v in inputs) + f"{extra})")
     sent = [np.array(grad_out), out, *[np.array(v) if isinstance(v, np.ndarray) else v for v in inputs]]
-    result = call_learner(ex, back, *sent, shown_input=shown, **kwargs)
-    if not np.array_equal(sent[0], grad_out) or not all(
-            np.array_equal(a, b) for a, b in zip(sent[2:], inputs) if isinstance(b, np.ndarray)):
-        raise CheckFailure(ex, f"{name} changed grad_out or an input in place ({shown}). In an engine the backward "
-                               "functions of one operation share grad_out: compute new arrays instead.")
+    result = call_learner(ex, back, *sent, shown_input=shown, **kwargs,
+                          changed_input=f"{name} changed grad_out or an input in place ({shown}). In an engine the "
+                                        "backward functions of one operation share grad_out: compute new arrays "
+                                        "instead.")
     got = as_gradient(ex, name, result, np.shape(inputs[index]), shown)
     # A float32 input carries ~7 significant digits into any formula that uses it as it is (np.square(y) stays
     # float32): hold such results to float32's precision, and float64 ones to float64's.
@@ -181,10 +180,11 @@ def check_unbroadcast(unbroadcast) -> None:
     for broadcasted, original, why in (
             (np.ones((2, 3)), 7.0, "original may be a Python number (np.shape(7.0) is ()): use np.shape(original)."),
             (np.ones((2, 3), dtype=np.int64), np.zeros(3), "an integer upstream gradient must come back as float64.")):
-        kept = broadcasted.copy()
         try:
             result = call_learner(ex, unbroadcast, broadcasted, original,
-                                  shown_input=f"{broadcasted.dtype} {kept.shape} to {original!r}")
+                                  shown_input=f"{broadcasted.dtype} {broadcasted.shape} to {original!r}",
+                                  changed_input="unbroadcast changed the array it was given: sum into a new array "
+                                                "instead.")
         except CheckFailure as failure:
             raise CheckFailure(ex, f"{why}\n{failure.message}") from None
         if not isinstance(result, np.ndarray) or result.dtype != np.float64 or result.shape != np.shape(original):
@@ -192,8 +192,6 @@ def check_unbroadcast(unbroadcast) -> None:
         if not result.flags.writeable:
             raise CheckFailure(ex, "unbroadcast returned a read-only array (a broadcast view?): callers accumulate "
                                    "into gradients in place, so return a fresh array.")
-        if not np.array_equal(broadcasted, kept):
-            raise CheckFailure(ex, "unbroadcast changed the array it was given: sum into a new array instead.")
     @RANDOM_CASES
     @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4), st.integers(0, 2 ** 16))
     def random_case(shapes, seed):

@@ -507,20 +507,31 @@ def check_training(answer) -> None:
                                "(rng.permutation), not np.random or a generator of your own, so runs are reproducible.")
 
     data = load_mnist(verbose=False)
-    evaluated = _ReferenceModel(Tensor, data.test_images[:300], data.test_labels[:300], seed=10)
-    got = call_learner(ex, accuracy, evaluated, data.test_images[:300], data.test_labels[:300],
-                       shown_input="accuracy(model, 300 images, labels)")
-    w1, b1, w2, b2 = evaluated.initial
-    logits = np.maximum(data.test_images[:300] @ w1 + b1, 0) @ w2 + b2
-    want = float(np.mean(logits.argmax(axis=1) == data.test_labels[:300]))
-    if isinstance(got, bool) or not isinstance(got, (float, np.floating)) or not math.isclose(float(got), want,
-                                                                                               abs_tol=1e-12):
-        raise CheckFailure(ex, f"accuracy(...) should be the fraction {want} (a float in [0, 1]) of rows whose largest "
-                               f"logit is the true label; got {got!r}.")
-    if any(evaluated.recorded):
-        raise CheckFailure(ex, "accuracy() recorded a graph: evaluate inside `with no_grad():`, since nothing will be "
-                               "differentiated.")
+    images, labels = data.test_images[:300], data.test_labels[:300]
+    # Two untrained networks whose accuracies differ from each other and from every label's share (asserted in the
+    # tests): an accuracy() that never looks at the model cannot match both.
+    for seed in ACCURACY_SEEDS:
+        evaluated = _ReferenceModel(Tensor, images, labels, seed=seed)
+        got = call_learner(ex, accuracy, evaluated, images, labels, shown_input="accuracy(model, 300 images, labels)")
+        want = reference_accuracy(evaluated.initial, images, labels)
+        if isinstance(got, bool) or not isinstance(got, (float, np.floating)) or \
+                not math.isclose(float(got), want, abs_tol=1e-12):
+            raise CheckFailure(ex, f"accuracy(...) should be the fraction {want} (a float in [0, 1]) of rows whose "
+                                   f"largest logit is the true label; got {got!r}.")
+        if any(evaluated.recorded):
+            raise CheckFailure(ex, "accuracy() recorded a graph: evaluate inside `with no_grad():`, since nothing "
+                                   "will be differentiated.")
     _check_learning(ex, answer, data)
+
+
+ACCURACY_SEEDS = (9, 12)
+
+
+def reference_accuracy(params, images, labels) -> float:
+    """Accuracy of _ReferenceModel's network with the given weights (784-16-10, x @ w + b)."""
+    w1, b1, w2, b2 = params
+    logits = np.maximum(images @ w1 + b1, 0) @ w2 + b2
+    return float(np.mean(logits.argmax(axis=1) == labels))
 
 
 def _test_accuracy(ex, model, data, shown) -> float:

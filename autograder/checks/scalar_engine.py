@@ -448,6 +448,11 @@ def check_architecture(ex, MLP, n_in, sizes):
     if np.any(np.abs(weights) > 1) or np.std(weights) < 0.1:
         raise CheckFailure(ex, f"{shown}: weights should be drawn with random.uniform(-1, 1), each its own number; got "
                                f"values from {weights.min():.3f} to {weights.max():.3f}.")
+    # Judge the network with weights of our choosing, both signs everywhere: the learner's own could be picked so
+    # that no ReLU ever sees a negative input (biases of 50, say), which would hide a missing ReLU.
+    data = np.random.default_rng(count).uniform(-1, 1, count)
+    for p, value in zip(params, data):
+        p.data = float(value)
     flat = torch.tensor(data, dtype=torch.float64, requires_grad=True)
     for inputs in ([0.5, -1.0, 2.0][:n_in], [-2.0, 1.5, 0.3][:n_in], [1.0, 1.0, -1.0][:n_in]):
         out = call_learner(ex, model, inputs, shown_input=f"model({inputs})")
