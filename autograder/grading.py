@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -147,6 +148,11 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
     nb, assignment = read_submission(path)
     if on_start:
         on_start(assignment)
+    kernel = nb.metadata.get("kernelspec", {}).get("name")
+    expected = nbformat.read(assignments()[assignment], as_version=4).metadata.get("kernelspec", {}).get("name")
+    if kernel != expected:  # nbgrader grades with the course's kernel anyway; say that the file asked for another
+        print(f"note: {path} asks for the kernel {kernel!r}; it is graded with the course's, {expected!r}.",
+              file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="autograde-") as root:
         root = Path(root)
         shutil.copytree(assignments()[assignment].parent, root / "source" / assignment)
