@@ -13,7 +13,6 @@ run code here. Every request has a deadline; a worker that misses it, dies, or s
 from __future__ import annotations
 
 import base64
-import builtins
 import contextlib
 import json
 import math
@@ -124,25 +123,23 @@ class Remote:
     def __float__(self): return self._op("float", self)
     def __int__(self): return self._op("int", self)
     def __bool__(self): return self._op("bool", self)
-    def __add__(self, other): return self._op("add", self, other)
-    def __radd__(self, other): return self._op("add", other, self)
-    def __sub__(self, other): return self._op("sub", self, other)
-    def __rsub__(self, other): return self._op("sub", other, self)
-    def __mul__(self, other): return self._op("mul", self, other)
-    def __rmul__(self, other): return self._op("mul", other, self)
-    def __truediv__(self, other): return self._op("truediv", self, other)
-    def __rtruediv__(self, other): return self._op("truediv", other, self)
-    def __pow__(self, other): return self._op("pow", self, other)
-    def __rpow__(self, other): return self._op("pow", other, self)
-    def __matmul__(self, other): return self._op("matmul", self, other)
-    def __rmatmul__(self, other): return self._op("matmul", other, self)
     def __neg__(self): return self._op("neg", self)
     def __instancecheck__(self, obj): return self._op("isinstance", obj, self)  # isinstance(x, LearnerClass)
     def __subclasscheck__(self, cls): return self._op("issubclass", cls, self)
-    def __lt__(self, other): return self._op("lt", self, other)
-    def __le__(self, other): return self._op("le", self, other)
-    def __gt__(self, other): return self._op("gt", self, other)
-    def __ge__(self, other): return self._op("ge", self, other)
+
+
+def _binary(name: str, reflected: bool = False):
+    """Remote's operator method for ``name``: x + y sends ("add", x, y); 2 + x (reflected) sends ("add", 2, x)."""
+    def method(self, other):
+        return self._op(name, other, self) if reflected else self._op(name, self, other)
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "pow", "matmul"):
+    setattr(Remote, f"__{_name}__", _binary(_name))
+    setattr(Remote, f"__r{_name}__", _binary(_name, reflected=True))
+for _name in ("lt", "le", "gt", "ge"):
+    setattr(Remote, f"__{_name}__", _binary(_name))
 
 
 class _Callable:

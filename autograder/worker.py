@@ -5,9 +5,12 @@ library and numpy. It is the only code of ours in the process that executes lear
 no oracle and no solution, so there is nothing here worth tampering with: whatever it sends back is judged by the
 trusted side (``autograder.remote``), which decodes it as plain data and compares it with its own references.
 
-Protocol (one JSON document per frame, a 4-byte big-endian length first, over the socket on fd 3):
-  requests   {"id": n, "op": "exec" | "eval" | "call" | "getattr" | "setattr" | "operator" | "list", ...}
-  replies    {"reply": n, "ok": value} or {"reply": n, "error": {"type", "message", "builtin"}}
+Protocol (one JSON document per frame, a 4-byte big-endian length first, over the socket whose descriptor is in
+$WORKER_FD):
+  requests   {"id": n, "op": "exec" | "given" | "eval" | "call" | "method" | "getattr" | "setattr" | "operator" |
+             "list", ...}; a call with "write_back": true answers {"result", "arguments": what changed}
+  replies    {"reply": n, "ok": value}, {"reply": n, "error": {"type", "message", "builtin"}}, or
+             {"reply": n, "stopped": reason} when the answer cannot count (threads left running)
   callbacks  {"id": n, "op": "callback", "target": k, "args": [...], "kwargs": {...}} (from here to the trusted side)
   install    {"id": n, "op": "install", "name", "code"}: reference code a check needs next to learner objects
 Values are JSON with tagged objects: {"__nd__": [dtype, shape, base64, writeable]} for arrays,
@@ -46,8 +49,7 @@ COURSE = ("autograder", "labtools")  # the grader and the notebooks' helpers: no
 DISPLAY = ("matplotlib", "IPython", "ipywidgets", "tqdm", "graphviz", "threadpoolctl")
 DTYPES = "?bBhHiIlLqQefd"  # bool, signed and unsigned integers, float16/32/64: the kinds a gradient can have
 OPERATORS = {name: getattr(operator, name) for name in (
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "neg", "pos", "abs", "getitem", "setitem",
-    "lt", "le", "gt", "ge", "contains")}
+    "add", "sub", "mul", "truediv", "pow", "matmul", "neg", "getitem", "setitem", "lt", "le", "gt", "ge")}
 OPERATORS.update(len=len, float=float, int=int, bool=bool, isinstance=isinstance, issubclass=issubclass, type=type)
 
 
