@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
-	@echo "make test        the whole test suite (about 6.5 minutes on 2 cores)"
+	@echo "make test        the whole test suite (about 10 minutes on 2 cores)"
 	@echo "make test-quick  the fast subset: no notebook execution"
 	@echo "make lab         JupyterLab on notebooks/"
 	@echo "make grade NB=notebooks/01_nudging/01_nudging.ipynb   grade one notebook against the hidden tests"
