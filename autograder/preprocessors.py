@@ -97,7 +97,7 @@ def verdict_job(nb, resources, log) -> VerdictJob | None:
     if course is None or course.stem != name:
         log.warning("TrustedVerdicts: %s is not a notebook of this course; left as the kernel graded it", name)
         return None
-    warning = trusted.sandbox_warning()
+    warning = sandbox.warning()
     if warning:
         log.warning(warning)
         print(warning, file=sys.stderr)

@@ -218,16 +218,22 @@ class Worker:
 
     def close(self) -> None:
         global _OPEN_WORKERS
+        if self._socket.fileno() < 0:
+            return  # closed already
         _OPEN_WORKERS -= 1
+        self._kill()
+        self._socket.close()
+        self._stderr.close()
+        self._home.cleanup()
+
+    def _kill(self) -> None:
+        """End the worker and everything it started (its own process group, and its PID namespace with it)."""
         if self._process.poll() is None:
             try:
                 os.killpg(self._process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self._process.wait()
-        self._socket.close()
-        self._stderr.close()
-        self._home.cleanup()
 
     # -- the learner program -----------------------------------------------------------------------------------
     def run(self, code: str, name: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
@@ -260,8 +266,7 @@ class Worker:
         outermost = self._deadline is None
         if outermost:
             if time.monotonic() >= self._budget_end:
-                raise self._stop(f"the checks of this exercise took more than {self._budget:g} s in all: is your code "
-                                 "very slow?")
+                raise self._stop(self._over_budget())
             self._deadline = min(time.monotonic() + timeout, self._budget_end)
         self._next_id += 1
         request_id = self._next_id
@@ -462,18 +467,15 @@ class Worker:
 
     def _timed_out(self) -> Stopped:
         if self._deadline >= self._budget_end:
-            return self._stop(f"the checks of this exercise took more than {self._budget:g} s in all: is your code "
-                              "very slow?")
+            return self._stop(self._over_budget())
         return self._stop("timeout", timeout=True)
+
+    def _over_budget(self) -> str:
+        return f"the checks of this exercise took more than {self._budget:g} s in all: is your code very slow?"
 
     def _stop(self, reason: str, timeout: bool = False) -> Stopped:
         """Kill the worker and remember why: every later request fails at once with the same reason."""
-        if self._process.poll() is None:
-            try:
-                os.killpg(self._process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self._process.wait()
+        self._kill()
         self.stopped = Stopped(reason, timeout=timeout)
         return self.stopped
 

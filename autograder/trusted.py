@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import remote, sandbox
+from autograder import remote
 from autograder.course import exercise_id
 
 HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
@@ -213,7 +213,3 @@ def explain(message: str, problems: list[str]) -> str:
     if not problems:
         return message
     return "While running your notebook's cells: " + "; ".join(problems) + "\n" + message
-
-
-def sandbox_warning() -> str | None:
-    return sandbox.warning()
