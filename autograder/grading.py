@@ -100,7 +100,7 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
     return nb, best
 
 
-FLAGS = ("grade", "solution", "locked", "points")
+FLAGS = {"grade": False, "solution": False, "locked": False, "points": None}  # nbgrader's flags, absent = default
 
 
 def metadata_changes(nb, course_nb) -> list[str]:
@@ -121,9 +121,8 @@ def metadata_changes(nb, course_nb) -> list[str]:
         if grade_id not in course:
             changes.append(f"{grade_id} is a graded cell the course does not have")
             continue
-        changed = [f"{flag} {meta.get(flag)!r} (course: {course[grade_id].get(flag)!r})" for flag in FLAGS
-                   if meta.get(flag, False if flag != "points" else None) !=
-                   course[grade_id].get(flag, False if flag != "points" else None)]
+        changed = [f"{flag} {meta.get(flag)!r} (course: {course[grade_id].get(flag)!r})"
+                   for flag, absent in FLAGS.items() if meta.get(flag, absent) != course[grade_id].get(flag, absent)]
         if changed:
             changes.append(f"{grade_id}: " + ", ".join(changed))
     changes += [f"{grade_id} appears {n} times (a copied cell keeps its grade id)" for grade_id, n in seen.items() if n > 1]

@@ -1,9 +1,10 @@
-"""nbgrader glue: the preprocessor that puts trusted verdicts into ``nbgrader autograde``'s own pipeline.
+"""nbgrader glue: trusted verdicts and a sandboxed kernel inside ``nbgrader autograde``'s own pipeline.
 
-``configure`` (autograder.course) inserts :class:`TrustedVerdicts` right after nbgrader's ``Execute``. By then the
-learner's kernel has run the notebook; this preprocessor recomputes every trusted exercise's verdict outside that
-kernel (autograder.trusted) and rewrites its test cell's outputs -- an error output for a fail, one line for a pass
--- before ``SaveAutoGrades`` reads them. So the gradebook, Formgrader, ``nbgrader export`` and
+``configure`` (autograder.course) replaces nbgrader's ``Execute`` with three steps: :class:`StartTrustedVerdicts`
+starts computing every exercise's verdict outside the learner's kernel (autograder.trusted); :class:`ContainedExecute`
+runs the notebook in a kernel started by :class:`SandboxedKernelManager`, surviving a kernel that dies or hangs;
+:class:`TrustedVerdicts` then rewrites each test cell's outputs -- an error output for a fail, one line for a pass --
+before ``SaveAutoGrades`` reads them. So the gradebook, Formgrader, ``nbgrader export`` and
 ``nbgrader generate_feedback`` all see the trusted verdict, and whatever the kernel printed there is discarded.
 """
 from __future__ import annotations
@@ -59,9 +60,11 @@ class TrustedVerdicts(NbGraderPreprocessor):
             meta = cell.metadata.get("nbgrader", {})
             verdict = found.get(exercise_id(meta.get("grade_id", "")))
             if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and verdict:
-                claimed = any("all hidden checks passed" in o.get("text", "") for o in cell.outputs) \
-                    and not visible_failure(cell.outputs)
-                cell.outputs = outputs(combined(verdict, cell.outputs), kernel_claimed_pass=claimed)
+                failure = visible_failure(cell.outputs)
+                claimed = not failure and any("all hidden checks passed" in o.get("text", "") for o in cell.outputs)
+                if verdict.passed and failure:  # the kernel's visible asserts can cost points, never give them
+                    verdict = trusted.Verdict(verdict.exercise, False, failure)
+                cell.outputs = outputs(verdict, kernel_claimed_pass=claimed)
         return nb, resources
 
 
@@ -73,11 +76,12 @@ class VerdictJob(threading.Thread):
 
     def __init__(self, nb, course_nb, hide):
         super().__init__(daemon=True, name="trusted-verdicts")
-        self.arguments, self.found, self.error = (nb, course_nb, hide), None, None
+        self.nb, self.course_nb, self.hide = nb, course_nb, hide
+        self.found, self.error = None, None
 
     def run(self):
         try:
-            self.found = trusted.verdicts(*self.arguments[:2], hide=self.arguments[2])
+            self.found = trusted.verdicts(self.nb, self.course_nb, hide=self.hide)
         except BaseException as error:  # noqa: B036 -- handed to the waiting thread, which raises it
             self.error = error
 
@@ -113,14 +117,6 @@ def visible_failure(kernel_outputs) -> str | None:
 
     errors = [o for o in kernel_outputs if o.output_type == "error" and o.get("ename") != NOT_RUN]
     return diagnosis(errors[-1]) if errors else None
-
-
-def combined(verdict: trusted.Verdict, kernel_outputs) -> trusted.Verdict:
-    """The trusted verdict, unless the kernel's run of the visible asserts failed (which can only cost points)."""
-    failure = visible_failure(kernel_outputs)
-    if verdict.passed and failure:
-        return trusted.Verdict(verdict.exercise, False, failure)
-    return verdict
 
 
 class ContainedExecute(Execute):

@@ -122,7 +122,7 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
 
 def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
     """The trusted verdict of every exercise whose course test cell calls a check."""
-    from autograder.checks import trusted
+    from autograder.checks import has_check
 
     from autograder.diagnostics import case_seed
 
@@ -132,7 +132,7 @@ def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
     seed = int(hashlib.sha256("\0".join(c.code for c in cells if c.answer).encode()).hexdigest()[:15], 16)
     for exercise, (position, test_source) in tests.items():
         call = check_call(test_source)
-        if call is None or not trusted(call[0]):
+        if call is None or not has_check(call[0]):
             continue
         with case_seed(seed):
             found[exercise] = judge(call[0], call[1], cells[:position], hide, poisoned)

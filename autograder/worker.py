@@ -233,12 +233,9 @@ class Connection:
         raise ValueError(f"unknown request {op!r}")
 
 
-    def run_given(self, code: str, name: str, namespace: dict) -> list[str]:
-        """Run a given cell statement by statement; an import of a blocked library binds a stand-in instead.
-
-        Returns the names bound to stand-ins, so a learner who calls torch later is told why it is missing.
-        """
-        missing = []
+    def run_given(self, code: str, name: str, namespace: dict) -> None:
+        """Run a given cell statement by statement; an import of a blocked library binds a stand-in instead, so a
+        learner who calls torch later is told why it is missing."""
         for statement in ast.parse(code).body:
             if isinstance(statement, (ast.Import, ast.ImportFrom)) and lazy(statement, namespace):
                 continue
@@ -250,8 +247,6 @@ class Connection:
                 for alias in statement.names:
                     bound = alias.asname or alias.name.split(".")[0]
                     namespace[bound] = Missing(bound, str(error))
-                    missing.append(bound)
-        return missing
 
 
 def lazy(statement, namespace: dict) -> bool:

@@ -5,6 +5,8 @@ exercise) that tries to get points without the work. Under trusted grading each 
 it attacks, with the reason given, while the rest of the notebook is graded normally.
 """
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -407,10 +409,35 @@ def test_changed_grading_metadata_is_refused_with_the_reason(tmp_path, change, r
     assert reason in done.stderr and "test_central_difference appears 2 times" in done.stderr
 
 
+def test_the_kernels_outputs_can_cost_points_but_never_give_them():
+    """TrustedVerdicts on kernel outputs that disagree with the trusted verdicts, both ways."""
+    from nbformat.v4 import new_output
+
+    from autograder.preprocessors import JOB, TrustedVerdicts
+
+    class Done:  # a finished verdict job
+        def result(self):
+            return {"central_difference": trusted.Verdict("central_difference", False, "forward difference"),
+                    "numerical_gradient": trusted.Verdict("numerical_gradient", True, trusted.VERIFIED)}
+
+    nb = course()
+    tests = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+             if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+    tests["test_central_difference"].outputs = [  # the kernel claims a pass (patched checks, say)
+        new_output("stream", name="stdout", text="central_difference: all hidden checks passed.\n")]
+    tests["test_numerical_gradient"].outputs = [  # the kernel's visible assert failed
+        new_output("error", ename="AssertionError", evalue="", traceback=["assert numerical_gradient(f, x) == 1"])]
+    resources = {"unique_key": NB, "nbgrader": {"assignment": NB, "notebook": NB}, JOB: Done()}
+    nb, _ = TrustedVerdicts().preprocess(nb, resources)
+    (claimed,) = tests["test_central_difference"].outputs
+    assert claimed.output_type == "error" and "failed verification" in claimed.evalue
+    (visible,) = tests["test_numerical_gradient"].outputs
+    assert visible.output_type == "error" and "visible test failed" in visible.evalue
+
+
 # ------------------------------------------------------------------------------------------------ through nbgrader
 
 def grade(path, env=None):
-    import os
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--json"], cwd=REPO,
                           capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
     return done.returncode, {e["id"]: e for e in json.loads(done.stdout)["exercises"]}
@@ -450,13 +477,11 @@ def test_a_class_with_an_attacker_is_graded_normally_by_the_nbgrader_command(tmp
     """`nbgrader autograde` itself, with the course's config: the attacker (graded first) gets nothing, the others
     exactly what they earned, and the gradebook is the one nbgrader wrote."""
     import csv
-    import os
 
     from autograder.course import solution_version
     from autograder.demo import attacked
 
-    shutil_copy = __import__("shutil").copytree
-    shutil_copy(REPO / "source" / NB, tmp_path / "source" / NB)
+    shutil.copytree(REPO / "source" / NB, tmp_path / "source" / NB)
     (tmp_path / "nbgrader_config.py").write_text(
         "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n")
 

@@ -38,17 +38,16 @@ def builds_on(exercise_id: str, earlier: str, answer) -> None:
 
 
 def skipped_in_kernel(exercise_id: str) -> bool:
-    """Under `nbgrader autograde` with the course's config, a trusted check's in-kernel copy decides nothing.
+    """Under `nbgrader autograde` with the course's config, a check's in-kernel copy decides nothing.
 
     Both conditions are needed: nbgrader sets NBGRADER_EXECUTION only while autograding (validate still runs the
     checks), and only the course's Execute settings set the flag that says TrustedVerdicts comes next.
     """
     return (os.environ.get("NBGRADER_EXECUTION") == "autograde" and os.environ.get(TRUSTED_GRADING_ENV) == "1"
-            and trusted(exercise_id) and not remote.in_use())
+            and has_check(exercise_id) and not remote.in_use())
 
 
-def trusted(exercise_id: str) -> bool:
-    """Whether the exercise's verdict is computed outside the learner's kernel (autograder.trusted): every check's is."""
+def has_check(exercise_id: str) -> bool:
     return exercise_id in _CHECKS
 
 
