@@ -1,6 +1,8 @@
-"""Command line: ``python -m autograder {grade,release,solutions,demo,bench}``.
+"""Command line: ``python -m autograder {grade,autograde,release,solutions,demo,bench,bench-grading}``.
 
 Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded (reason on stderr).
+Exit codes of ``autograde``: 0 every submission graded (or already graded), 1 some failed (each with its reason in
+the log), 2 the run cannot start (reason on stderr), 130 stopped with Ctrl-C (a re-run resumes).
 """
 from __future__ import annotations
 
@@ -17,16 +19,34 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("notebook", type=Path)
     grade.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     grade.add_argument("--feedback", type=Path, metavar="HTML", help="also write nbgrader's feedback page here")
+    autograde = commands.add_parser("autograde", help="grade every submission of an assignment in parallel on Dask, "
+                                                      "into nbgrader's gradebook")
+    autograde.add_argument("assignment")
+    autograde.add_argument("--course", type=Path, default=Path("."), help="the course folder (default: here)")
+    autograde.add_argument("--student", action="append", default=[], metavar="ID", help="grade only this student "
+                           "(repeatable)")
+    autograde.add_argument("--force", action="store_true", help="grade again what is already graded")
+    autograde.add_argument("--workers", type=int, metavar="N", help="local Dask workers (default: one per core)")
+    autograde.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler, e.g. tcp://host:8786")
+    autograde.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit for one submission "
+                           "(default: 1800)")
     commands.add_parser("release", help="regenerate notebooks/ from source/")
     commands.add_parser("solutions", help="regenerate and execute solutions/ from source/")
     commands.add_parser("demo", help="rebuild everything and grade a demo class with nbgrader")
     commands.add_parser("bench", help="time one MNIST-sized epoch: course engine vs numpy vs torch")
+    commands.add_parser("bench-grading", help="grade a synthetic class serially with nbgrader and in parallel; "
+                                              "print the speed-up")
     args = parser.parse_args(argv)
     # nbgrader shells out to `alembic` and Jupyter to `python`: both must come from this interpreter's environment.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
     if args.command == "grade":
         return run_grade(args.notebook, args.json, args.feedback)
+    if args.command == "autograde":
+        return run_autograde(args)
+    if args.command == "bench-grading":
+        from autograder.bench_grading import main as bench_grading
+        return bench_grading()
     if args.command == "demo":
         from autograder.demo import main as demo
         return demo()
@@ -55,6 +75,23 @@ def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
     if feedback and not as_json:
         print(f"\nfeedback page: {feedback}")
     return 0 if report.score >= report.max_score else 1
+
+
+def run_autograde(args) -> int:
+    from autograder import sandbox
+    from autograder.class_grading import TIMEOUT_S, ClassGradingError, grade_class
+
+    if sandbox.warning():
+        print(sandbox.warning(), file=sys.stderr)
+    try:
+        rows = grade_class(args.course, args.assignment, students=args.student, force=args.force,
+                           workers=args.workers, scheduler=args.scheduler, timeout_s=args.timeout or TIMEOUT_S)
+    except ClassGradingError as reason:
+        print(f"cannot grade: {reason}", file=sys.stderr)
+        return 2
+    if any(row.status == "stopped" for row in rows):
+        return 130
+    return 1 if any(row.status == "failed" for row in rows) else 0
 
 
 if __name__ == "__main__":

@@ -28,14 +28,32 @@ MEASURED_TAG = "measured"  # a cell whose outputs are timings: solutions/ keeps 
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain", "--IPKernelApp.log_level=ERROR"]
 
 
-def configure(c, release_directory: str = "notebooks") -> None:
-    """Apply the course's nbgrader settings to a traitlets config ``c``."""
+STAGES = ("whole", "execute", "record")
+
+
+def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> None:
+    """Apply the course's nbgrader settings to a traitlets config ``c``.
+
+    ``stage`` splits ``nbgrader autograde`` at its Execute step, for class grading (autograder.class_grading):
+    "whole" runs everything (a serial ``nbgrader autograde``); "execute" only sanitizes and runs the notebook with
+    its trusted verdicts, writing no grades (a grading worker); "record" takes that run's outputs instead of running
+    anything (ReplayExecution, whose ``directory`` the caller sets) and writes the gradebook as nbgrader does.
+    """
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.converters import Autograde
+    from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades
 
+    from autograder.preprocessors import (ContainedExecute, ReplayExecution, SeparateCopiedCells, StartTrustedVerdicts,
+                                          TrustedVerdicts)
+
+    if stage not in STAGES:
+        raise ValueError(f"unknown grading stage {stage!r}; one of {', '.join(STAGES)}")
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.source_directory = "source"
     c.CourseDirectory.release_directory = release_directory
+    # Hypothesis leaves a .hypothesis/ cache where a notebook runs; nbgrader would copy it into every submission.
+    c.CourseDirectory.ignore = CourseDirectory.class_traits()["ignore"].default() + [".hypothesis"]
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.Execute.timeout = CELL_TIMEOUT_S
     # The flag tells the kernel's in-notebook checks that TrustedVerdicts (below) decides; see checks.check.
@@ -44,15 +62,17 @@ def configure(c, release_directory: str = "notebooks") -> None:
     c.Execute.kernel_manager_class = "autograder.preprocessors.SandboxedKernelManager"
     # A cell past its timeout is stopped by killing the kernel, not by an interrupt a learner can ignore.
     c.Execute.interrupt_on_timeout = False
+    # A learner's copy of a graded cell must not stop the class run (SeparateCopiedCells says why).
+    c.Autograde.sanitize_preprocessors = [SeparateCopiedCells, *Autograde.class_traits()["sanitize_preprocessors"].default()]
     # Trusted grading: verdicts are computed outside the learner's kernel while it runs the notebook, and replace
     # the test cells' outputs right after.
-    from nbgrader.converters import Autograde
-    from autograder.preprocessors import ContainedExecute, StartTrustedVerdicts, TrustedVerdicts
-    default = Autograde.class_traits()["autograde_preprocessors"].default()
-    pipeline = [ContainedExecute if p is Execute else p for p in default
-                if p not in (StartTrustedVerdicts, TrustedVerdicts)]
-    at = pipeline.index(ContainedExecute)
-    pipeline[at:at + 1] = [StartTrustedVerdicts, ContainedExecute, TrustedVerdicts]
+    execution = [StartTrustedVerdicts, ContainedExecute, TrustedVerdicts]
+    pipeline = Autograde.class_traits()["autograde_preprocessors"].default()
+    at = pipeline.index(Execute)
+    if stage == "execute":
+        pipeline = execution
+    else:
+        pipeline[at:at + 1] = execution if stage == "whole" else [ReplayExecution]
     c.Autograde.autograde_preprocessors = pipeline
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]

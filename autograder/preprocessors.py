@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 
 import nbformat
@@ -19,6 +20,7 @@ from nbformat.v4 import new_output
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Unicode
 
 from autograder import checks, sandbox, trusted  # imported before any learner kernel runs: nothing it writes changes them
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
@@ -150,6 +152,58 @@ def mark_not_run(nb, why: str) -> None:
         cell.outputs.append(new_output("error", ename=NOT_RUN, evalue=why, traceback=[f"{NOT_RUN}: {why}"]))
 
 
+class SeparateCopiedCells(NbGraderPreprocessor):
+    """Keep a grade id on its first cell only: a learner's copy of an answer or test cell becomes an ordinary cell.
+
+    nbgrader's own DeduplicateIds keeps the last copy and empties the earlier cell's metadata, which then fails the
+    whole ``nbgrader autograde`` run as "an old version of the nbgrader metadata format" (every later student goes
+    ungraded). The first copy is the one trusted grading reads (autograder.trusted.program), so it keeps its id here.
+    Runs first among the sanitizing steps; ``copied_cells`` says up front which ids a notebook repeats.
+    """
+
+    def preprocess(self, nb, resources):
+        seen = set()
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id in seen:
+                self.log.warning("%s: a copy of the cell %r is graded as an ordinary cell", resources.get("unique_key"), grade_id)
+                del cell.metadata["nbgrader"]
+            elif grade_id:
+                seen.add(grade_id)
+        return nb, resources
+
+
+def copied_cells(nb) -> list[str]:
+    """The grade ids that more than one cell of a notebook carries (in the order they first appear)."""
+    ids = Counter(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") for cell in nb.cells)
+    return [grade_id for grade_id, n in ids.items() if grade_id and n > 1]
+
+
+class ReplayExecution(NbGraderPreprocessor):
+    """nbgrader's Execute step, taken from a run made elsewhere: the outputs of the same notebook, executed by a
+    grading worker (autograder.class_grading), are copied onto its cells.
+
+    Everything else ``nbgrader autograde`` does -- sanitizing, SaveAutoGrades, late penalties -- runs here as usual,
+    so the gradebook gets exactly what a serial run writes. Raises ValueError when the executed notebook is missing
+    or its cells are not this notebook's (a worker must have sanitized the same submission the same way).
+    """
+
+    directory = Unicode(help="Folder of executed notebooks, as <student>/<assignment>/<notebook>.ipynb").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        ids = resources["nbgrader"]
+        path = Path(self.directory) / ids["student"] / ids["assignment"] / f"{ids['notebook']}.ipynb"
+        if not path.is_file():
+            raise ValueError(f"no executed notebook for {ids['student']}/{ids['notebook']} at {path}")
+        executed = nbformat.read(path, as_version=4)
+        if [(c.cell_type, c.source) for c in executed.cells] != [(c.cell_type, c.source) for c in nb.cells]:
+            raise ValueError(f"the executed notebook {path} does not have this submission's cells")
+        for cell, ran in zip(nb.cells, executed.cells):
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
+        return nb, resources
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """The kernel nbgrader runs a submission in, started inside the sandbox (autograder.sandbox.kernel_command).
 
@@ -173,4 +227,5 @@ def outputs(verdict: trusted.Verdict, kernel_claimed_pass: bool) -> list:
                        traceback=[f"CheckFailure: [{verdict.exercise}]", *message.splitlines()])]
 
 
-__all__ = ["ContainedExecute", "SandboxedKernelManager", "StartTrustedVerdicts", "TrustedVerdicts", "checks"]
+__all__ = ["ContainedExecute", "ReplayExecution", "SandboxedKernelManager", "SeparateCopiedCells", "StartTrustedVerdicts",
+           "TrustedVerdicts", "checks"]
