@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -307,6 +308,8 @@ class Course:
         from nbgrader.api import Gradebook
         from nbgrader.apps import NbGraderAPI
 
+        # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every autograde; they say nothing about the class.
+        warnings.filterwarnings("ignore", module="nbgrader")
         folder = self.scratch / "executed" / executed.student / assignment
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in executed.notebooks.items():
@@ -382,7 +385,7 @@ class StopRequest:
 
 def grade_class(root: Path, assignment: str, *, students: list[str] = (), force: bool = False,
                 workers: int | None = None, scheduler: str | None = None, timeout_s: float = TIMEOUT_S,
-                execute=execute_submission, out=sys.stderr) -> list[Row]:
+                execute=execute_submission, out=None) -> list[Row]:
     """Grade every submission of ``assignment`` under ``root/submitted/`` on Dask; one Row per submission.
 
     Args:
@@ -393,6 +396,7 @@ def grade_class(root: Path, assignment: str, *, students: list[str] = (), force:
         scheduler: address of a running Dask scheduler (tcp://host:8786) to use instead of a local cluster.
         timeout_s: wall-clock limit for one submission's grading.
         execute: the task run per submission (tests replace it).
+        out: where progress and log lines go (default: stderr).
 
     Raises:
         ClassGradingError: the run cannot start; the message says what to do.
@@ -404,7 +408,7 @@ def grade_class(root: Path, assignment: str, *, students: list[str] = (), force:
     if unknown:
         raise ClassGradingError(f"no submission of {assignment} for {', '.join(unknown)} under "
                                 f"{course.root / 'submitted'} (found {len(found)})")
-    log = RunLog(course.root, assignment, out)
+    log = RunLog(course.root, assignment, out or sys.stderr)
     rows, tasks = [], []
     for student in students or list(found):
         if not force and course.already_graded(assignment, student):
@@ -459,7 +463,7 @@ def _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, ex
                             task = pending.pop(future)
                             executed = _result(future, task)
                             if executed.error and task.attempt == 1:
-                                bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process")
+                                bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=log.out)
                                 retry = Task(task.student, task.files, attempt=2, avoid=executed.worker)
                                 pending[submit(retry)] = retry
                                 continue
@@ -502,7 +506,10 @@ class RunLog:
         self.started = time.monotonic()
 
     def add(self, row: Row, nbgrader_log: str = "", bar=None) -> Row:
-        (bar.write if bar is not None else lambda text: print(text, file=self.out))(row.line())
+        if bar is not None:
+            bar.write(row.line(), file=self.out)
+        else:
+            print(row.line(), file=self.out)
         new = not self.table.exists()
         with open(self.table, "a", newline="") as table:
             writer = csv.writer(table, delimiter="\t")

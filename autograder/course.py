@@ -21,6 +21,10 @@ CELL_TIMEOUT_S = int(os.environ.get("BACKPROP_CELL_TIMEOUT_S", "120"))  # tests 
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 TEST_PREFIX = "test_"
 TRUSTED_GRADING_ENV = "BACKPROP_TRUSTED_GRADING"  # set for nbgrader's kernels when verdicts come from outside
+# nbclient's own tag for cells it skips: a widget cell waits for a person, and an unattended run (grading, validate,
+# solutions/) must not wait with it -- nbclient sometimes stalls a full cell timeout on one (issue 11).
+INTERACTIVE_TAG = "skip-execution"
+WIDGET_FUNCTIONS = ("h_explorer", "backward_stepper")  # labtools functions that return a live widget
 MEASURED_TAG = "measured"  # a cell whose outputs are timings: solutions/ keeps it without outputs
 # Kernel flags for every notebook run. Plain tracebacks show one line per frame instead of five lines of context,
 # so a failing visible assert never prints the hidden block after it (CheckFailure renders without frames at all).

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import nbformat
 
@@ -66,8 +67,8 @@ def attacked(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def submissions(name: str) -> dict[str, nbformat.NotebookNode]:
-    """The demo class's notebooks for one assignment, by student id (after generate_assignment in the demo course)."""
+def submissions(name: str, course: Path = COURSE) -> dict[str, nbformat.NotebookNode]:
+    """The demo class's notebooks for one assignment, by student id (after generate_assignment in ``course``)."""
     solved = solution_version(nbformat.read(assignments()[name], as_version=4))
     mistaken = nbformat.from_dict(solved)
     grade_id, edits = MISTAKES[name]
@@ -77,7 +78,7 @@ def submissions(name: str) -> dict[str, nbformat.NotebookNode]:
                 if right not in cell.source:
                     raise ValueError(f"demo mistake for {name} no longer matches its solution: {right!r}")
                 cell.source = cell.source.replace(right, wrong)
-    untouched = nbformat.read(COURSE / "release" / name / f"{name}.ipynb", as_version=4)
+    untouched = nbformat.read(course / "release" / name / f"{name}.ipynb", as_version=4)
     return {"full-marks": solved, "untouched": untouched, "mistake": mistaken, "attacker": attacked(untouched)}
 
 

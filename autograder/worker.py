@@ -8,7 +8,7 @@ trusted side (``autograder.remote``), which decodes it as plain data and compare
 Protocol (one JSON document per frame, a 4-byte big-endian length first, over the socket whose descriptor is in
 $WORKER_FD):
   requests   {"id": n, "op": "exec" | "given" | "eval" | "call" | "method" | "getattr" | "setattr" | "operator" |
-             "list", ...}; a call with "write_back": true answers {"result", "arguments": what changed}
+             "list" | "repeat", ...}; a call with "write_back": true answers {"result", "arguments": what changed}
   replies    {"reply": n, "ok": value}, {"reply": n, "error": {"type", "message", "builtin"}}, or
              {"reply": n, "stopped": reason} when the answer cannot count (threads left running)
   callbacks  {"id": n, "op": "callback", "target": k, "args": [...], "kwargs": {...}} (from here to the trusted side)
@@ -208,6 +208,12 @@ class Connection:
             return None
         if op == "list":
             return self.encode(list(target))
+        if op == "repeat":  # x.f(), x.f().f(), ...: a deep chain in one request instead of one per link
+            results = []
+            for _ in range(message["times"]):
+                target = getattr(target, message["name"])()
+                results.append(target)
+            return self.encode(results)
         if op == "operator":
             return self.encode(OPERATORS[message["name"]](*args))
         if op == "call":

@@ -5,7 +5,8 @@ import nbformat
 import pytest
 
 from autograder.checks import exercise_ids
-from autograder.course import TEST_PREFIX, assignments, nbgrader_cells, solution_version
+from autograder.course import (INTERACTIVE_TAG, TEST_PREFIX, WIDGET_FUNCTIONS, assignments, nbgrader_cells,
+                              solution_version)
 from conftest import REPO, learner_notebook, solution_notebook
 
 HIDDEN_CALL = re.compile(r'### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS', re.S)
@@ -37,6 +38,19 @@ def test_each_answer_cell_has_a_test_cell_that_calls_its_check(assignment):
         assert len(hidden) == 1, f"{test_id}: one hidden block expected"
         assert f'check("{exercise}", ' in hidden[0], f"{test_id} must call its own check"
         assert exercise in exercise_ids(), f"no check registered for {exercise}"
+
+
+def test_widget_cells_are_skipped_by_unattended_runs(assignment):
+    """A cell that shows a live widget carries nbclient's skip tag, so grading never waits on it (issue 11)."""
+    calls = re.compile(r"^\s*(\w+\s*=\s*)?(" + "|".join(WIDGET_FUNCTIONS) + r")\(", re.M)
+    widget_cells = [c for c in source_nb(assignment).cells if c.cell_type == "code" and calls.search(c.source)]
+    for cell in widget_cells:
+        assert INTERACTIVE_TAG in cell.metadata.get("tags", []), cell.source
+    for cell in source_nb(assignment).cells:
+        if INTERACTIVE_TAG in cell.metadata.get("tags", []):
+            assert cell in widget_cells, f"only widget cells may be skipped: {cell.source[:80]}"
+    if assignment in ("01_nudging", "02_scalar_engine"):
+        assert widget_cells, "the notebook's widget cell was not found: did its call change?"
 
 
 def test_source_notebooks_are_clean(assignment):

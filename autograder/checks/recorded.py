@@ -7,7 +7,7 @@ are only what the learner's code walks.
 """
 from __future__ import annotations
 
-from autograder.remote import call_method
+from autograder.remote import call_method, repeat
 
 
 class RecordedGraph:
@@ -52,11 +52,15 @@ class RecordedGraph:
         """a.name(), e.g. a.tanh(), in one request."""
         return self._result(call_method(a, name), a)
 
-    def chain(self, length: int, step, start: float = 0.5, **leaf_kwargs):
-        """x -> step(x) -> step(step(x)) ...: ``length`` operations. Returns (x, end)."""
+    def chain(self, length: int, method: str, start: float = 0.5, **leaf_kwargs):
+        """x -> x.method() -> x.method().method() ...: ``length`` operations (e.g. "tanh", "__neg__").
+
+        Built in one request, but recorded link by link here, as if built one operation at a time.
+        Returns (x, end).
+        """
         x = end = self.leaf(start, **leaf_kwargs)
-        for _ in range(length):
-            end = step(end)
+        for out in repeat(x, method, length):
+            end = self._result(out, end)
         return x, end
 
     def reachable(self, root) -> list:

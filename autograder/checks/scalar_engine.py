@@ -249,7 +249,7 @@ def check_topological_order(topological_order) -> None:
         layered = g.add(g.mul(layered, g.leaf(2.0)), g.mul(layered, g.leaf(3.0)))
     judge(layered, "40 stacked diamonds (2^40 paths)")
 
-    _, end = g.chain(CHAIN_LENGTH, lambda node: g.method(node, "tanh"))
+    _, end = g.chain(CHAIN_LENGTH, "tanh")
     judge(end, f"a chain of {CHAIN_LENGTH} tanh nodes", deep=True)
 
     @RANDOM_CASES
@@ -309,7 +309,7 @@ def check_backward(backward) -> None:
                                f"received {fmt(x.grad)}.")
 
     # Deep graph: no recursion anywhere in the pass.
-    chain_x, end = RecordedGraph(Node).chain(CHAIN_LENGTH, lambda node: call_method(node, "tanh"))
+    chain_x, end = RecordedGraph(Node).chain(CHAIN_LENGTH, "tanh")
     call_on_deep_graph(ex, end.backward, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")
     expected = 1.0
     value = 0.5

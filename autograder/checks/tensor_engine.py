@@ -544,7 +544,7 @@ def check_topological_sort(answer) -> None:
 
 def _check_deep(ex, graph, run):
     """Run ``run(end, shown)`` on a chain of CHAIN_LENGTH negations; returns (leaf, end, run's result)."""
-    x, end = graph.chain(CHAIN_LENGTH, graph.neg, requires_grad=True)
+    x, end = graph.chain(CHAIN_LENGTH, "__neg__", requires_grad=True)
     shown = f"a chain of {CHAIN_LENGTH} operations"
     return x, end, call_on_deep_graph(ex, run, end, shown, shown_input=shown)
 

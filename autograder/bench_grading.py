@@ -1,0 +1,203 @@
+"""`make bench-grading`: a synthetic class graded serially by ``nbgrader autograde`` and in parallel on Dask.
+
+Both runs grade the same submissions (12 per notebook: full marks, untouched, a realistic mistake, an attacker, a
+notebook that kills its kernel, a copied test cell, and six that skip one exercise each) in two copies of one course
+under ``build/bench-grading/``. Printed: per notebook, the median seconds per submission and the wall time of each
+run; per student, the whole series' wall and CPU seconds; submissions per minute; the parallel/serial ratio; and
+whether the two gradebooks agree cell by cell.
+
+CPU is read from a cgroup this process moves into (cpuacct), which counts every process it starts -- Dask workers,
+nbgrader, kernels, sandboxes -- even inside their own namespaces; without one, from /proc/stat, machine-wide.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import nbformat
+
+from autograder.course import REPO, assignments
+
+BENCH = REPO / "build" / "bench-grading"
+PER_NOTEBOOK = 12
+TARGET_RATIO = 0.6          # parallel wall / serial wall, issue 11
+TARGET_CPU_PER_STUDENT = 40  # seconds of CPU for the five notebooks of one student
+CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n"
+# nbgrader's log with a time on each line: the serial run's per-submission times come from its "student" lines.
+LOG_FORMAT = "--Application.log_format=%(asctime)s %(levelname)s %(message)s"
+STARTS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) INFO Creating/updating student with ID '([^']+)'", re.M)
+
+
+def synthetic_class(name: str, course: Path) -> dict[str, nbformat.NotebookNode]:
+    """PER_NOTEBOOK submissions of one assignment, by student id (the demo's four, then the kinds above)."""
+    from autograder.demo import submissions
+
+    found = submissions(name, course)
+    solved, untouched = found["full-marks"], found["untouched"]
+    found["crasher"] = _with_first_answer(untouched, "import os\nos._exit(1)\n")
+    copied = nbformat.from_dict(solved)
+    test = next(i for i, c in enumerate(copied.cells) if c.metadata.get("nbgrader", {}).get("grade")
+                and not c.metadata["nbgrader"].get("solution"))
+    copied.cells.insert(test + 1, nbformat.from_dict(copied.cells[test]))
+    copied.cells[test + 1].id = "copied-test-cell"
+    found["copied-cell"] = copied
+    stubs = {c.metadata["nbgrader"]["grade_id"]: c.source for c in untouched.cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+    for k in range(PER_NOTEBOOK - len(found)):
+        grade_id = list(stubs)[k % len(stubs)]
+        skipped = nbformat.from_dict(solved)
+        for cell in skipped.cells:
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+                cell.source = stubs[grade_id]
+        found[f"skipped-{k + 1}"] = skipped
+    return found
+
+
+def _with_first_answer(nb, source: str):
+    nb = nbformat.from_dict(nb)
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")).source = source
+    return nb
+
+
+def build(root: Path) -> dict[str, list[str]]:
+    """A course at ``root`` with every assignment generated and the synthetic class submitted; students by assignment."""
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(REPO / "source", root / "source", ignore=shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints"))
+    (root / "nbgrader_config.py").write_text(CONFIG)
+    students = {}
+    for name in assignments():
+        nbgrader(root, "generate_assignment", name, "--force")
+        students[name] = []
+        for student, nb in synthetic_class(name, root).items():
+            path = root / "submitted" / student / name / f"{name}.ipynb"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+            students[name].append(student)
+    return students
+
+
+def nbgrader(root: Path, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args, LOG_FORMAT], cwd=root, capture_output=True, text=True)
+    if done.returncode != 0 and args[0] != "autograde":  # autograde exits 1 when a submission failed; that is data
+        sys.exit(f"nbgrader {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout + done.stderr
+
+
+def serial_seconds(log: str, ended: float) -> list[float]:
+    """Per-submission seconds of one serial ``nbgrader autograde`` run, from the times of its log lines."""
+    starts = [datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() for stamp, _ in STARTS.findall(log)]
+    return [b - a for a, b in zip(starts, starts[1:] + [ended])]
+
+
+class CpuMeter:
+    """CPU seconds used by this process and everything it starts (a cpuacct cgroup), else by the whole machine."""
+
+    def __init__(self):
+        group = Path("/sys/fs/cgroup/cpuacct") / f"bench-grading-{int(time.time())}"
+        try:
+            group.mkdir()
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+            self.read, self.scope = (lambda: int((group / "cpuacct.usage").read_text()) / 1e9), "this benchmark's processes"
+            atexit.register(self._leave, group)
+        except OSError:
+            self.read, self.scope = self._machine, "the whole machine (no cgroup to measure in)"
+
+    @staticmethod
+    def _leave(group: Path) -> None:
+        (group.parent / "cgroup.procs").write_text(str(os.getpid()))
+        try:
+            group.rmdir()
+        except OSError:  # a process it started is still winding down; an empty group costs nothing
+            pass
+
+    @staticmethod
+    def _machine() -> float:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        return (sum(fields) - fields[3] - fields[4]) / 100  # all but idle and iowait, in USER_HZ ticks
+
+
+def gradebook_cells(root: Path, assignment: str) -> dict[tuple, tuple]:
+    """Every grade and comment of an assignment in a course's gradebook, by (student, notebook, cell, kind)."""
+    from nbgrader.api import Gradebook
+
+    from autograder.course import COURSE_ID
+
+    found = {}
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gradebook:
+        for submission in gradebook.assignment_submissions(assignment):
+            for notebook in submission.notebooks:
+                key = (submission.student_id, notebook.name)
+                found[key + ("", "late penalty")] = (notebook.late_submission_penalty,)
+                for grade in notebook.grades:
+                    found[key + (grade.name, "grade")] = (grade.auto_score, grade.max_score, grade.needs_manual_grade,
+                                                          grade.manual_score)
+                for comment in notebook.comments:
+                    found[key + (comment.name, "comment")] = (comment.auto_comment, comment.manual_comment)
+    return found
+
+
+def differences(a: dict, b: dict) -> list[str]:
+    return [f"{key}: serial {a.get(key)} parallel {b.get(key)}" for key in sorted(set(a) | set(b), key=str)
+            if a.get(key) != b.get(key)]
+
+
+def main() -> int:
+    from autograder.class_grading import grade_class
+
+    meter = CpuMeter()
+    print(f"Building a synthetic class of {PER_NOTEBOOK} submissions per notebook in {BENCH.relative_to(REPO)}/",
+          flush=True)
+    students = build(BENCH / "serial")
+    shutil.rmtree(BENCH / "parallel", ignore_errors=True)
+    shutil.copytree(BENCH / "serial", BENCH / "parallel")
+    figures = {}
+    for name in assignments():
+        print(f"\n== {name}: serial nbgrader autograde", flush=True)
+        cpu, started = meter.read(), time.monotonic()
+        log = nbgrader(BENCH / "serial", "autograde", name, "--force")
+        serial = (time.monotonic() - started, meter.read() - cpu, serial_seconds(log, time.time()))
+        print(f"== {name}: parallel python -m autograder autograde", flush=True)
+        cpu, started = meter.read(), time.monotonic()
+        rows = grade_class(BENCH / "parallel", name, force=True)
+        parallel = (time.monotonic() - started, meter.read() - cpu, [r.seconds for r in rows if r.status == "graded"])
+        wrong = differences(gradebook_cells(BENCH / "serial", name), gradebook_cells(BENCH / "parallel", name))
+        figures[name] = (serial, parallel, len(students[name]), wrong, [r for r in rows if r.status != "graded"])
+    report(figures, len(students[next(iter(students))]), meter.scope)
+    return 0
+
+
+def report(figures: dict, class_size: int, scope: str) -> None:
+    print(f"\nGrading one class of {class_size} students, five notebooks each ({scope} for CPU)\n")
+    print(f"{'notebook':<24}{'serial s/sub':>13}{'parallel s/sub':>15}{'serial wall':>12}{'parallel wall':>14}"
+          f"{'ratio':>7}  gradebooks")
+    for name, ((s_wall, _, s_each), (p_wall, _, p_each), n, wrong, failed) in figures.items():
+        agree = "agree" if not wrong else f"{len(wrong)} cells differ"
+        print(f"{name:<24}{statistics.median(s_each):>13.1f}{statistics.median(p_each):>15.1f}{s_wall:>11.0f}s"
+              f"{p_wall:>13.0f}s{p_wall / s_wall:>7.2f}  {agree}")
+        for line in wrong[:5]:
+            print(f"    {line}")
+        for row in failed:
+            print(f"    not graded in parallel: {row.student}: {row.note}")
+    s_wall = sum(f[0][0] for f in figures.values())
+    p_wall = sum(f[1][0] for f in figures.values())
+    s_cpu = sum(f[0][1] for f in figures.values())
+    p_cpu = sum(f[1][1] for f in figures.values())
+    total = sum(f[2] for f in figures.values())
+    print(f"\n{'':<24}{'serial':>12}{'parallel':>12}")
+    print(f"{'wall s per student':<24}{s_wall / class_size:>12.1f}{p_wall / class_size:>12.1f}")
+    print(f"{'CPU s per student':<24}{s_cpu / class_size:>12.1f}{p_cpu / class_size:>12.1f}")
+    print(f"{'submissions per minute':<24}{60 * total / s_wall:>12.1f}{60 * total / p_wall:>12.1f}")
+    ratio = p_wall / s_wall
+    print(f"\nparallel/serial wall time: {ratio:.2f} (target <= {TARGET_RATIO}: {'met' if ratio <= TARGET_RATIO else 'MISSED'}); "
+          f"speed-up {1 / ratio:.2f}x")
+    per_student = p_cpu / class_size
+    print(f"parallel CPU per student: {per_student:.1f} s (target <= {TARGET_CPU_PER_STUDENT}: "
+          f"{'met' if per_student <= TARGET_CPU_PER_STUDENT else 'MISSED'})")

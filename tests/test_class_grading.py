@@ -1,0 +1,180 @@
+"""Class grading on Dask (autograder.class_grading): every submission gets a row, failures are retried once and
+recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from autograder import class_grading
+from autograder.bench_grading import differences, gradebook_cells, synthetic_class
+from autograder.class_grading import ClassGradingError, Executed, Task, execute_submission, grade_class
+from conftest import REPO
+
+NB = "01_nudging"  # the quickest notebook to grade
+CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n"
+
+
+def nbgrader(root, *args):
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def new_course(root, students: dict) -> None:
+    """A course at root with NB generated and ``students`` ({id: notebook or bytes}) submitted."""
+    shutil.copytree(REPO / "source" / NB, root / "source" / NB, ignore=shutil.ignore_patterns(".hypothesis"))
+    (root / "nbgrader_config.py").write_text(CONFIG)
+    nbgrader(root, "generate_assignment", NB)
+    submit(root, students)
+
+
+def submit(root, students: dict) -> None:
+    for student, nb in students.items():
+        path = root / "submitted" / student / NB / f"{NB}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(nb) if isinstance(nb, bytes) else nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A course with one real submission, and that submission's real execution (reused by the fake workers)."""
+    root = tmp_path_factory.mktemp("template")
+    shutil.copytree(REPO / "source" / NB, root / "source" / NB)
+    (root / "nbgrader_config.py").write_text(CONFIG)
+    nbgrader(root, "generate_assignment", NB)
+    solved = synthetic_class(NB, root)["full-marks"]
+    submit(root, {"full-marks": solved})
+    course = class_grading.Course.open(root)
+    files, _ = class_grading.preflight(course.submitted(NB)["full-marks"], course.ignored)
+    executed = execute_submission(course.snapshot(NB, 600), Task("full-marks", files))
+    assert executed.error is None, executed.log
+    return root, solved, executed
+
+
+class FakeWorkers:
+    """Stands in for execute_submission: hands back the template's execution, failing as told.
+
+    Dask pickles a task's function, so attempts are counted in files, not in the object.
+    """
+
+    def __init__(self, executed, folder, fail: dict[str, int], interrupt_after: int | None = None):
+        self.executed, self.folder, self.fail, self.interrupt_after = executed, folder, fail, interrupt_after
+        folder.mkdir()
+
+    @property
+    def attempts(self) -> dict[str, int]:
+        found = {}
+        for mark in self.folder.iterdir():
+            found[mark.stem] = found.get(mark.stem, 0) + 1
+        return found
+
+    def __call__(self, snapshot, task):
+        (self.folder / f"{task.student}.{task.attempt}").touch()
+        so_far = sum(self.attempts.values())
+        if self.interrupt_after is not None and so_far > self.interrupt_after:
+            time.sleep(2)  # still grading when the run stops
+        if so_far == self.interrupt_after:
+            signal.raise_signal(signal.SIGINT)  # what Ctrl-C in the terminal does
+        if task.attempt <= self.fail.get(task.student, 0):
+            raise MemoryError("the worker ran out of memory")
+        return Executed(task.student, self.executed.notebooks, "log", 0.1, "fake")
+
+
+@pytest.fixture
+def threads():
+    """A local Dask cluster of one thread worker: the fake above runs in this process, one task at a time."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def class_of(template, tmp_path, students):
+    root, solved, executed = template
+    shutil.copytree(root, tmp_path / "course")
+    shutil.rmtree(tmp_path / "course" / "submitted")
+    submit(tmp_path / "course", {s: solved for s in students})
+    return tmp_path / "course", executed
+
+
+def test_failures_are_retried_once_then_recorded_and_every_submission_gets_a_row(template, tmp_path, threads, capsys):
+    course, executed = class_of(template, tmp_path, ["ann", "bob", "cat"])
+    submit(course, {"dan": b"{ not json"})
+    fake = FakeWorkers(executed, tmp_path / "attempts", fail={"bob": 1, "cat": 5})
+    rows = {r.student: r for r in grade_class(course, NB, scheduler=threads, execute=fake)}
+    assert set(rows) == {"ann", "bob", "cat", "dan"}
+    assert rows["ann"].status == rows["bob"].status == "graded" and rows["ann"].score == rows["ann"].max_score == 10
+    assert fake.attempts == {"ann": 1, "bob": 2, "cat": 2}  # retried once, never a third time; dan never sent
+    assert rows["cat"].status == "failed" and "MemoryError" in rows["cat"].note and rows["cat"].attempts == 2
+    assert rows["dan"].status == "failed" and "not a readable notebook" in rows["dan"].note
+    table = (course / class_grading.LOGS / f"{NB}.tsv").read_text()
+    assert all(f"\t{s}\t" in table for s in rows)
+    assert "retrying once" in capsys.readouterr().err
+    assert (course / "autograded" / "bob" / NB / f"{NB}.ipynb").is_file()
+    assert not (course / "autograded" / "cat").exists()
+
+
+def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tmp_path, threads):
+    course, executed = class_of(template, tmp_path, ["ann", "bob", "cat"])
+    fake = FakeWorkers(executed, tmp_path / "first", fail={}, interrupt_after=1)
+    first = {r.student: r.status for r in grade_class(course, NB, scheduler=threads, execute=fake)}
+    assert sorted(first.values()) == ["graded", "stopped", "stopped"]  # Ctrl-C: stops after the one being recorded
+    again = FakeWorkers(executed, tmp_path / "second", fail={})
+    second = {r.student: r.status for r in grade_class(course, NB, scheduler=threads, execute=again)}
+    assert sorted(second.values()) == ["graded", "graded", "skipped"] and len(again.attempts) == 2
+    chosen = FakeWorkers(executed, tmp_path / "third", fail={})
+    third = grade_class(course, NB, scheduler=threads, execute=chosen, students=["bob"], force=True)
+    assert [(r.student, r.status) for r in third] == [("bob", "graded")] and chosen.attempts == {"bob": 1}
+
+
+def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
+    course, executed = class_of(template, tmp_path, ["ann"])
+    with pytest.raises(ClassGradingError, match="no submission of 01_nudging for zed"):
+        grade_class(course, NB, scheduler=threads, students=["zed"])
+    with pytest.raises(ClassGradingError, match="nbgrader generate_assignment 02_scalar_engine"):
+        grade_class(course, "02_scalar_engine", scheduler=threads)
+    done = subprocess.run([sys.executable, "-m", "autograder", "autograde", "02_scalar_engine", "--course", str(course)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "cannot grade:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_worker_that_cannot_fork_says_how_to_start_it(monkeypatch):
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
+    reason = class_grading._run_grading_process(REPO, NB, "ann", 10)
+    assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
+
+
+@pytest.mark.slow
+def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(tmp_path):
+    """The parallel path for real, on a local Dask cluster of processes, against `nbgrader autograde` itself."""
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    shutil.copytree(REPO / "source" / NB, serial / "source" / NB, ignore=shutil.ignore_patterns(".hypothesis"))
+    (serial / "nbgrader_config.py").write_text(CONFIG)
+    nbgrader(serial, "generate_assignment", NB)
+    everyone = synthetic_class(NB, serial)
+    submit(serial, {s: everyone[s] for s in ("full-marks", "attacker", "crasher", "copied-cell")})
+    shutil.copytree(serial, parallel)
+    nbgrader(serial, "autograde", NB)  # a copied cell no longer stops nbgrader itself (SeparateCopiedCells)
+    done = subprocess.run([sys.executable, "-m", "autograder", "autograde", NB, "--workers", "2"], cwd=parallel,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 graded" in done.stderr and "copied cell(s) test_" in done.stderr
+    wrong = differences(gradebook_cells(serial, NB), gradebook_cells(parallel, NB))
+    assert not wrong, wrong
+    scores = {}
+    for (student, _, _, kind), value in gradebook_cells(parallel, NB).items():
+        scores[student] = scores.get(student, 0) + (value[0] or 0 if kind == "grade" else 0)
+    assert scores == {"full-marks": 10, "attacker": 0, "crasher": 0, "copied-cell": 10}
+    nbgrader(parallel, "generate_feedback", NB)  # nbgrader's own tools work on what the parallel run stored
+    assert (parallel / "feedback" / "full-marks" / NB / f"{NB}.html").is_file()
+    assert "tampered" not in (parallel / "gradebook.db").read_bytes().decode("latin-1")
+    again = subprocess.run([sys.executable, "-m", "autograder", "autograde", NB, "--workers", "1"], cwd=parallel,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "4 skipped" in again.stderr
+    assert (parallel / class_grading.LOGS / NB / "attacker.log").is_file()
