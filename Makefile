@@ -17,7 +17,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION = 1
 # nbgrader runs `alembic` and Jupyter runs `python`: both must be the virtual environment's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup demo test test-quick lab release solutions grade bench data clean
+.PHONY: help setup demo test test-quick lab release solutions grade autograde bench bench-grading data clean
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
@@ -25,9 +25,12 @@ help:
 	@echo "make test-quick  the fast subset: no notebook execution"
 	@echo "make lab         JupyterLab on notebooks/"
 	@echo "make grade NB=notebooks/01_nudging/01_nudging.ipynb   grade one notebook against the hidden tests"
+	@echo "make autograde ASSIGNMENT=01_nudging [WORKERS=N] [SCHEDULER=tcp://host:8786] [STUDENT=id...] [FORCE=1]"
+	@echo "                 grade every submission under submitted/ in parallel (Dask) into gradebook.db"
 	@echo "make release     regenerate notebooks/ from source/ (nbgrader generate_assignment)"
 	@echo "make solutions   regenerate solutions/ from source/ (executed, hidden tests removed)"
 	@echo "make bench       time one MNIST-sized epoch: course engine vs hand-written numpy vs torch"
+	@echo "make bench-grading  grade a synthetic class serially (nbgrader) and in parallel (Dask); about 30 minutes"
 	@echo "make data        download full MNIST into data/mnist/ (needs a network; the course works offline without)"
 	@echo "make clean       remove runtime folders (keeps .venv)"
 
@@ -61,6 +64,14 @@ grade: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make grade NB=notebooks/<NN_name>/<NN_name>.ipynb"; exit 2; }
 	$(BIN)/python -m autograder grade "$(NB)"
 
+autograde: $(STAMP)
+	@test -n "$(ASSIGNMENT)" || { echo "usage: make autograde ASSIGNMENT=<NN_name> [WORKERS=N] [SCHEDULER=address] [STUDENT='id id'] [FORCE=1]"; exit 2; }
+	$(BIN)/python -m autograder autograde "$(ASSIGNMENT)" $(if $(WORKERS),--workers $(WORKERS)) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(foreach s,$(STUDENT),--student $(s)) $(if $(FORCE),--force)
+
+bench-grading: $(STAMP)
+	$(BIN)/python -m autograder bench-grading
+
 bench: $(STAMP)
 	$(BIN)/python -m autograder bench
 
@@ -68,4 +79,4 @@ data: $(STAMP)
 	$(BIN)/python -m labtools.datasets download
 
 clean:
-	rm -rf build submitted autograded feedback gradebook.db .pytest_cache .hypothesis
+	rm -rf build submitted autograded feedback autograde-logs gradebook.db .pytest_cache .hypothesis

@@ -23,6 +23,7 @@ import json
 import multiprocessing
 import os
 import resource
+import shutil
 import signal
 import sqlite3
 import sys
@@ -46,6 +47,7 @@ MAX_SUBMISSION_BYTES = 100 << 20  # what a task carries to its worker; a larger 
 # per submission saved: nbgrader, nbconvert, the checks and torch).
 PRELOAD = ["nbgrader.apps", "autograder.preprocessors"]
 WORKER_CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release', stage='execute')\n"
+STOPPED = "not graded: the run was stopped"
 LOGS = "autograde-logs"  # under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log
 
 
@@ -308,8 +310,10 @@ class Course:
         from nbgrader.api import Gradebook
         from nbgrader.apps import NbGraderAPI
 
+        from sqlalchemy.exc import SAWarning
+
         # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every autograde; they say nothing about the class.
-        warnings.filterwarnings("ignore", module="nbgrader")
+        warnings.filterwarnings("ignore", category=SAWarning)
         folder = self.scratch / "executed" / executed.student / assignment
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in executed.notebooks.items():
@@ -384,7 +388,7 @@ class StopRequest:
 
 
 def grade_class(root: Path, assignment: str, *, students: list[str] = (), force: bool = False,
-                workers: int | None = None, scheduler: str | None = None, timeout_s: float = TIMEOUT_S,
+                workers: int | None = None, scheduler=None, timeout_s: float = TIMEOUT_S,
                 execute=execute_submission, out=None) -> list[Row]:
     """Grade every submission of ``assignment`` under ``root/submitted/`` on Dask; one Row per submission.
 
@@ -393,7 +397,8 @@ def grade_class(root: Path, assignment: str, *, students: list[str] = (), force:
         students: grade only these (default: every submission).
         force: grade again what is already graded.
         workers: size of the local Dask cluster (default: one per core); ignored with ``scheduler``.
-        scheduler: address of a running Dask scheduler (tcp://host:8786) to use instead of a local cluster.
+        scheduler: a running Dask scheduler's address (tcp://host:8786), or a Dask cluster object (dask-jobqueue's,
+            dask-gateway's), to use instead of a local cluster.
         timeout_s: wall-clock limit for one submission's grading.
         execute: the task run per submission (tests replace it).
         out: where progress and log lines go (default: stderr).
@@ -419,8 +424,11 @@ def grade_class(root: Path, assignment: str, *, students: list[str] = (), force:
             rows.append(log.add(Row(student, "failed", note=note)))
         else:
             tasks.append((Task(student, files), note))
-    if tasks:
-        rows += _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, execute)
+    try:
+        if tasks:
+            rows += _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, execute)
+    finally:
+        shutil.rmtree(course.scratch, ignore_errors=True)
     log.summary(rows)
     return rows
 
@@ -436,11 +444,11 @@ def _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, ex
     # behind our back. Workers must not be daemons: a grading process is their child.
     settings = {"distributed.scheduler.allowed-failures": 0, "distributed.worker.daemon": False}
     with dask.config.set(settings), StopRequest() as stop:
-        cluster = None if scheduler else LocalCluster(
+        cluster = None if scheduler is not None else LocalCluster(
             n_workers=workers or os.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None,
             silence_logs=40)
         try:
-            with Client(scheduler or cluster) as client:
+            with Client(cluster if scheduler is None else scheduler) as client:
                 snapshot = client.scatter(course.snapshot(assignment, timeout_s), broadcast=True)
                 token = uuid.uuid4().hex[:8]
 
@@ -462,6 +470,9 @@ def _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, ex
                         for future in done:
                             task = pending.pop(future)
                             executed = _result(future, task)
+                            if executed.error and stop.requested:  # Ctrl-C reaches the grading processes too
+                                rows.append(log.add(Row(task.student, "stopped", note=STOPPED), bar=bar))
+                                continue
                             if executed.error and task.attempt == 1:
                                 bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=log.out)
                                 retry = Task(task.student, task.files, attempt=2, avoid=executed.worker)
@@ -478,7 +489,7 @@ def _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, ex
                             bar.update(1)
                 for future, task in pending.items():
                     future.cancel()
-                    rows.append(log.add(Row(task.student, "stopped", note="not graded: the run was stopped")))
+                    rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
         finally:
             if cluster is not None:
                 cluster.close()

@@ -104,20 +104,21 @@ FLAGS = {"grade": False, "solution": False, "locked": False, "points": None}  # 
 
 
 def metadata_changes(nb, course_nb) -> list[str]:
-    """How a submission's nbgrader metadata differs from the course's: copied, re-flagged or added graded cells.
+    """How a submission's nbgrader metadata differs from the course's: re-flagged or added graded cells.
 
     The trusted grade never reads these flags (it takes every test from the course), but nbgrader would stumble on
-    them, so the command line refuses such a file with the reason instead of a traceback.
+    them, so the command line refuses such a file with the reason instead of a traceback. A copied graded cell is
+    not a change: grading keeps the first copy (autograder.preprocessors.SeparateCopiedCells).
     """
     course = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in course_nb.cells
               if c.metadata.get("nbgrader", {}).get("grade_id")}
-    seen, changes = {}, []
+    seen, changes = set(), []
     for cell in nb.cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         grade_id = meta.get("grade_id")
-        if not grade_id or not (grade_id in course or meta.get("grade") or meta.get("solution")):
+        if not grade_id or not (grade_id in course or meta.get("grade") or meta.get("solution")) or grade_id in seen:
             continue
-        seen[grade_id] = seen.get(grade_id, 0) + 1
+        seen.add(grade_id)
         if grade_id not in course:
             changes.append(f"{grade_id} is a graded cell the course does not have")
             continue
@@ -125,7 +126,6 @@ def metadata_changes(nb, course_nb) -> list[str]:
                    for flag, absent in FLAGS.items() if meta.get(flag, absent) != course[grade_id].get(flag, absent)]
         if changed:
             changes.append(f"{grade_id}: " + ", ".join(changed))
-    changes += [f"{grade_id} appears {n} times (a copied cell keeps its grade id)" for grade_id, n in seen.items() if n > 1]
     return changes
 
 
@@ -144,9 +144,15 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config
 
+    from autograder.preprocessors import copied_cells
+
     nb, assignment = read_submission(path)
     if on_start:
         on_start(assignment)
+    copies = copied_cells(nb)
+    if copies:
+        print(f"note: {path} has copies of the graded cell(s) {', '.join(copies)}; the first copy of each is graded, "
+              "the others run as ordinary cells.", file=sys.stderr)
     kernel = nb.metadata.get("kernelspec", {}).get("name")
     expected = nbformat.read(assignments()[assignment], as_version=4).metadata.get("kernelspec", {}).get("name")
     if kernel != expected:  # nbgrader grades with the course's kernel anyway; say that the file asked for another

@@ -178,3 +178,16 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "4 skipped" in again.stderr
     assert (parallel / class_grading.LOGS / NB / "attacker.log").is_file()
+
+
+def test_widgets_wait_for_nobody_while_nbgrader_runs_the_notebook(monkeypatch, capsys):
+    """A learner's own call of a widget (the course's cells are skipped by tag) shows a line instead of waiting."""
+    from labtools import h_explorer
+    from labtools.graph import backward_stepper
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    assert type(h_explorer()).__name__ == "VBox"
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert h_explorer() is None and backward_stepper(object()) is None
+    said = capsys.readouterr().out
+    assert "The h slider is interactive" in said and "The backward stepper is interactive" in said

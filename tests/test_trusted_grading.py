@@ -406,7 +406,22 @@ def test_changed_grading_metadata_is_refused_with_the_reason(tmp_path, change, r
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path)], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert reason in done.stderr and "test_central_difference appears 2 times" in done.stderr
+    assert reason in done.stderr and "copies" not in done.stderr  # a copy alone is no reason to refuse (below)
+
+
+@pytest.mark.slow
+def test_a_copied_graded_cell_is_graded_once_with_a_note(tmp_path):
+    """Plain nbgrader stops the whole run on a repeated grade id; the course grades the first copy and says so."""
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    at, cell = next((i, c) for i, c in enumerate(nb.cells)
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == "test_central_difference")
+    nb.cells.insert(at + 1, nbformat.from_dict({**cell, "id": "copied"}))
+    path = tmp_path / "copied.ipynb"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "copies of the graded cell(s) test_central_difference" in done.stderr and "10 / 10 points" in done.stdout
 
 
 def test_the_kernels_outputs_can_cost_points_but_never_give_them():
