@@ -12,6 +12,7 @@ nbgrader, kernels, sandboxes -- even inside their own namespaces; without one, f
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -32,8 +33,8 @@ TARGET_RATIO = 0.6          # parallel wall / serial wall, issue 11
 TARGET_CPU_PER_STUDENT = 40  # seconds of CPU for the five notebooks of one student
 CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n"
 # nbgrader's log with a time on each line: the serial run's per-submission times come from its "student" lines.
-LOG_FORMAT = "--Application.log_format=%(asctime)s %(levelname)s %(message)s"
-STARTS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) INFO Creating/updating student with ID '([^']+)'", re.M)
+LOG_FORMAT = "--Application.log_format=%(asctime)s.%(msecs)03d %(levelname)s %(message)s"
+STARTS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) INFO Creating/updating student with ID '([^']+)'", re.M)
 
 
 def synthetic_class(name: str, course: Path) -> dict[str, nbformat.NotebookNode]:
@@ -93,7 +94,7 @@ def nbgrader(root: Path, *args: str) -> str:
 
 def serial_seconds(log: str, ended: float) -> list[float]:
     """Per-submission seconds of one serial ``nbgrader autograde`` run, from the times of its log lines."""
-    starts = [datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp() for stamp, _ in STARTS.findall(log)]
+    starts = [datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f").timestamp() for stamp, _ in STARTS.findall(log)]
     return [b - a for a, b in zip(starts, starts[1:] + [ended])]
 
 
@@ -169,7 +170,9 @@ def main() -> int:
         rows = grade_class(BENCH / "parallel", name, force=True)
         parallel = (time.monotonic() - started, meter.read() - cpu, [r.seconds for r in rows if r.status == "graded"])
         wrong = differences(gradebook_cells(BENCH / "serial", name), gradebook_cells(BENCH / "parallel", name))
-        figures[name] = (serial, parallel, len(students[name]), wrong, [r for r in rows if r.status != "graded"])
+        figures[name] = (serial, parallel, len(students[name]), wrong,
+                         [(r.student, r.note) for r in rows if r.status != "graded"])
+        (BENCH / "figures.json").write_text(json.dumps(figures, indent=1))  # kept: the report can be re-printed
     report(figures, len(students[next(iter(students))]), meter.scope)
     return 0
 
@@ -184,8 +187,8 @@ def report(figures: dict, class_size: int, scope: str) -> None:
               f"{p_wall:>13.0f}s{p_wall / s_wall:>7.2f}  {agree}")
         for line in wrong[:5]:
             print(f"    {line}")
-        for row in failed:
-            print(f"    not graded in parallel: {row.student}: {row.note}")
+        for student, note in failed:
+            print(f"    not graded in parallel: {student}: {note}")
     s_wall = sum(f[0][0] for f in figures.values())
     p_wall = sum(f[1][0] for f in figures.values())
     s_cpu = sum(f[0][1] for f in figures.values())
