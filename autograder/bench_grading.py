@@ -134,6 +134,7 @@ def gradebook_cells(root: Path, assignment: str) -> dict[tuple, tuple]:
     found = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gradebook:
         for submission in gradebook.assignment_submissions(assignment):
+            found[(submission.student_id, "", "", "submission")] = (submission.timestamp,)
             for notebook in submission.notebooks:
                 key = (submission.student_id, notebook.name)
                 found[key + ("", "late penalty")] = (notebook.late_submission_penalty,)
@@ -177,13 +178,17 @@ def main() -> int:
     return 0
 
 
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
 def report(figures: dict, class_size: int, scope: str) -> None:
     print(f"\nGrading one class of {class_size} students, five notebooks each ({scope} for CPU)\n")
     print(f"{'notebook':<24}{'serial s/sub':>13}{'parallel s/sub':>15}{'serial wall':>12}{'parallel wall':>14}"
           f"{'ratio':>7}  gradebooks")
     for name, ((s_wall, _, s_each), (p_wall, _, p_each), n, wrong, failed) in figures.items():
         agree = "agree" if not wrong else f"{len(wrong)} cells differ"
-        print(f"{name:<24}{statistics.median(s_each):>13.1f}{statistics.median(p_each):>15.1f}{s_wall:>11.0f}s"
+        print(f"{name:<24}{median(s_each):>13.1f}{median(p_each):>15.1f}{s_wall:>11.0f}s"
               f"{p_wall:>13.0f}s{p_wall / s_wall:>7.2f}  {agree}")
         for line in wrong[:5]:
             print(f"    {line}")

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -43,10 +43,10 @@ from autograder.sandbox import Limits
 GRADING_LIMITS = Limits(cpu_seconds=3600, memory_bytes=16 << 30, file_bytes=1 << 30, open_files=4096)
 TIMEOUT_S = 1800.0   # one submission, wall clock: a notebook's cells have 120 s each, its checks 240 s each
 MAX_SUBMISSION_BYTES = 100 << 20  # what a task carries to its worker; a larger hand-in is refused with the reason
-# Imported once by each worker's fork server, so a submission's process starts with them loaded (about 4 s of CPU
+# Imported once by each worker's fork server, so a submission's process starts with them loaded (about 5 s of CPU
 # per submission saved: nbgrader, nbconvert, the checks and torch).
-PRELOAD = ["nbgrader.apps", "autograder.preprocessors"]
-WORKER_CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release', stage='execute')\n"
+PRELOAD = ["torch", "nbgrader.apps", "autograder.preprocessors"]
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOPPED = "not graded: the run was stopped"
 LOGS = "autograde-logs"  # under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log
 
@@ -61,6 +61,7 @@ class Snapshot:
     assignment: str
     gradebook: bytes                     # an SQLite copy of the course's gradebook
     source: dict[str, bytes]             # the assignment's source folder, by relative path
+    config: object                       # the course's nbgrader config, "execute" stage (traitlets Config)
     timeout_s: float = TIMEOUT_S
 
 
@@ -68,6 +69,7 @@ class Snapshot:
 class Task:
     student: str
     files: dict[str, bytes]              # the submission folder, by relative path
+    note: str = ""                       # what preflight noticed, for the log line
     attempt: int = 1
     avoid: str | None = None             # the worker where the first attempt failed
 
@@ -115,10 +117,8 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
         _write_tree(root / "source" / snapshot.assignment, snapshot.source)
         _write_tree(root / "submitted" / task.student / snapshot.assignment, task.files)
         (root / "gradebook.db").write_bytes(snapshot.gradebook)
-        (root / "nbgrader_config.py").write_text(WORKER_CONFIG)
-        error = _run_grading_process(root, snapshot.assignment, task.student, snapshot.timeout_s)
-        report = root / "report.json"
-        found = json.loads(report.read_text()) if report.is_file() else {}
+        error = _run_grading_process(root, snapshot, task.student)
+        found = _report(root / "report.json")
         graded = root / "autograded" / task.student / snapshot.assignment
         notebooks = {p.stem: p.read_text() for p in sorted(graded.glob("*.ipynb"))}
         if error is None and not found.get("success"):
@@ -129,23 +129,41 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
                         time.monotonic() - started, worker, error)
 
 
-def _run_grading_process(root: Path, assignment: str, student: str, timeout_s: float) -> str | None:
+def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> str | None:
     """Run ``_grade_here`` in a process forked from this worker's fork server; the reason it failed, or None."""
     if multiprocessing.current_process().daemon:
         return ("this Dask worker is a daemon process and cannot start grading processes: start workers with "
                 "DASK_DISTRIBUTED__WORKER__DAEMON=False (see the README)")
-    process = _fork_server().Process(target=_grade_here, args=(str(root), assignment, student), daemon=False)
+    process = _fork_server().Process(target=_grade_here, args=(str(root), snapshot.assignment, student,
+                                                                 snapshot.config), daemon=False)
     process.start()
-    process.join(timeout_s)
+    process.join(snapshot.timeout_s)
     if process.exitcode is None:
-        process.kill()
+        _kill_group(process.pid)  # it leads its own process group: what it started without a sandbox goes too
         process.join()
-        return f"grading did not finish within {timeout_s:g} s and was stopped"
+        return f"grading did not finish within {snapshot.timeout_s:g} s and was stopped"
     if process.exitcode < 0:
         name = signal.Signals(-process.exitcode).name
-        hint = " (it ran out of memory or CPU time)" if name in ("SIGKILL", "SIGXCPU", "SIGSEGV") else ""
+        hint = (" (it ran out of memory, CPU time or file size)" if name in ("SIGKILL", "SIGXCPU", "SIGXFSZ", "SIGSEGV")
+                else "")
         return f"the grading process was killed by {name}{hint}"
     return None
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            kill()
+        except ProcessLookupError:
+            pass
+
+
+def _report(path: Path) -> dict:
+    """What the grading process wrote, or {} when it wrote nothing readable (it was killed while writing)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 _FORK_SERVER = None
@@ -163,13 +181,13 @@ def _fork_server():
         return _FORK_SERVER
 
 
-def _grade_here(root: str, assignment: str, student: str) -> None:
+def _grade_here(root: str, assignment: str, student: str, config) -> None:
     """The grading process: nbgrader's autograde, "execute" stage, for one student in the scratch course ``root``.
 
     Writes ``report.json`` (success and nbgrader's log) and leaves without Python's slow teardown.
     """
     try:
-        report = _autograde_here(root, assignment, student)
+        report = _autograde_here(root, assignment, student, config)
     except BaseException:  # noqa: B036 -- whatever stops nbgrader is the reason this submission failed
         import traceback
         report = {"success": False, "log": traceback.format_exc()}
@@ -177,11 +195,8 @@ def _grade_here(root: str, assignment: str, student: str) -> None:
     os._exit(0)
 
 
-def _autograde_here(root: str, assignment: str, student: str) -> dict:
-    for limit, value in ((resource.RLIMIT_CPU, GRADING_LIMITS.cpu_seconds), (resource.RLIMIT_AS, GRADING_LIMITS.memory_bytes),
-                         (resource.RLIMIT_FSIZE, GRADING_LIMITS.file_bytes), (resource.RLIMIT_NOFILE, GRADING_LIMITS.open_files)):
-        resource.setrlimit(limit, (value, value))
-    os.chdir(root)
+def _autograde_here(root: str, assignment: str, student: str, config) -> dict:
+    _become_disposable(root)
     jupyter = Path(root) / ".jupyter"
     for folder in ("config", "data", "runtime", "ipython"):
         (jupyter / folder).mkdir(parents=True, exist_ok=True)
@@ -194,21 +209,38 @@ def _autograde_here(root: str, assignment: str, student: str) -> dict:
     import torch
     from nbgrader.apps import NbGraderAPI
     from threadpoolctl import threadpool_limits
-    from traitlets.config.loader import PyFileConfigLoader
 
     torch.set_num_threads(1)
     threadpool_limits(1)
-    config = PyFileConfigLoader("nbgrader_config.py", path=root).load_config()
     config.CourseDirectory.root = root
+    config.CourseDirectory.db_url = f"sqlite:///{root}/gradebook.db"  # the snapshot, whatever the course uses
     outcome = NbGraderAPI(config=config).autograde(assignment, student, force=True, create=True)
     return {"success": bool(outcome.get("success")), "log": outcome.get("log") or outcome.get("error") or ""}
+
+
+def _become_disposable(root: str) -> None:
+    """Limits, a process group of its own, death with the fork server, and every temporary file under ``root``
+    (this process leaves with os._exit, so nothing may rely on atexit to clean up after it)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setsid()
+    for limit, value in ((resource.RLIMIT_CPU, GRADING_LIMITS.cpu_seconds), (resource.RLIMIT_AS, GRADING_LIMITS.memory_bytes),
+                         (resource.RLIMIT_FSIZE, GRADING_LIMITS.file_bytes), (resource.RLIMIT_NOFILE, GRADING_LIMITS.open_files)):
+        _, hard = resource.getrlimit(limit)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)  # never above what this machine allows
+        resource.setrlimit(limit, (value, value))
+    os.chdir(root)
+    temporary = Path(root) / "tmp"
+    temporary.mkdir()
+    os.environ["TMPDIR"] = tempfile.tempdir = str(temporary)
 
 
 def _reason(log: str) -> str:
     """The line of nbgrader's log that says why grading failed: the last exception, else the last error."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     raised = [line for line in lines if line.split(":")[0].endswith(("Error", "Exception"))]
-    errors = [line for line in lines if "| ERROR]" in line]
+    errors = [line for line in lines if "[ERROR]" in line or "| ERROR]" in line]
     return (raised or errors or [""])[-1][:500]
 
 
@@ -240,17 +272,9 @@ class Course:
     @classmethod
     def open(cls, root: Path) -> "Course":
         from nbgrader.coursedir import CourseDirectory
-        from traitlets.config import Config
-        from traitlets.config.loader import PyFileConfigLoader
-
-        from autograder.course import configure
 
         root = Path(root).resolve()
-        config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config() \
-            if (root / "nbgrader_config.py").is_file() else Config()
-        release = config.CourseDirectory.get("release_directory", "release")
-        configure(config, release_directory=release, stage="record")
-        config.CourseDirectory.root = str(root)
+        config = course_config(root, "record")
         course = cls(root, config, CourseDirectory(config=config).db_url)
         config.ReplayExecution.directory = str(course.scratch / "executed")
         return course
@@ -273,24 +297,27 @@ class Course:
                                         f"{assignment}` in {self.root} first") from None
 
     def already_graded(self, assignment: str, student: str) -> bool:
-        """nbgrader's own rule: an autograded copy exists and the submission is not newer than it; and it has grades."""
+        """nbgrader's own rule: an autograded copy of each of the assignment's notebooks exists and the submission is
+        not newer than it; and the gradebook has the submission."""
         from nbgrader.api import Gradebook, MissingEntry
         from nbgrader.coursedir import CourseDirectory
 
         submitted = self.root / "submitted" / student / assignment
         graded = self.root / "autograded" / student / assignment
-        if not all((graded / p.name).is_file() for p in submitted.glob("*.ipynb")) or not graded.is_dir():
-            return False
-        coursedir = CourseDirectory(config=self.config)
-        new, old = coursedir.get_existing_timestamp(str(submitted)), coursedir.get_existing_timestamp(str(graded))
-        if new is not None and old is not None and new > old:
-            return False
         with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
             try:
                 gradebook.find_submission(assignment, student)
             except MissingEntry:
                 return False
-        return True
+            names = [n.name for n in gradebook.find_assignment(assignment).notebooks]
+        if not all((graded / f"{name}.ipynb").is_file() for name in names):
+            return False
+        coursedir = CourseDirectory(config=self.config)
+        try:
+            new, old = coursedir.get_existing_timestamp(str(submitted)), coursedir.get_existing_timestamp(str(graded))
+        except Exception:  # an unreadable timestamp.txt: nbgrader itself stumbles on it; grade the submission again
+            return False
+        return not (new is not None and old is not None and new > old)
 
     def snapshot(self, assignment: str, timeout_s: float) -> Snapshot:
         """The gradebook (a consistent SQLite copy) and the assignment's source folder."""
@@ -298,7 +325,8 @@ class Course:
         with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
             live.backup(target)
         source = self.root / self.config.CourseDirectory.source_directory / assignment
-        return Snapshot(assignment, copy.read_bytes(), read_tree(source, self.ignored), timeout_s)
+        return Snapshot(assignment, copy.read_bytes(), read_tree(source, self.ignored),
+                        course_config(self.root, "execute"), timeout_s)
 
     @property
     def ignored(self) -> list[str]:
@@ -321,10 +349,32 @@ class Course:
         outcome = NbGraderAPI(config=self.config).autograde(assignment, executed.student, force=True, create=True)
         if not outcome.get("success"):
             return Row(executed.student, "failed", note="nbgrader could not record it: " +
-                       (_reason(outcome.get("log") or "") or "see the log"))
+                       (_reason(outcome.get("log") or outcome.get("error") or "") or "see the log"))
         with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
             submission = gradebook.find_submission(assignment, executed.student)
             return Row(executed.student, "graded", submission.score, submission.max_score)
+
+
+    def forget(self, assignment: str, student: str) -> None:
+        """Remove a failed submission's autograded copy, as nbgrader does, so that the next run grades it again."""
+        shutil.rmtree(self.root / "autograded" / student / assignment, ignore_errors=True)
+
+
+def course_config(root: Path, stage: str):
+    """The course's nbgrader config (its nbgrader_config.py, else the course defaults) for one grading stage."""
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.course import configure, set_stage
+
+    if (root / "nbgrader_config.py").is_file():
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    else:
+        config = Config()
+        configure(config, release_directory="release")
+    set_stage(config, stage)
+    config.CourseDirectory.root = str(root)
+    return config
 
 
 def read_tree(folder: Path, ignored: list[str]) -> dict[str, bytes]:
@@ -355,10 +405,10 @@ def preflight(folder: Path, ignored: list[str]) -> tuple[dict[str, bytes] | None
     notes = []
     for name in sorted(n for n in files if n.endswith(".ipynb") and "/" not in n):
         try:
-            nb = nbformat.reads(files[name].decode("utf-8"), as_version=4)
+            copies = copied_cells(nbformat.reads(files[name].decode("utf-8"), as_version=4))
         except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
-            return None, f"{name} is not a readable notebook ({type(error).__name__}: {str(error).splitlines()[0][:200]})"
-        copies = copied_cells(nb)
+            said = (str(error).splitlines() or [""])[0][:200]
+            return None, f"{name} is not a readable notebook ({type(error).__name__}: {said})"
         if copies:
             notes.append(f"{name}: copied cell(s) {', '.join(copies)} graded once, the first copy")
     return files, "; ".join(notes)
@@ -423,7 +473,7 @@ def grade_class(root: Path, assignment: str, *, students: list[str] = (), force:
         if files is None:
             rows.append(log.add(Row(student, "failed", note=note)))
         else:
-            tasks.append((Task(student, files), note))
+            tasks.append(Task(student, files, note))
     try:
         if tasks:
             rows += _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, execute)
@@ -433,67 +483,105 @@ def grade_class(root: Path, assignment: str, *, students: list[str] = (), force:
     return rows
 
 
+POLL_S = 0.2      # how often the run looks for finished tasks
+SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
+
+
 def _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, execute) -> list[Row]:
     import dask
-    from distributed import Client, LocalCluster, wait
+    from distributed import Client, LocalCluster
     from tqdm.auto import tqdm
 
-    notes = {task.student: note for task, note in tasks}
+    # Our own retry (once, fresh process, other worker) replaces Dask's, so a task that kills its worker is not
+    # re-run behind our back (a scheduler started elsewhere needs the same setting: see the README); the scheduler
+    # hands a worker one task at a time, so a worker that dies takes only its own task with it. Workers must not be
+    # daemons: a grading process is their child.
+    settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
+                "distributed.worker.daemon": False}
     rows = []
-    # Our own retry (once, fresh process, other worker) replaces Dask's: a task that kills its worker is not re-run
-    # behind our back. Workers must not be daemons: a grading process is their child.
-    settings = {"distributed.scheduler.allowed-failures": 0, "distributed.worker.daemon": False}
     with dask.config.set(settings), StopRequest() as stop:
         cluster = None if scheduler is not None else LocalCluster(
             n_workers=workers or os.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None,
             silence_logs=40)
         try:
-            with Client(cluster if scheduler is None else scheduler) as client:
-                snapshot = client.scatter(course.snapshot(assignment, timeout_s), broadcast=True)
-                token = uuid.uuid4().hex[:8]
-
-                def submit(task):
-                    others = [w for w in client.scheduler_info()["workers"] if w != task.avoid]
-                    where = {"workers": others, "allow_other_workers": True} if task.avoid and others else {}
-                    return client.submit(execute, snapshot, task, key=f"{assignment}/{task.student}/{task.attempt}-{token}",
-                                         **where)
-
-                pending = {submit(task): task for task, _ in tasks}
-                bar = tqdm(total=len(tasks), desc=f"grading {assignment}", unit="submission", file=log.out,
-                           dynamic_ncols=True)
-                with bar:
-                    while pending and not stop.requested:
-                        try:
-                            done, _ = wait(list(pending), timeout=0.5, return_when="FIRST_COMPLETED")
-                        except TimeoutError:
-                            continue
-                        for future in done:
-                            task = pending.pop(future)
-                            executed = _result(future, task)
-                            if executed.error and stop.requested:  # Ctrl-C reaches the grading processes too
-                                rows.append(log.add(Row(task.student, "stopped", note=STOPPED), bar=bar))
-                                continue
-                            if executed.error and task.attempt == 1:
-                                bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=log.out)
-                                retry = Task(task.student, task.files, attempt=2, avoid=executed.worker)
-                                pending[submit(retry)] = retry
-                                continue
-                            recording = time.monotonic()
-                            row = (Row(task.student, "failed", note=executed.error) if executed.error
-                                   else course.record(assignment, executed))
-                            # Grading time, not time spent queueing: the worker's run plus recording it here.
-                            row.seconds = executed.seconds + time.monotonic() - recording
-                            row.attempts = task.attempt
-                            row.note = "; ".join(n for n in (row.note, notes[task.student]) if n)
-                            rows.append(log.add(row, executed.log, bar))
-                            bar.update(1)
-                for future, task in pending.items():
-                    future.cancel()
-                    rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
+            with Client(cluster if scheduler is None else scheduler) as client, \
+                    tqdm(total=len(tasks), desc=f"grading {assignment}", unit="submission", file=log.out,
+                         dynamic_ncols=True) as bar:
+                dispatch = Dispatch(client, course.snapshot(assignment, timeout_s), execute)
+                for task, executed, what in dispatch.outcomes(tasks, stop):
+                    if what == "retrying":
+                        bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=log.out)
+                    elif what == "stopped":
+                        rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
+                    else:
+                        rows.append(_record(course, assignment, log, task, executed))
+                        bar.update(1)
         finally:
             if cluster is not None:
                 cluster.close()
     return rows
+
+
+POLL_S = 0.2      # how often the run looks for finished tasks
+SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
+
+
+class Dispatch:
+    """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once."""
+
+    def __init__(self, client, snapshot: Snapshot, execute):
+        self.client, self.execute, self.snapshot = client, execute, snapshot
+        self.scattered = client.scatter(snapshot, broadcast=True)
+        self.name, self.count = f"grade-{uuid.uuid4().hex[:8]}", 0
+
+    def submit(self, task: Task):
+        if self.scattered.status != "finished":  # every worker holding it died: send it again
+            self.scattered = self.client.scatter(self.snapshot, broadcast=True)
+        others = [w for w in self.client.scheduler_info()["workers"] if w != task.avoid]
+        where = {"workers": others, "allow_other_workers": True} if task.avoid and others else {}
+        self.count += 1
+        return self.client.submit(self.execute, self.scattered, task, key=(self.name, self.count), **where)
+
+    def outcomes(self, tasks: list[Task], stop: "StopRequest"):
+        """Yield (task, executed, what) as tasks end: what is "done", "retrying" (it is sent again) or "stopped"
+        (Ctrl-C came first; executed is None)."""
+        pending = {self.submit(task): task for task in tasks}
+        while pending:
+            if stop.requested:
+                time.sleep(SETTLE_S)
+            done = [future for future in pending if future.done()]
+            for future in done:
+                task = pending.pop(future)
+                executed = _result(future, task)
+                if executed.error and stop.requested:  # most likely the interrupt itself
+                    yield task, None, "stopped"
+                elif executed.error and task.attempt == 1:
+                    yield task, executed, "retrying"
+                    retry = replace(task, attempt=2, avoid=executed.worker)
+                    pending[self.submit(retry)] = retry
+                else:
+                    yield task, executed, "done"
+            if stop.requested:
+                break
+            if not done:
+                time.sleep(POLL_S)
+        for future, task in pending.items():
+            future.cancel()
+            yield task, None, "stopped"
+
+
+def _record(course, assignment: str, log, task: Task, executed: Executed) -> Row:
+    """The final outcome of one submission, in the gradebook and the log."""
+    recording = time.monotonic()
+    if executed.error:
+        course.forget(assignment, task.student)
+        row = Row(task.student, "failed", note=executed.error)
+    else:
+        row = course.record(assignment, executed)
+    # Grading time, not time spent queueing: the worker's run plus recording it here.
+    row.seconds, row.attempts = executed.seconds + time.monotonic() - recording, task.attempt
+    row.note = "; ".join(n for n in (row.note, task.note) if n)
+    return log.add(row, executed.log)
 
 
 def _result(future, task: Task) -> Executed:
@@ -516,11 +604,10 @@ class RunLog:
         self.out, self.assignment = out, assignment
         self.started = time.monotonic()
 
-    def add(self, row: Row, nbgrader_log: str = "", bar=None) -> Row:
-        if bar is not None:
-            bar.write(row.line(), file=self.out)
-        else:
-            print(row.line(), file=self.out)
+    def add(self, row: Row, nbgrader_log: str = "") -> Row:
+        from tqdm.auto import tqdm
+
+        tqdm.write(row.line(), file=self.out)  # above the progress bar, if one is showing
         new = not self.table.exists()
         with open(self.table, "a", newline="") as table:
             writer = csv.writer(table, delimiter="\t")

@@ -46,13 +46,10 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from nbgrader.converters import Autograde
     from nbgrader.coursedir import CourseDirectory
-    from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades
+    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
-    from autograder.preprocessors import (ContainedExecute, ReplayExecution, SeparateCopiedCells, StartTrustedVerdicts,
-                                          TrustedVerdicts)
+    from autograder.preprocessors import SeparateCopiedCells
 
-    if stage not in STAGES:
-        raise ValueError(f"unknown grading stage {stage!r}; one of {', '.join(STAGES)}")
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.source_directory = "source"
     c.CourseDirectory.release_directory = release_directory
@@ -68,6 +65,20 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     c.Execute.interrupt_on_timeout = False
     # A learner's copy of a graded cell must not stop the class run (SeparateCopiedCells says why).
     c.Autograde.sanitize_preprocessors = [SeparateCopiedCells, *Autograde.class_traits()["sanitize_preprocessors"].default()]
+    set_stage(c, stage)
+    # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
+    c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
+
+
+def set_stage(c, stage: str) -> None:
+    """Set which part of ``nbgrader autograde`` a config ``c`` runs (see configure), leaving the rest as it is."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute
+
+    from autograder.preprocessors import ContainedExecute, ReplayExecution, StartTrustedVerdicts, TrustedVerdicts
+
+    if stage not in STAGES:
+        raise ValueError(f"unknown grading stage {stage!r}; one of {', '.join(STAGES)}")
     # Trusted grading: verdicts are computed outside the learner's kernel while it runs the notebook, and replace
     # the test cells' outputs right after.
     execution = [StartTrustedVerdicts, ContainedExecute, TrustedVerdicts]
@@ -78,8 +89,6 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     else:
         pipeline[at:at + 1] = execution if stage == "whole" else [ReplayExecution]
     c.Autograde.autograde_preprocessors = pipeline
-    # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
-    c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
 
 
 def assignments() -> dict[str, Path]:

@@ -175,7 +175,7 @@ class SeparateCopiedCells(NbGraderPreprocessor):
 
 def copied_cells(nb) -> list[str]:
     """The grade ids that more than one cell of a notebook carries (in the order they first appear)."""
-    ids = Counter(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") for cell in nb.cells)
+    ids = Counter((cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id") for cell in nb.cells)
     return [grade_id for grade_id, n in ids.items() if grade_id and n > 1]
 
 

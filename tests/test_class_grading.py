@@ -51,6 +51,7 @@ def template(tmp_path_factory):
     course = class_grading.Course.open(root)
     files, _ = class_grading.preflight(course.submitted(NB)["full-marks"], course.ignored)
     executed = execute_submission(course.snapshot(NB, 600), Task("full-marks", files))
+    assert not list(root.glob("tmp*")), "the grading process left temporary files behind"
     assert executed.error is None, executed.log
     return root, solved, executed
 
@@ -75,10 +76,10 @@ class FakeWorkers:
     def __call__(self, snapshot, task):
         (self.folder / f"{task.student}.{task.attempt}").touch()
         so_far = sum(self.attempts.values())
-        if self.interrupt_after is not None and so_far > self.interrupt_after:
+        if self.interrupt_after is not None and so_far >= self.interrupt_after:
+            if so_far == self.interrupt_after:
+                signal.raise_signal(signal.SIGINT)  # what Ctrl-C in the terminal does
             time.sleep(2)  # still grading when the run stops
-        if so_far == self.interrupt_after:
-            signal.raise_signal(signal.SIGINT)  # what Ctrl-C in the terminal does
         if task.attempt <= self.fail.get(task.student, 0):
             raise MemoryError("the worker ran out of memory")
         return Executed(task.student, self.executed.notebooks, "log", 0.1, "fake")
@@ -120,9 +121,9 @@ def test_failures_are_retried_once_then_recorded_and_every_submission_gets_a_row
 
 def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tmp_path, threads):
     course, executed = class_of(template, tmp_path, ["ann", "bob", "cat"])
-    fake = FakeWorkers(executed, tmp_path / "first", fail={}, interrupt_after=1)
+    fake = FakeWorkers(executed, tmp_path / "first", fail={}, interrupt_after=2)
     first = {r.student: r.status for r in grade_class(course, NB, scheduler=threads, execute=fake)}
-    assert sorted(first.values()) == ["graded", "stopped", "stopped"]  # Ctrl-C: stops after the one being recorded
+    assert sorted(first.values()) == ["graded", "stopped", "stopped"]  # Ctrl-C while the second was grading
     again = FakeWorkers(executed, tmp_path / "second", fail={})
     second = {r.student: r.status for r in grade_class(course, NB, scheduler=threads, execute=again)}
     assert sorted(second.values()) == ["graded", "graded", "skipped"] and len(again.attempts) == 2
@@ -142,11 +143,15 @@ def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     assert done.returncode == 2 and "cannot grade:" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_worker_that_cannot_fork_says_how_to_start_it(monkeypatch):
+def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how_to_start_it(tmp_path, monkeypatch):
     import multiprocessing
 
+    from autograder.class_grading import Snapshot, course_config
+
+    snapshot = Snapshot(NB, b"", {}, course_config(tmp_path, "execute"), timeout_s=0.05)
+    assert class_grading._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 0.05 s and was stopped"
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
-    reason = class_grading._run_grading_process(REPO, NB, "ann", 10)
+    reason = class_grading._run_grading_process(tmp_path, snapshot, "ann")
     assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
 
 
@@ -159,6 +164,8 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
     nbgrader(serial, "generate_assignment", NB)
     everyone = synthetic_class(NB, serial)
     submit(serial, {s: everyone[s] for s in ("full-marks", "attacker", "crasher", "copied-cell")})
+    (serial / "submitted" / "full-marks" / NB / "timestamp.txt").write_text("2026-11-30 09:15:00.000000 UTC")
+    (serial / "submitted" / "crasher" / NB / "notes.txt").write_text("an extra file nbgrader keeps")
     shutil.copytree(serial, parallel)
     nbgrader(serial, "autograde", NB)  # a copied cell no longer stops nbgrader itself (SeparateCopiedCells)
     done = subprocess.run([sys.executable, "-m", "autograder", "autograde", NB, "--workers", "2"], cwd=parallel,
@@ -171,6 +178,7 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
     for (student, _, _, kind), value in gradebook_cells(parallel, NB).items():
         scores[student] = scores.get(student, 0) + (value[0] or 0 if kind == "grade" else 0)
     assert scores == {"full-marks": 10, "attacker": 0, "crasher": 0, "copied-cell": 10}
+    assert (parallel / "autograded" / "crasher" / NB / "notes.txt").is_file()
     nbgrader(parallel, "generate_feedback", NB)  # nbgrader's own tools work on what the parallel run stored
     assert (parallel / "feedback" / "full-marks" / NB / f"{NB}.html").is_file()
     assert "tampered" not in (parallel / "gradebook.db").read_bytes().decode("latin-1")

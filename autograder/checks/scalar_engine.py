@@ -18,7 +18,7 @@ from autograder.checks import builds_on, exercise, reference_nodes
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, call_on_deep_graph, fmt
 from autograder.oracles import central_differences
 from autograder.checks.recorded import RecordedGraph
-from autograder.remote import beside, call_method, type_of
+from autograder.remote import beside, type_of
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 
