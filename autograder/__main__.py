@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--feedback", type=Path, metavar="HTML", help="also write nbgrader's feedback page here")
     autograde = commands.add_parser("autograde", help="grade every submission of an assignment in parallel on Dask, "
                                                       "into nbgrader's gradebook")
-    autograde.add_argument("assignment")
+    autograde.add_argument("assignment", nargs="+", help="one or more assignments, graded on one cluster")
     autograde.add_argument("--course", type=Path, default=Path("."), help="the course folder (default: here)")
     autograde.add_argument("--student", action="append", default=[], metavar="ID", help="grade only this student "
                            "(repeatable)")

@@ -2,9 +2,10 @@
 
 Both runs grade the same submissions (12 per notebook: full marks, untouched, a realistic mistake, an attacker, a
 notebook that kills its kernel, a copied test cell, and six that skip one exercise each) in two copies of one course
-under ``build/bench-grading/``. Printed: per notebook, the median seconds per submission and the wall time of each
-run; per student, the whole series' wall and CPU seconds; submissions per minute; the parallel/serial ratio; and
-whether the two gradebooks agree cell by cell.
+under ``build/bench-grading/``: serially, one ``nbgrader autograde`` per notebook; in parallel, one
+``python -m autograder autograde`` for all five (one local cluster, one worker per core). Printed: per notebook, the
+median seconds per submission and the serial wall time; per student, the whole series' wall and CPU seconds;
+submissions per minute; the parallel/serial ratio; and whether the two gradebooks agree cell by cell.
 
 CPU is read from a cgroup this process moves into (cpuacct), which counts every process it starts -- Dask workers,
 nbgrader, kernels, sandboxes -- even inside their own namespaces; without one, from /proc/stat, machine-wide.
@@ -160,21 +161,26 @@ def main() -> int:
     students = build(BENCH / "serial")
     shutil.rmtree(BENCH / "parallel", ignore_errors=True)
     shutil.copytree(BENCH / "serial", BENCH / "parallel")
-    figures = {}
+    serial = {}
     for name in assignments():
-        print(f"\n== {name}: serial nbgrader autograde", flush=True)
+        print(f"== {name}: serial nbgrader autograde", flush=True)
         cpu, started = meter.read(), time.monotonic()
         log = nbgrader(BENCH / "serial", "autograde", name, "--force")
-        serial = (time.monotonic() - started, meter.read() - cpu, serial_seconds(log, time.time()))
-        print(f"== {name}: parallel python -m autograder autograde", flush=True)
-        cpu, started = meter.read(), time.monotonic()
-        rows = grade_class(BENCH / "parallel", name, force=True)
-        parallel = (time.monotonic() - started, meter.read() - cpu, [r.seconds for r in rows if r.status == "graded"])
-        wrong = differences(gradebook_cells(BENCH / "serial", name), gradebook_cells(BENCH / "parallel", name))
-        figures[name] = (serial, parallel, len(students[name]), wrong,
-                         [(r.student, r.note) for r in rows if r.status != "graded"])
-        (BENCH / "figures.json").write_text(json.dumps(figures, indent=1))  # kept: the report can be re-printed
-    report(figures, len(students[next(iter(students))]), meter.scope)
+        serial[name] = (time.monotonic() - started, meter.read() - cpu, serial_seconds(log, time.time()))
+    print("== every notebook: parallel python -m autograder autograde (one local cluster)", flush=True)
+    cpu, started = meter.read(), time.monotonic()
+    rows = grade_class(BENCH / "parallel", list(assignments()), force=True)
+    parallel = (time.monotonic() - started, meter.read() - cpu)
+    figures = {"serial": serial, "parallel": parallel, "students": len(students[next(iter(students))]),
+               "submissions": sum(map(len, students.values())),
+               "parallel_seconds": {name: [r.seconds for r in rows if r.assignment == name and r.status == "graded"]
+                                    for name in assignments()},
+               "not_graded": [(r.assignment, r.student, r.note) for r in rows if r.status != "graded"],
+               "differences": {name: differences(gradebook_cells(BENCH / "serial", name),
+                                                 gradebook_cells(BENCH / "parallel", name)) for name in assignments()},
+               "cpu_scope": meter.scope}
+    (BENCH / "figures.json").write_text(json.dumps(figures, indent=1))  # kept: the report can be re-printed
+    report(figures)
     return 0
 
 
@@ -182,30 +188,27 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def report(figures: dict, class_size: int, scope: str) -> None:
-    print(f"\nGrading one class of {class_size} students, five notebooks each ({scope} for CPU)\n")
-    print(f"{'notebook':<24}{'serial s/sub':>13}{'parallel s/sub':>15}{'serial wall':>12}{'parallel wall':>14}"
-          f"{'ratio':>7}  gradebooks")
-    for name, ((s_wall, _, s_each), (p_wall, _, p_each), n, wrong, failed) in figures.items():
-        agree = "agree" if not wrong else f"{len(wrong)} cells differ"
-        print(f"{name:<24}{median(s_each):>13.1f}{median(p_each):>15.1f}{s_wall:>11.0f}s"
-              f"{p_wall:>13.0f}s{p_wall / s_wall:>7.2f}  {agree}")
+def report(f: dict) -> None:
+    """Print the figures of one run (as stored in figures.json)."""
+    n = f["students"]
+    print(f"\nGrading one class of {n} students, five notebooks each (CPU: {f['cpu_scope']})\n")
+    print(f"{'notebook':<24}{'serial s/sub':>13}{'parallel s/sub':>15}{'serial wall':>12}  gradebooks")
+    for name, (wall, _, each) in f["serial"].items():
+        wrong = f["differences"][name]
+        print(f"{name:<24}{median(each):>13.1f}{median(f['parallel_seconds'][name]):>15.1f}{wall:>11.0f}s  "
+              f"{'agree cell by cell' if not wrong else f'{len(wrong)} cells differ'}")
         for line in wrong[:5]:
             print(f"    {line}")
-        for student, note in failed:
-            print(f"    not graded in parallel: {student}: {note}")
-    s_wall = sum(f[0][0] for f in figures.values())
-    p_wall = sum(f[1][0] for f in figures.values())
-    s_cpu = sum(f[0][1] for f in figures.values())
-    p_cpu = sum(f[1][1] for f in figures.values())
-    total = sum(f[2] for f in figures.values())
-    print(f"\n{'':<24}{'serial':>12}{'parallel':>12}")
-    print(f"{'wall s per student':<24}{s_wall / class_size:>12.1f}{p_wall / class_size:>12.1f}")
-    print(f"{'CPU s per student':<24}{s_cpu / class_size:>12.1f}{p_cpu / class_size:>12.1f}")
-    print(f"{'submissions per minute':<24}{60 * total / s_wall:>12.1f}{60 * total / p_wall:>12.1f}")
+    for assignment, student, note in f["not_graded"]:
+        print(f"    not graded in parallel: {assignment}/{student}: {note}")
+    s_wall, s_cpu = sum(x[0] for x in f["serial"].values()), sum(x[1] for x in f["serial"].values())
+    p_wall, p_cpu = f["parallel"]
+    print(f"\n{'whole series':<24}{'serial':>12}{'parallel':>12}")
+    print(f"{'wall s per student':<24}{s_wall / n:>12.1f}{p_wall / n:>12.1f}")
+    print(f"{'CPU s per student':<24}{s_cpu / n:>12.1f}{p_cpu / n:>12.1f}")
+    print(f"{'submissions per minute':<24}{60 * f['submissions'] / s_wall:>12.1f}{60 * f['submissions'] / p_wall:>12.1f}")
     ratio = p_wall / s_wall
     print(f"\nparallel/serial wall time: {ratio:.2f} (target <= {TARGET_RATIO}: {'met' if ratio <= TARGET_RATIO else 'MISSED'}); "
           f"speed-up {1 / ratio:.2f}x")
-    per_student = p_cpu / class_size
-    print(f"parallel CPU per student: {per_student:.1f} s (target <= {TARGET_CPU_PER_STUDENT}: "
-          f"{'met' if per_student <= TARGET_CPU_PER_STUDENT else 'MISSED'})")
+    print(f"parallel CPU per student: {p_cpu / n:.1f} s (target <= {TARGET_CPU_PER_STUDENT}: "
+          f"{'met' if p_cpu / n <= TARGET_CPU_PER_STUDENT else 'MISSED'})")

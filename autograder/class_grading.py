@@ -70,6 +70,7 @@ class Task:
     student: str
     files: dict[str, bytes]              # the submission folder, by relative path
     note: str = ""                       # what preflight noticed, for the log line
+    assignment: str = ""
     attempt: int = 1
     avoid: str | None = None             # the worker where the first attempt failed
 
@@ -95,11 +96,12 @@ class Row:
     seconds: float = 0.0
     note: str = ""
     attempts: int = 0
+    assignment: str = ""                 # set by RunLog.add
 
     def line(self) -> str:
         points = f"{self.score:g}/{self.max_score:g}" if self.score is not None else "-"
         timing = f"{self.seconds:6.1f} s" if self.attempts else " " * 8
-        return f"{self.student:<20} {self.status:<8} {points:>9} {timing}  {self.note}".rstrip()
+        return f"{self.assignment:<22} {self.student:<20} {self.status:<8} {points:>9} {timing}  {self.note}".rstrip()
 
 
 # ---------------------------------------------------------------------------------------------- on a Dask worker
@@ -437,13 +439,14 @@ class StopRequest:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def grade_class(root: Path, assignment: str, *, students: list[str] = (), force: bool = False,
+def grade_class(root: Path, assignments, *, students: list[str] = (), force: bool = False,
                 workers: int | None = None, scheduler=None, timeout_s: float = TIMEOUT_S,
                 execute=execute_submission, out=None) -> list[Row]:
-    """Grade every submission of ``assignment`` under ``root/submitted/`` on Dask; one Row per submission.
+    """Grade every submission of one or more assignments under ``root/submitted/`` on Dask; a Row per submission.
 
     Args:
         root: the course folder (with nbgrader_config.py, source/, submitted/, gradebook.db).
+        assignments: an assignment name, or several: one cluster grades them all.
         students: grade only these (default: every submission).
         force: grade again what is already graded.
         workers: size of the local Dask cluster (default: one per core); ignored with ``scheduler``.
@@ -456,30 +459,35 @@ def grade_class(root: Path, assignment: str, *, students: list[str] = (), force:
     Raises:
         ClassGradingError: the run cannot start; the message says what to do.
     """
+    names = [assignments] if isinstance(assignments, str) else list(assignments)
     course = Course.open(root)
-    course.check_assignment(assignment)
-    found = course.submitted(assignment)
-    unknown = sorted(set(students) - set(found))
+    found = {}
+    for assignment in names:
+        course.check_assignment(assignment)
+        found[assignment] = course.submitted(assignment)
+    unknown = sorted(set(students) - {student for submitted in found.values() for student in submitted})
     if unknown:
-        raise ClassGradingError(f"no submission of {assignment} for {', '.join(unknown)} under "
-                                f"{course.root / 'submitted'} (found {len(found)})")
-    log = RunLog(course.root, assignment, out or sys.stderr)
+        raise ClassGradingError(f"no submission of {' or '.join(names)} for {', '.join(unknown)} under "
+                                f"{course.root / 'submitted'}")
+    logs = {assignment: RunLog(course.root, assignment, out or sys.stderr) for assignment in names}
     rows, tasks = [], []
-    for student in students or list(found):
-        if not force and course.already_graded(assignment, student):
-            rows.append(log.add(Row(student, "skipped", note="already graded (--force grades it again)")))
-            continue
-        files, note = preflight(found[student], course.ignored)
-        if files is None:
-            rows.append(log.add(Row(student, "failed", note=note)))
-        else:
-            tasks.append(Task(student, files, note))
+    for assignment, submitted in found.items():
+        for student in [s for s in students if s in submitted] if students else list(submitted):
+            if not force and course.already_graded(assignment, student):
+                rows.append(logs[assignment].add(Row(student, "skipped", note="already graded (--force grades it again)")))
+                continue
+            files, note = preflight(submitted[student], course.ignored)
+            if files is None:
+                rows.append(logs[assignment].add(Row(student, "failed", note=note)))
+            else:
+                tasks.append(Task(student, files, note, assignment=assignment))
     try:
         if tasks:
-            rows += _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, execute)
+            rows += _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute)
     finally:
         shutil.rmtree(course.scratch, ignore_errors=True)
-    log.summary(rows)
+    for assignment, log in logs.items():
+        log.summary([row for row in rows if row.assignment == assignment])
     return rows
 
 
@@ -487,7 +495,7 @@ POLL_S = 0.2      # how often the run looks for finished tasks
 SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
 
 
-def _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, execute) -> list[Row]:
+def _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute) -> list[Row]:
     import dask
     from distributed import Client, LocalCluster
     from tqdm.auto import tqdm
@@ -504,17 +512,20 @@ def _run_tasks(course, assignment, tasks, log, workers, scheduler, timeout_s, ex
             n_workers=workers or os.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None,
             silence_logs=40)
         try:
+            what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
+            out = next(iter(logs.values())).out
             with Client(cluster if scheduler is None else scheduler) as client, \
-                    tqdm(total=len(tasks), desc=f"grading {assignment}", unit="submission", file=log.out,
+                    tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out,
                          dynamic_ncols=True) as bar:
-                dispatch = Dispatch(client, course.snapshot(assignment, timeout_s), execute)
-                for task, executed, what in dispatch.outcomes(tasks, stop):
+                snapshots = {a: course.snapshot(a, timeout_s) for a in dict.fromkeys(t.assignment for t in tasks)}
+                for task, executed, what in Dispatch(client, snapshots, execute).outcomes(tasks, stop):
+                    log = logs[task.assignment]
                     if what == "retrying":
-                        bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=log.out)
+                        bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
                     elif what == "stopped":
                         rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
                     else:
-                        rows.append(_record(course, assignment, log, task, executed))
+                        rows.append(_record(course, log, task, executed))
                         bar.update(1)
         finally:
             if cluster is not None:
@@ -529,18 +540,19 @@ SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arriv
 class Dispatch:
     """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once."""
 
-    def __init__(self, client, snapshot: Snapshot, execute):
-        self.client, self.execute, self.snapshot = client, execute, snapshot
-        self.scattered = client.scatter(snapshot, broadcast=True)
+    def __init__(self, client, snapshots: dict[str, Snapshot], execute):
+        self.client, self.execute, self.snapshots = client, execute, snapshots
+        self.scattered = {name: client.scatter(snapshot, broadcast=True) for name, snapshot in snapshots.items()}
         self.name, self.count = f"grade-{uuid.uuid4().hex[:8]}", 0
 
     def submit(self, task: Task):
-        if self.scattered.status != "finished":  # every worker holding it died: send it again
-            self.scattered = self.client.scatter(self.snapshot, broadcast=True)
+        if self.scattered[task.assignment].status != "finished":  # every worker holding it died: send it again
+            self.scattered[task.assignment] = self.client.scatter(self.snapshots[task.assignment], broadcast=True)
         others = [w for w in self.client.scheduler_info()["workers"] if w != task.avoid]
         where = {"workers": others, "allow_other_workers": True} if task.avoid and others else {}
         self.count += 1
-        return self.client.submit(self.execute, self.scattered, task, key=(self.name, self.count), **where)
+        return self.client.submit(self.execute, self.scattered[task.assignment], task, key=(self.name, self.count),
+                                  **where)
 
     def outcomes(self, tasks: list[Task], stop: "StopRequest"):
         """Yield (task, executed, what) as tasks end: what is "done", "retrying" (it is sent again) or "stopped"
@@ -570,14 +582,14 @@ class Dispatch:
             yield task, None, "stopped"
 
 
-def _record(course, assignment: str, log, task: Task, executed: Executed) -> Row:
+def _record(course, log, task: Task, executed: Executed) -> Row:
     """The final outcome of one submission, in the gradebook and the log."""
     recording = time.monotonic()
     if executed.error:
-        course.forget(assignment, task.student)
+        course.forget(task.assignment, task.student)
         row = Row(task.student, "failed", note=executed.error)
     else:
-        row = course.record(assignment, executed)
+        row = course.record(task.assignment, executed)
     # Grading time, not time spent queueing: the worker's run plus recording it here.
     row.seconds, row.attempts = executed.seconds + time.monotonic() - recording, task.attempt
     row.note = "; ".join(n for n in (row.note, task.note) if n)
@@ -607,6 +619,7 @@ class RunLog:
     def add(self, row: Row, nbgrader_log: str = "") -> Row:
         from tqdm.auto import tqdm
 
+        row.assignment = self.assignment
         tqdm.write(row.line(), file=self.out)  # above the progress bar, if one is showing
         new = not self.table.exists()
         with open(self.table, "a", newline="") as table:

@@ -1,5 +1,6 @@
 """Class grading on Dask (autograder.class_grading): every submission gets a row, failures are retried once and
 recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
+import os
 import shutil
 import signal
 import subprocess
@@ -143,13 +144,20 @@ def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     assert done.returncode == 2 and "cannot grade:" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how_to_start_it(tmp_path, monkeypatch):
+def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how_to_start_it(template, tmp_path,
+                                                                                              monkeypatch):
     import multiprocessing
 
     from autograder.class_grading import Snapshot, course_config
 
-    snapshot = Snapshot(NB, b"", {}, course_config(tmp_path, "execute"), timeout_s=0.05)
-    assert class_grading._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 0.05 s and was stopped"
+    shutil.copy(template[0] / "gradebook.db", tmp_path / "gradebook.db")
+    shutil.copytree(template[0] / "source", tmp_path / "source")
+    (tmp_path / "submitted" / "ann" / NB).mkdir(parents=True)
+    os.mkfifo(tmp_path / "submitted" / "ann" / NB / f"{NB}.ipynb")  # reading it never returns: nbgrader hangs
+    snapshot = Snapshot(NB, b"", {}, course_config(tmp_path, "execute"), timeout_s=3)
+    started = time.monotonic()
+    assert class_grading._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 3 s and was stopped"
+    assert time.monotonic() - started < 60
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
     reason = class_grading._run_grading_process(tmp_path, snapshot, "ann")
     assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
