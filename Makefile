@@ -66,7 +66,7 @@ grade: $(STAMP)
 
 autograde: $(STAMP)
 	@test -n "$(ASSIGNMENT)" || { echo "usage: make autograde ASSIGNMENT=<NN_name> [WORKERS=N] [SCHEDULER=address] [STUDENT='id id'] [FORCE=1]"; exit 2; }
-	$(BIN)/python -m autograder autograde "$(ASSIGNMENT)" $(if $(WORKERS),--workers $(WORKERS)) \
+	$(BIN)/python -m autograder autograde $(ASSIGNMENT) $(if $(WORKERS),--workers $(WORKERS)) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(foreach s,$(STUDENT),--student $(s)) $(if $(FORCE),--force)
 
 bench-grading: $(STAMP)

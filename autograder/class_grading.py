@@ -32,6 +32,7 @@ import threading
 import time
 import uuid
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -438,6 +439,19 @@ class StopRequest:
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
 
+    @contextmanager
+    def shielding(self):
+        """Processes started inside ignore SIGINT (they inherit it): Ctrl-C in the terminal then reaches only this
+        process, which stops them in order, instead of each dying with a traceback."""
+        if self._previous is None:
+            yield
+            return
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, self._handle)
+
 
 def grade_class(root: Path, assignments, *, students: list[str] = (), force: bool = False,
                 workers: int | None = None, scheduler=None, timeout_s: float = TIMEOUT_S,
@@ -508,9 +522,11 @@ def _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute) -> l
                 "distributed.worker.daemon": False}
     rows = []
     with dask.config.set(settings), StopRequest() as stop:
-        cluster = None if scheduler is not None else LocalCluster(
-            n_workers=workers or os.cpu_count(), threads_per_worker=1, processes=True, dashboard_address=None,
-            silence_logs=40)
+        cluster = None
+        if scheduler is None:
+            with stop.shielding():
+                cluster = LocalCluster(n_workers=workers or os.cpu_count(), threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
         try:
             what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
             out = next(iter(logs.values())).out
