@@ -30,7 +30,7 @@ help:
 	@echo "make release     regenerate notebooks/ from source/ (nbgrader generate_assignment)"
 	@echo "make solutions   regenerate solutions/ from source/ (executed, hidden tests removed)"
 	@echo "make bench       time one MNIST-sized epoch: course engine vs hand-written numpy vs torch"
-	@echo "make bench-grading  grade a synthetic class serially (nbgrader) and in parallel (Dask); about 30 minutes"
+	@echo "make bench-grading  grade a synthetic class serially (nbgrader) and in parallel (Dask); about 15 minutes"
 	@echo "make data        download full MNIST into data/mnist/ (needs a network; the course works offline without)"
 	@echo "make clean       remove runtime folders (keeps .venv)"
 

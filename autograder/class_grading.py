@@ -340,7 +340,6 @@ class Course:
         import nbformat
         from nbgrader.api import Gradebook
         from nbgrader.apps import NbGraderAPI
-
         from sqlalchemy.exc import SAWarning
 
         # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every autograde; they say nothing about the class.

@@ -142,6 +142,7 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         RuntimeError: nbgrader itself failed; its log is in the message.
     """
     from nbgrader.apps import NbGraderAPI
+    from sqlalchemy.exc import SAWarning
     from traitlets.config import Config
 
     from autograder.preprocessors import copied_cells
@@ -170,7 +171,7 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         config.CourseDirectory.root = str(root)
         api = NbGraderAPI(config=config)
         # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every autograde; they are not the learner's concern.
-        warnings.filterwarnings("ignore", module="nbgrader")
+        warnings.filterwarnings("ignore", category=SAWarning)
         steps = [("generate_assignment", lambda: api.generate_assignment(assignment)),
                  ("autograde", lambda: api.autograde(assignment, STUDENT))]
         if feedback:

@@ -6,7 +6,7 @@ import pytest
 from nbclient import NotebookClient
 
 from autograder.build import release, solutions
-from autograder.course import KERNEL_ARGS, assignments, solution_version
+from autograder.course import INTERACTIVE_TAG, KERNEL_ARGS, assignments, solution_version
 from conftest import learner_notebook, solution_notebook
 
 pytestmark = pytest.mark.slow
@@ -56,8 +56,10 @@ def test_solutions_folder_is_in_sync_with_source(tmp_path):
         committed = solution_notebook(fresh.parent.name)
         assert json.loads(fresh.read_text()) == json.loads(committed.read_text()), \
             f"{committed} is stale: run `make solutions` and commit"
-        executed = [c for c in nbformat.read(committed, as_version=4).cells if c.cell_type == "code"]
+        code = [c for c in nbformat.read(committed, as_version=4).cells if c.cell_type == "code"]
+        executed = [c for c in code if INTERACTIVE_TAG not in c.metadata.get("tags", [])]
         assert all(c.execution_count for c in executed), "committed solutions must be executed"
+        assert all(not c.outputs for c in code if c not in executed), "widget cells are left for the learner to run"
         assert not any(o.output_type == "error" for c in executed for o in c.outputs)
 
 
