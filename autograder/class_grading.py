@@ -169,19 +169,11 @@ def _report(path: Path) -> dict:
         return {}
 
 
-_FORK_SERVER = None
-_FORK_LOCK = threading.Lock()
-
-
 def _fork_server():
-    """This process's multiprocessing context whose fork server has PRELOAD imported (started on first use)."""
-    global _FORK_SERVER
-    with _FORK_LOCK:
-        if _FORK_SERVER is None:
-            context = multiprocessing.get_context("forkserver")
-            context.set_forkserver_preload(PRELOAD)
-            _FORK_SERVER = context
-        return _FORK_SERVER
+    """This process's multiprocessing context whose fork server imports PRELOAD (when it starts, on first use)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 def _grade_here(root: str, assignment: str, student: str, config) -> None:
@@ -421,10 +413,12 @@ class StopRequest:
 
     def __init__(self):
         self.requested = False
+        # Signal handlers can only be set from the main thread; elsewhere (a test's thread) Ctrl-C is not ours.
+        self._ours = threading.current_thread() is threading.main_thread()
         self._previous = None
 
     def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
+        if self._ours:
             self._previous = signal.signal(signal.SIGINT, self._handle)
         return self
 
@@ -435,14 +429,14 @@ class StopRequest:
         print("\nStopping after the submissions being recorded; run the same command again to resume.", file=sys.stderr)
 
     def __exit__(self, *exc):
-        if self._previous is not None:
+        if self._ours:
             signal.signal(signal.SIGINT, self._previous)
 
     @contextmanager
     def shielding(self):
         """Processes started inside ignore SIGINT (they inherit it): Ctrl-C in the terminal then reaches only this
         process, which stops them in order, instead of each dying with a traceback."""
-        if self._previous is None:
+        if not self._ours:
             yield
             return
         signal.signal(signal.SIGINT, signal.SIG_IGN)
