@@ -164,7 +164,7 @@ class SeparateCopiedCells(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         seen = set()
         for cell in nb.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            grade_id = (cell.metadata.get("nbgrader") or {}).get("grade_id")
             if grade_id in seen:
                 self.log.warning("%s: a copy of the cell %r is graded as an ordinary cell", resources.get("unique_key"), grade_id)
                 del cell.metadata["nbgrader"]
