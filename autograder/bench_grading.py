@@ -26,13 +26,12 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import REPO, assignments
+from autograder.course import REPO, SCRATCH_COURSE_CONFIG, assignments
 
 BENCH = REPO / "build" / "bench-grading"
 PER_NOTEBOOK = 12
 TARGET_RATIO = 0.6          # parallel wall / serial wall, issue 11
 TARGET_CPU_PER_STUDENT = 40  # seconds of CPU for the five notebooks of one student
-CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n"
 # nbgrader's log with a time on each line: the serial run's per-submission times come from its "student" lines.
 LOG_FORMAT = "--Application.log_format=%(asctime)s.%(msecs)03d %(levelname)s %(message)s"
 STARTS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) INFO Creating/updating student with ID '([^']+)'", re.M)
@@ -73,7 +72,7 @@ def build(root: Path) -> dict[str, list[str]]:
     """A course at ``root`` with every assignment generated and the synthetic class submitted; students by assignment."""
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(REPO / "source", root / "source", ignore=shutil.ignore_patterns(".hypothesis", ".ipynb_checkpoints"))
-    (root / "nbgrader_config.py").write_text(CONFIG)
+    (root / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
     students = {}
     for name in assignments():
         nbgrader(root, "generate_assignment", name, "--force")

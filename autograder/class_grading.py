@@ -371,16 +371,17 @@ def course_config(root: Path, stage: str):
     return config
 
 
-def read_tree(folder: Path, ignored: list[str]) -> dict[str, bytes]:
-    """Every file under ``folder`` by relative path, leaving out nbgrader's ignore patterns (checkpoints, caches)."""
+def tree(folder: Path, ignored: list[str]) -> list[Path]:
+    """Every file under ``folder``, leaving out nbgrader's ignore patterns (checkpoints, caches)."""
     from fnmatch import fnmatch
 
-    found = {}
-    for path in sorted(folder.rglob("*")):
-        parts = path.relative_to(folder).parts
-        if path.is_file() and not any(fnmatch(part, pattern) for part in parts for pattern in ignored):
-            found[str(path.relative_to(folder))] = path.read_bytes()
-    return found
+    return [path for path in sorted(folder.rglob("*")) if path.is_file() and not any(
+        fnmatch(part, pattern) for part in path.relative_to(folder).parts for pattern in ignored)]
+
+
+def read_tree(folder: Path, ignored: list[str]) -> dict[str, bytes]:
+    """The files of ``tree`` by relative path."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in tree(folder, ignored)}
 
 
 def preflight(folder: Path, ignored: list[str]) -> tuple[dict[str, bytes] | None, str]:
@@ -392,10 +393,10 @@ def preflight(folder: Path, ignored: list[str]) -> tuple[dict[str, bytes] | None
 
     from autograder.preprocessors import copied_cells
 
-    files = read_tree(folder, ignored)
-    size = sum(map(len, files.values()))
-    if size > MAX_SUBMISSION_BYTES:
+    size = sum(path.stat().st_size for path in tree(folder, ignored))
+    if size > MAX_SUBMISSION_BYTES:  # measured before reading: nothing that large is held in memory
         return None, f"the submission folder holds {size >> 20} MiB; the limit is {MAX_SUBMISSION_BYTES >> 20} MiB"
+    files = read_tree(folder, ignored)
     notes = []
     for name in sorted(n for n in files if n.endswith(".ipynb") and "/" not in n):
         try:

@@ -32,6 +32,8 @@ MEASURED_TAG = "measured"  # a cell whose outputs are timings: solutions/ keeps 
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain", "--IPKernelApp.log_level=ERROR"]
 
 
+# nbgrader_config.py of a throwaway course (the demo, the grading benchmark, tests): releases go to release/.
+SCRATCH_COURSE_CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n"
 STAGES = ("whole", "execute", "record")
 
 

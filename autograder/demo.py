@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.build import release, solutions
-from autograder.course import REPO, assignments, solution_version
+from autograder.course import REPO, SCRATCH_COURSE_CONFIG, assignments, solution_version
 from autograder.grading import results
 
 COURSE = REPO / "build" / "demo-course"
@@ -117,8 +117,7 @@ def main() -> int:
     step(f"Grading a demo class in {COURSE.relative_to(REPO)}/ with the nbgrader command line")
     shutil.rmtree(COURSE, ignore_errors=True)
     shutil.copytree(REPO / "source", COURSE / "source")
-    (COURSE / "nbgrader_config.py").write_text(
-        "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n")
+    (COURSE / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
     for name in assignments():
         run("generate_assignment", name, "--force")
         for student, nb in submissions(name).items():

@@ -13,24 +13,16 @@ import pytest
 from autograder import class_grading
 from autograder.bench_grading import differences, gradebook_cells, synthetic_class
 from autograder.class_grading import ClassGradingError, Executed, Task, execute_submission, grade_class
+from autograder.course import SCRATCH_COURSE_CONFIG
 from conftest import REPO
 
 NB = "01_nudging"  # the quickest notebook to grade
-CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n"
 
 
 def nbgrader(root, *args):
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
-
-
-def new_course(root, students: dict) -> None:
-    """A course at root with NB generated and ``students`` ({id: notebook or bytes}) submitted."""
-    shutil.copytree(REPO / "source" / NB, root / "source" / NB, ignore=shutil.ignore_patterns(".hypothesis"))
-    (root / "nbgrader_config.py").write_text(CONFIG)
-    nbgrader(root, "generate_assignment", NB)
-    submit(root, students)
 
 
 def submit(root, students: dict) -> None:
@@ -45,7 +37,7 @@ def template(tmp_path_factory):
     """A course with one real submission, and that submission's real execution (reused by the fake workers)."""
     root = tmp_path_factory.mktemp("template")
     shutil.copytree(REPO / "source" / NB, root / "source" / NB)
-    (root / "nbgrader_config.py").write_text(CONFIG)
+    (root / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
     nbgrader(root, "generate_assignment", NB)
     solved = synthetic_class(NB, root)["full-marks"]
     submit(root, {"full-marks": solved})
@@ -168,7 +160,7 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
     """The parallel path for real, on a local Dask cluster of processes, against `nbgrader autograde` itself."""
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
     shutil.copytree(REPO / "source" / NB, serial / "source" / NB, ignore=shutil.ignore_patterns(".hypothesis"))
-    (serial / "nbgrader_config.py").write_text(CONFIG)
+    (serial / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
     nbgrader(serial, "generate_assignment", NB)
     everyone = synthetic_class(NB, serial)
     submit(serial, {s: everyone[s] for s in ("full-marks", "attacker", "crasher", "copied-cell")})
@@ -207,3 +199,11 @@ def test_widgets_wait_for_nobody_while_nbgrader_runs_the_notebook(monkeypatch, c
     assert h_explorer() is None and backward_stepper(object()) is None
     said = capsys.readouterr().out
     assert "The h slider is interactive" in said and "The backward stepper is interactive" in said
+
+
+def test_an_oversized_submission_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    (tmp_path / f"{NB}.ipynb").write_bytes(b"x" * 3000)
+    monkeypatch.setattr(class_grading, "MAX_SUBMISSION_BYTES", 2048)
+    monkeypatch.setattr(class_grading, "read_tree", lambda *a: pytest.fail("read before its size was checked"))
+    files, note = class_grading.preflight(tmp_path, [])
+    assert files is None and "the limit is" in note

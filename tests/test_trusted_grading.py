@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from autograder import remote, sandbox, trusted
-from autograder.course import assignments
+from autograder.course import SCRATCH_COURSE_CONFIG, assignments
 from conftest import REPO, learner_notebook, solution_notebook
 
 NB = "01_nudging"
@@ -497,8 +497,7 @@ def test_a_class_with_an_attacker_is_graded_normally_by_the_nbgrader_command(tmp
     from autograder.demo import attacked
 
     shutil.copytree(REPO / "source" / NB, tmp_path / "source" / NB)
-    (tmp_path / "nbgrader_config.py").write_text(
-        "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n")
+    (tmp_path / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
 
     def nbgrader(*args):
         done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=tmp_path, capture_output=True, text=True,
