@@ -469,6 +469,13 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
     """
     names = [assignments] if isinstance(assignments, str) else list(assignments)
     course = Course.open(root)
+    try:
+        return _grade(course, names, students, force, workers, scheduler, timeout_s, execute, out)
+    finally:
+        shutil.rmtree(course.scratch, ignore_errors=True)
+
+
+def _grade(course, names, students, force, workers, scheduler, timeout_s, execute, out) -> list[Row]:
     found = {}
     for assignment in names:
         course.check_assignment(assignment)
@@ -489,11 +496,8 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
                 rows.append(logs[assignment].add(Row(student, "failed", note=note)))
             else:
                 tasks.append(Task(student, files, note, assignment=assignment))
-    try:
-        if tasks:
-            rows += _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute)
-    finally:
-        shutil.rmtree(course.scratch, ignore_errors=True)
+    if tasks:
+        rows += _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute)
     for assignment, log in logs.items():
         log.summary([row for row in rows if row.assignment == assignment])
     return rows
