@@ -17,13 +17,15 @@ export PYDEVD_DISABLE_FILE_VALIDATION = 1
 # nbgrader runs `alembic` and Jupyter runs `python`: both must be the virtual environment's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup demo test test-quick lab release solutions grade autograde bench bench-grading data clean
+.PHONY: help setup demo test test-quick lab pair instructor release solutions grade autograde bench bench-grading data clean
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
 	@echo "make test        the whole test suite (about 10 minutes on 2 cores)"
 	@echo "make test-quick  the fast subset: no notebook execution"
-	@echo "make lab         JupyterLab on notebooks/"
+	@echo "make lab         JupyterLab on notebooks/, for a learner"
+	@echo "make pair [IP=0.0.0.0]  the same with real-time collaboration: driver and navigator open the printed URL"
+	@echo "make instructor  JupyterLab at the course root, opening Formgrader"
 	@echo "make grade NB=notebooks/01_nudging/01_nudging.ipynb   grade one notebook against the hidden tests"
 	@echo "make autograde ASSIGNMENT=01_nudging [WORKERS=N] [SCHEDULER=tcp://host:8786] [STUDENT=id...] [FORCE=1]"
 	@echo "                 grade every submission under submitted/ in parallel (Dask) into gradebook.db"
@@ -51,8 +53,17 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
+# The three kinds of JupyterLab server are described in autograder/lab.py. IP=0.0.0.0 lets a remote partner in.
+IP ?= localhost
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/python -m autograder lab learner
+
+pair: $(STAMP)
+	$(BIN)/python -m autograder lab pair --ServerApp.ip=$(IP)
+
+instructor: $(STAMP)
+	$(BIN)/python -m autograder lab instructor
 
 release: $(STAMP)
 	$(BIN)/python -m autograder release

@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder {grade,autograde,release,solutions,demo,bench,bench-grading}``.
+"""Command line: ``python -m autograder {grade,autograde,release,solutions,demo,bench,bench-grading,lab}``.
 
 Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded (reason on stderr).
 Exit codes of ``autograde``: 0 every submission graded (or already graded), 1 some failed (each with its reason in
@@ -36,7 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("bench", help="time one MNIST-sized epoch: course engine vs numpy vs torch")
     commands.add_parser("bench-grading", help="grade a synthetic class serially with nbgrader and in parallel; "
                                               "print the speed-up")
-    args = parser.parse_args(argv)
+    lab = commands.add_parser("lab", help="start JupyterLab for a learner, a pair or an instructor; arguments "
+                                          "after the kind go to JupyterLab")
+    lab.add_argument("kind", choices=("learner", "pair", "instructor"))
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "lab":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     # nbgrader shells out to `alembic` and Jupyter to `python`: both must come from this interpreter's environment.
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
@@ -44,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_grade(args.notebook, args.json, args.feedback)
     if args.command == "autograde":
         return run_autograde(args)
+    if args.command == "lab":
+        from autograder.lab import main as lab
+        return lab(args.kind, rest)
     if args.command == "bench-grading":
         from autograder.bench_grading import main as bench_grading
         return bench_grading()

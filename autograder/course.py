@@ -72,6 +72,21 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
 
 
+def configure_exchange(c, root: Path) -> None:
+    """Point nbgrader's release, fetch, submit and collect at the exchange folder ``root`` of this course.
+
+    nbgrader's default, /srv/nbgrader/exchange, does not exist on a fresh machine, so Formgrader and the Assignment
+    List would warn and release/collect would fail. The folder is created world-writable (0o777), as nbgrader's
+    own release would create it, so learners with their own accounts on the machine can submit. A JupyterHub
+    deployment points ``root`` at a folder every user's server sees instead (README, "One machine or a hub").
+    """
+    c.CourseDirectory.course_id = COURSE_ID
+    c.Exchange.root = str(root)
+    if not root.is_dir():
+        root.mkdir(parents=True)
+        root.chmod(0o777)
+
+
 def set_stage(c, stage: str) -> None:
     """Set which part of ``nbgrader autograde`` a config ``c`` runs (see configure), leaving the rest as it is."""
     from nbgrader.converters import Autograde

@@ -76,6 +76,12 @@ def render_svg(dot: graphviz.Digraph) -> str:
     return done.stdout
 
 
+def fit_width(svg: str) -> str:
+    """The SVG, allowed to shrink to its container's width (its viewBox keeps the proportions). Inside an HTML
+    widget Graphviz's own size applies, and a wide graph would push the notebook column into a sideways scroll."""
+    return svg.replace("<svg ", '<svg style="max-width: 100%; height: auto" ', 1)
+
+
 def _beside_python(name: str) -> str | None:
     candidate = Path(sys.executable).parent / name
     return str(candidate) if candidate.exists() else None
@@ -161,7 +167,7 @@ def backward_stepper(root, names: dict | None = None):
     def show(change=None):
         step = steps[slider.value]
         text.value = f"<b>{slider.value + 1}/{len(steps)}</b> &nbsp; {step['text']}"
-        picture.value = render_svg(to_dot(root, grads=step["grads"], highlight=step["node"], names=names))
+        picture.value = fit_width(render_svg(to_dot(root, grads=step["grads"], highlight=step["node"], names=names)))
 
     slider.observe(show, names="value")
     show()

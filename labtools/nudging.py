@@ -8,6 +8,7 @@ grows as h shrinks.
 """
 from __future__ import annotations
 
+import io
 from typing import Callable
 
 import numpy as np
@@ -47,10 +48,10 @@ def plot_slope_errors(h_values=None, ax=None, mark_h: float | None = None):
 
     Returns the matplotlib Axes. A dashed vertical line marks ``mark_h`` when given.
     """
-    import matplotlib.pyplot as plt
-
     h_values = np.logspace(-13, 0, 105) if h_values is None else np.asarray(h_values)
     if ax is None:
+        import matplotlib.pyplot as plt
+
         _, ax = plt.subplots(figsize=(7, 4.5))
     styles = {"forward": "tab:orange", "central": "tab:blue"}
     for dtype, line in ((np.float64, "-"), (np.float32, ":")):
@@ -71,28 +72,42 @@ def plot_slope_errors(h_values=None, ax=None, mark_h: float | None = None):
 def h_explorer(start: float = 1e-3):
     """A slider for h (10^-12 to 1) that redraws the error plot and prints the four measured slopes.
 
+    Each redraw draws a new ``matplotlib.figure.Figure`` into an image widget rather than through pyplot: pyplot's
+    current figure is global to the kernel, and with two people on one notebook (real-time collaboration) a redraw
+    asked for by one browser ran in the middle of another's and came out blank.
+
     Returns the ipywidgets box to display (None while nbgrader runs the notebook: see labtools.widgets).
     """
     if unattended("The h slider"):
         return None
     import ipywidgets as widgets
-    import matplotlib.pyplot as plt
 
     slider = widgets.FloatLogSlider(value=start, base=10, min=-12, max=0, step=0.25, description="h",
                                     readout_format=".1e", continuous_update=False)
-    out = widgets.Output()
+    readout = widgets.HTML()
+    picture = widgets.Image(format="png")
 
     def redraw(change=None):
         h = slider.value
-        with out:
-            out.clear_output(wait=True)
-            for dtype in (np.float64, np.float32):
-                err = slope_errors([h], dtype)
-                print(f"{np.dtype(dtype).name}: forward error {err['forward'][0]:.2e}, "
-                      f"central error {err['central'][0]:.2e}")
-            plot_slope_errors(mark_h=h)
-            plt.show()
+        lines = []
+        for dtype in (np.float64, np.float32):
+            err = slope_errors([h], dtype)
+            lines.append(f"{np.dtype(dtype).name}: forward error {err['forward'][0]:.2e}, "
+                         f"central error {err['central'][0]:.2e}")
+        readout.value = "<pre>" + "\n".join(lines) + "</pre>"
+        picture.value = slope_errors_png(mark_h=h)
 
     slider.observe(redraw, names="value")
     redraw()
-    return widgets.VBox([slider, out])
+    return widgets.VBox([slider, readout, picture])
+
+
+def slope_errors_png(mark_h: float | None = None) -> bytes:
+    """plot_slope_errors as PNG bytes, drawn on a figure of its own (no pyplot state is touched)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.5))
+    plot_slope_errors(ax=figure.subplots(), mark_h=mark_h)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
+    return buffer.getvalue()

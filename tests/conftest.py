@@ -41,3 +41,19 @@ def rejects(exercise_id, answer, *phrases):
         assert phrase in info.value.message, info.value.message
     return info.value.message
 
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item, so a fixture's teardown can tell a failed test (test_browser)."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say loudly when the browser tests could not run: a green run without them has not tested JupyterLab."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "test_browser" in r.nodeid]
+    if skipped:
+        reason = skipped[0].longrepr[2] if isinstance(skipped[0].longrepr, tuple) else ""
+        terminalreporter.write_sep("!", f"BROWSER TESTS SKIPPED ({len(skipped)}): {reason}", red=True, bold=True)
