@@ -51,9 +51,11 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def pytest_terminal_summary(terminalreporter):
-    """Say loudly when the browser tests could not run: a green run without them has not tested JupyterLab."""
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "test_browser" in r.nodeid]
+def pytest_unconfigure(config):
+    """Say loudly, as the run's last line, when the browser tests could not run: a green run without them has not
+    tested JupyterLab."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    skipped = [r for r in getattr(reporter, "stats", {}).get("skipped", []) if "test_browser" in r.nodeid]
     if skipped:
         reason = skipped[0].longrepr[2] if isinstance(skipped[0].longrepr, tuple) else ""
-        terminalreporter.write_sep("!", f"BROWSER TESTS SKIPPED ({len(skipped)}): {reason}", red=True, bold=True)
+        reporter.write_sep("!", f"BROWSER TESTS SKIPPED ({len(skipped)}): {reason}", red=True, bold=True)

@@ -1,0 +1,60 @@
+"""The three JupyterLab servers (autograder.lab) and the settings they read, without starting a browser (fast).
+
+What the servers do in a browser is in test_browser.py."""
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from traitlets.config.loader import PyFileConfigLoader
+
+from autograder import lab
+from conftest import REPO
+
+LEARNER_CONFIG = REPO / "jupyter-config" / "learner"
+
+
+def flag(launch, name):
+    """The value of ``--name=value`` in a launch's argv, or None."""
+    values = [arg.split("=", 1)[1] for arg in launch.argv if arg.startswith(f"--{name}=")]
+    return values[-1] if values else None
+
+
+@pytest.mark.parametrize("kind", lab.KINDS)
+def test_every_server_starts_from_the_course_folder_for_root_and_others(kind):
+    launch = lab.command(kind, REPO)
+    assert launch.cwd == REPO  # where nbgrader's extensions look for nbgrader_config.py
+    assert ("--allow-root" in launch.argv) == (os.geteuid() == 0)
+    assert launch.env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+
+
+def test_learners_get_notebooks_and_no_instructor_pages_and_pairs_get_collaboration():
+    learner, pair, instructor = (lab.command(kind, REPO) for kind in ("learner", "pair", "instructor"))
+    for launch in (learner, pair):
+        assert flag(launch, "ServerApp.root_dir") == str(REPO / "notebooks")
+        assert launch.env["JUPYTER_CONFIG_PATH"].split(os.pathsep)[0] == str(LEARNER_CONFIG)
+    assert flag(learner, "YDocExtension.disable_rtc") == "True" and flag(pair, "YDocExtension.disable_rtc") is None
+    assert not flag(pair, "SQLiteYStore.db_path").startswith(str(REPO / "notebooks"))
+    assert flag(instructor, "ServerApp.root_dir") == str(REPO)
+    assert "JUPYTER_CONFIG_PATH" not in instructor.env or str(LEARNER_CONFIG) not in instructor.env["JUPYTER_CONFIG_PATH"]
+    assert lab.command("learner", REPO, extra=("--no-browser",)).argv[-1] == "--no-browser"
+    with pytest.raises(ValueError, match="unknown kind of JupyterLab 'teacher'"):
+        lab.command("teacher")
+
+
+def test_learner_settings_turn_off_every_instructor_extension():
+    server = json.loads((LEARNER_CONFIG / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"]
+    assert server == {"nbgrader.server_extensions.formgrader": False, "nbgrader.server_extensions.course_list": False}
+    page = json.loads((LEARNER_CONFIG / "labconfig" / "page_config.json").read_text())["disabledExtensions"]
+    for plugin in ("formgrader", "course-list", "create-assignment"):
+        assert page[f"@jupyter/nbgrader:{plugin}"] is True
+
+
+def test_learner_and_instructor_share_one_exchange_and_course_id():
+    learner = PyFileConfigLoader("nbgrader_config.py", path=str(LEARNER_CONFIG)).load_config()
+    instructor = PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
+    assert learner.Exchange.root == instructor.Exchange.root == str(REPO / "exchange")
+    assert learner.CourseDirectory.course_id == instructor.CourseDirectory.course_id
+    assert learner.Exchange.assignment_dir == str(REPO / "notebooks")  # where a learner's copies already are
+    assert (REPO / "exchange").is_dir() and (REPO / "exchange").stat().st_mode & 0o777 == 0o777
