@@ -113,8 +113,10 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
             result = fn(*args, **kwargs)
     except CheckFailure:
         raise
-    except NotImplementedError:
-        raise CheckFailure(exercise, "not implemented yet: replace `raise NotImplementedError()` with your code.") from None
+    except NotImplementedError as stub:
+        raise CheckFailure(exercise, f"`{_stub_name(stub, fn, exercise)}` is not written yet: in its cell, replace "
+                                     "`raise NotImplementedError()` with your code, run that cell, then run this one "
+                                     "again.") from None
     except (_Timeout, remote.Stopped) as stop:
         if isinstance(stop, remote.Stopped) and not stop.timeout:
             raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})")) from None
@@ -127,6 +129,18 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
         raise CheckFailure(exercise, changed_input or f"your code changed an array it was given, in place{where}: "
                                                       "compute new arrays instead of writing into your inputs.")
     return result
+
+
+def _stub_name(stub: NotImplementedError, fn, exercise: str) -> str:
+    """The learner's function whose body is still the stub: the innermost frame that raised (a check often calls
+    the learner's method through a lambda of its own), else the function called, else the exercise id."""
+    frame = stub.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    for name in (frame and frame.tb_frame.f_code.co_qualname, getattr(fn, "__qualname__", None)):
+        if name and "<" not in name:
+            return name
+    return exercise
 
 
 def call_on_deep_graph(exercise: str, fn, *args, shown_input: str):

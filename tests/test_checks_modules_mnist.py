@@ -40,12 +40,14 @@ def _parameters_iteratively(self):
         stack.extend(module._modules.values())
     return found
 
-def _zero_with_zeros(self):
-    for p in self.parameters():
-        p.grad = Tensor(np.zeros(p.shape))
+def _zero_grad_walking_modules(self):
+    for p in self._parameters.values():
+        p.grad = None
+    for module in self._modules.values():
+        module.zero_grad()
 
 Module.parameters = _parameters_iteratively
-Module.zero_grad = _zero_with_zeros
+Module.zero_grad = _zero_grad_walking_modules
 ''',
     "linear": '''
 class Linear(Module):
@@ -229,6 +231,16 @@ def test_training_accepts_other_correct_loop_styles():
      "np.random.default_rng(0).uniform(-k, k, (out_features, in_features))", "identical weights"),
     ("sgd", "        for p in self.params:\n            p.grad = None",
      "        for p in self.params[:-1]:\n            p.grad = None", "clear every parameter's gradient"),
+    # zero_grad must leave None, as the notebook asks and the visible tests assert (issue 12)
+    ("module", "        for p in self.parameters():\n            p.grad = None",
+     "        for p in self.parameters():\n            p.grad.array[...] = 0.0", "has no gradient yet"),
+    ("module", "        for p in self.parameters():\n            p.grad = None",
+     "        for p in self.parameters():\n            p.grad = Tensor(np.zeros(p.shape))", "arrays of zeros"),
+    ("sgd", "        for p in self.params:\n            p.grad = None",
+     "        for p in self.params:\n            p.grad.array *= 0", "has no gradient yet"),
+    ("sgd", "        for p in self.params:\n            p.grad = None",
+     "        for p in self.params:\n            if p.grad is not None:\n                p.grad.array[...] = 0",
+     "arrays of zeros"),
 ])
 def test_red_team_findings_are_rejected(exercise, right, wrong, phrase):
     rejects(exercise, answer(exercise, {exercise: [(right, wrong)]}), phrase)

@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -110,3 +111,17 @@ def test_notebook_with_deleted_test_cell_exits_2(tmp_path):
     nbformat.write(nb, path)
     code, _, err = grade(path)
     assert code == 2 and "deleted" in err and "test_numerical_gradient" in err
+
+
+@pytest.mark.slow
+def test_nbgrader_validate_is_honest_on_an_untouched_and_a_solved_notebook():
+    """JupyterLab's Validate button runs `nbgrader validate`: it must fail an untouched notebook on every exercise,
+    naming the stub, and pass a solved one (issue 12)."""
+    def validate(path):
+        return subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "validate", str(path)], cwd=REPO,
+                              capture_output=True, text=True, timeout=600).stdout
+
+    untouched = validate(learner_notebook(NB))
+    assert "VALIDATION FAILED ON 4 CELL(S)" in untouched
+    assert untouched.count("is not written yet") == 4
+    assert "Success! Your notebook passes all the tests." in validate(solution_notebook(NB))

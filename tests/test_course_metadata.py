@@ -40,6 +40,21 @@ def test_each_answer_cell_has_a_test_cell_that_calls_its_check(assignment):
         assert exercise in exercise_ids(), f"no check registered for {exercise}"
 
 
+def test_each_test_cell_shows_the_learner_the_same_check_that_grades(assignment):
+    """The visible part of a test cell starts with run_check and the very arguments of the hidden call, so the
+    diagnosis in the learner's notebook and the grade cannot disagree (issue 12)."""
+    for cell in source_nb(assignment).cells:
+        if not cell.metadata.get("nbgrader", {}).get("grade"):
+            continue
+        hidden = re.search(r"### BEGIN HIDDEN TESTS\nfrom autograder import check\ncheck\((.*)\)\n### END HIDDEN TESTS\n",
+                           cell.source)
+        assert hidden, f"{cell.metadata.nbgrader['grade_id']}: the hidden block is not the one-line check call"
+        visible = cell.source[hidden.end():].split("\n", 1)[0]
+        assert visible == f"run_check({hidden.group(1)})", visible
+    imports = next(c.source for c in source_nb(assignment).cells if c.cell_type == "code")
+    assert "from labtools import run_check" in imports
+
+
 def test_widget_cells_are_skipped_by_unattended_runs(assignment):
     """A cell that shows a live widget carries nbclient's skip tag, so grading never waits on it (issue 11)."""
     calls = re.compile(r"^\s*(\w+\s*=\s*)?(" + "|".join(WIDGET_FUNCTIONS) + r")\(", re.M)

@@ -27,8 +27,9 @@ def test_source_notebook_runs_top_to_bottom_with_hidden_tests_passing(assignment
 
 
 def test_untouched_learner_notebook_fails_only_on_its_stubs(assignment):
-    """Every error is a stub's NotImplementedError, except that an ungraded cell after one may miss a name the failed
-    cell would have defined (the trained model of notebook 5): JupyterLab's Run All stops at the first error anyway."""
+    """Every test cell says which function is still a stub (run_check's diagnosis, without a traceback); an ungraded
+    cell that calls a stub raises its NotImplementedError, and one after it may miss a name the failed cell would
+    have defined (the trained model of notebook 5): JupyterLab's Run All stops at the first error anyway."""
     path = learner_notebook(assignment)
     nb = execute(nbformat.read(path, as_version=4), path.parent, allow_errors=True)
     stub_failed = False
@@ -36,8 +37,13 @@ def test_untouched_learner_notebook_fails_only_on_its_stubs(assignment):
         graded = cell.metadata.get("nbgrader", {}).get("grade", False)
         for out in cell.get("outputs", []):
             if out.output_type == "error":
-                cascade = out.ename == "NameError" and stub_failed and not graded
-                assert out.ename == "NotImplementedError" or cascade, f"{out.ename}: {out.evalue} in\n{cell.source}"
+                if graded:
+                    assert out.ename == "CheckFailure", f"{out.ename}: {out.evalue} in\n{cell.source}"
+                    assert "is not written yet" in out.evalue or "not answered yet" in out.evalue, out.evalue
+                    assert not any("File " in line or "Cell In" in line for line in out.traceback), out.traceback
+                else:
+                    cascade = out.ename == "NameError" and stub_failed
+                    assert out.ename == "NotImplementedError" or cascade, f"{out.ename}: {out.evalue} in\n{cell.source}"
                 stub_failed = True
     graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert all(any(o.output_type == "error" for o in c.outputs) for c in graded), "a test cell passed on a stub"

@@ -104,12 +104,39 @@ def check_module(answer) -> None:
 
     for top, shown in ((outer, "a module with two sub-modules"), (deep, "30 nested modules")):
         everything = call_learner(ex, top.parameters, shown_input=f"parameters() of {shown}")
-        for p in everything:
-            p.grad = Tensor(np.ones(p.shape))
-        call_learner(ex, top.zero_grad, shown_input=f"zero_grad() on {shown}")
-        if any(p.grad is not None and np.any(np.asarray(p.grad.array)) for p in everything):
-            raise CheckFailure(ex, f"zero_grad() on {shown} left some gradients in place: clear every parameter's "
-                                   "gradient, at any depth (set .grad to None for each of self.parameters()).")
+        _check_zero_grad(ex, top.zero_grad, everything, Tensor, f"zero_grad() on {shown}")
+
+
+def _check_zero_grad(ex: str, zero_grad, params, Tensor, shown: str) -> None:
+    """``zero_grad`` must set every parameter's .grad to None, as the notebook asks and torch does by default
+    (``set_to_none=True``): once when some parameters have no gradient yet, once when all of them have one.
+
+    Raises:
+        CheckFailure: a gradient is left, is zeros instead of None, or zero_grad crashes on a missing gradient.
+    """
+    params = list(params)
+    for p in params[1:]:
+        p.grad = None  # as after creation, or after the last zero_grad
+    params[0].grad = Tensor(np.ones(params[0].shape))
+    try:
+        call_learner(ex, zero_grad, shown_input=f"{shown}, where only the first parameter has a gradient")
+    except CheckFailure as failure:
+        if isinstance(failure.cause, (AttributeError, TypeError)) and "NoneType" in str(failure.cause):
+            raise CheckFailure(ex, f"{shown} crashed on a parameter that has no gradient yet (its .grad is None, as "
+                                   "after creation or after the last zero_grad): set .grad = None rather than "
+                                   f"writing zeros into it ({failure.cause}).") from None
+        raise
+    for p in params:
+        p.grad = Tensor(np.ones(p.shape))
+    call_learner(ex, zero_grad, shown_input=shown)
+    left = [p.grad for p in params if p.grad is not None]
+    if any(np.any(np.asarray(g.array)) for g in left):
+        raise CheckFailure(ex, f"{shown} left some gradients in place: clear every parameter's gradient, at any "
+                               "depth (set .grad to None for each of self.parameters()).")
+    if left:
+        raise CheckFailure(ex, f"{shown} left arrays of zeros: set each .grad to None instead, as the notebook asks "
+                               "(and torch's zero_grad does), so that a gradient that was never computed stays "
+                               "distinguishable from a zero one.")
 
 
 def _module_answer(ModuleSubclass, Tensor):
@@ -351,11 +378,7 @@ def check_sgd(answer) -> None:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
                                        "array in place under no_grad(), do not replace it with the result of an "
                                        "operation.")
-    for p in mine:
-        p.grad = Tensor(np.ones(p.shape))
-    call_learner(ex, optimizer.zero_grad, shown_input="optimizer.zero_grad()")
-    if any(p.grad is not None and np.any(np.asarray(p.grad.array)) for p in mine):
-        raise CheckFailure(ex, "zero_grad() must clear every parameter's gradient (set .grad to None).")
+    _check_zero_grad(ex, optimizer.zero_grad, mine, Tensor, "optimizer.zero_grad()")
 
 
 # ------------------------------------------------------------------------------------------------ training
