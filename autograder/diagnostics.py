@@ -9,11 +9,15 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import types
+from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, seed, settings
 
 from autograder import remote
+
+PACKAGE = Path(__file__).resolve().parent  # frames in here are the checks', not the learner's
 
 # Seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
 CALL_TIMEOUT_S = 10
@@ -132,13 +136,18 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
 
 
 def _stub_name(stub: NotImplementedError, fn, exercise: str) -> str:
-    """The learner's function whose body is still the stub: the innermost frame that raised (a check often calls
-    the learner's method through a lambda of its own), else the function called, else the exercise id."""
+    """The learner's function whose body is still the stub: the function that raised (a check often calls the
+    learner's method through a lambda of its own; in a sandboxed worker the worker reports it), else the function
+    called, else the exercise id."""
     frame = stub.__traceback__
     while frame is not None and frame.tb_next is not None:
         frame = frame.tb_next
-    for name in (frame and frame.tb_frame.f_code.co_qualname, getattr(fn, "__qualname__", None)):
-        if name and "<" not in name:
+    here = frame.tb_frame.f_code if frame is not None else None
+    learners = here if here is not None and not here.co_filename.startswith(str(PACKAGE)) else None
+    called = fn if isinstance(fn, types.FunctionType | types.MethodType) else None
+    for name in (getattr(stub, "raised_in", None), learners and learners.co_qualname,
+                 called and called.__qualname__):
+        if name and not name.rsplit(".", 1)[-1].startswith("<"):  # not a <lambda> or <genexpr>
             return name
     return exercise
 
@@ -213,6 +222,9 @@ def as_float(exercise: str, value, what: str) -> float:
     """A learner's scalar result as a float, or a CheckFailure saying what came back instead."""
     if value is None:
         raise CheckFailure(exercise, f"{what} is None: did the function forget its `return`?")
+    if type(value).__module__.startswith("torch"):
+        raise CheckFailure(exercise, f"{what} is a torch {type(value).__name__}: the exercise computes it by hand, "
+                                     "with plain floats or numpy, not with torch.")
     try:
         if isinstance(value, (str, bytes)):
             raise TypeError("text is not a number")

@@ -217,7 +217,7 @@ def diagnosis(error: dict) -> str:
     if name == "CheckFailure":
         return re.sub(r"^\[[^\]]+\] ", "", value)
     if name == "NotImplementedError":
-        return "not implemented yet: replace `raise NotImplementedError()` with your code."
+        return "a function it calls is not written yet: replace `raise NotImplementedError()` with your code."
     if name == "CellTimeoutError":
         return "the test cell ran out of time: is there a loop that never ends?"
     if name == "AssertionError":

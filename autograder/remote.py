@@ -337,9 +337,10 @@ class Worker:
 
     def _exception(self, error: dict) -> BaseException:
         kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:MESSAGE_LIMIT]
-        if error.get("builtin") and kind in MAPPED_ERRORS:
-            return MAPPED_ERRORS[kind](message)
-        return LearnerError(kind, message)
+        exception = MAPPED_ERRORS[kind](message) if error.get("builtin") and kind in MAPPED_ERRORS \
+            else LearnerError(kind, message)
+        exception.raised_in = str(error.get("raised_in", ""))[:80]  # where in the worker: no frames cross over
+        return exception
 
     # -- values ------------------------------------------------------------------------------------------------
     def _encode(self, value):

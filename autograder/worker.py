@@ -361,8 +361,13 @@ def describe(error: BaseException) -> dict:
         message = "(its message could not be shown)"
     if not builtin and isinstance(error, ImportError):
         builtin, kind = True, ImportError
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
     return {"type": kind.__name__[:80], "message": message[:300], "builtin": builtin,
-            "where": "".join(traceback.format_exception_only(kind, error))[-300:] if not builtin else ""}
+            "where": "".join(traceback.format_exception_only(kind, error))[-300:] if not builtin else "",
+            # the function that raised, e.g. a stub's name (diagnostics names it for the learner)
+            "raised_in": frame.tb_frame.f_code.co_qualname[:80] if frame is not None else ""}
 
 
 def running_threads() -> int:

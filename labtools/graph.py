@@ -6,6 +6,7 @@ else the ``graphviz-pure`` program that pip installs with this course, so graphs
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -76,10 +77,31 @@ def render_svg(dot: graphviz.Digraph) -> str:
     return done.stdout
 
 
-def fit_width(svg: str) -> str:
-    """The SVG, allowed to shrink to its container's width (its viewBox keeps the proportions). Inside an HTML
-    widget Graphviz's own size applies, and a wide graph would push the notebook column into a sideways scroll."""
+# About 850 px: JupyterLab's notebook column in a 1300 px window with the file browser open. Graphviz sizes in pt.
+COLUMN_PT = 640
+
+
+def render_for_column(dot: graphviz.Digraph) -> str:
+    """SVG text of a diagram laid out for a notebook column: a left-to-right graph too wide for the column is laid
+    out top to bottom instead (still readable; a 2,500 px wide graph scaled down is not), and the picture may
+    shrink to its container's width (JupyterLab and HTML widgets otherwise draw it at Graphviz's own size, cut off
+    or in a sideways scroll)."""
+    svg = render_svg(dot)
+    if _size_pt(svg)[0] > COLUMN_PT and dot.graph_attr.get("rankdir") == "LR":
+        dot = dot.copy()
+        dot.graph_attr["rankdir"] = "TB"
+        svg = render_svg(dot)
+    width, height = _size_pt(svg)
+    if width > COLUMN_PT:  # still too wide: scale it (JupyterLab shows an SVG output as an <img> of its own size)
+        svg = re.sub(r'(<svg[^>]*?)\bwidth="[\d.]+pt" height="[\d.]+pt"',
+                     rf'\1width="{COLUMN_PT}pt" height="{height * COLUMN_PT / width:.0f}pt"', svg, count=1)
     return svg.replace("<svg ", '<svg style="max-width: 100%; height: auto" ', 1)
+
+
+def _size_pt(svg: str) -> tuple[float, float]:
+    """Width and height of Graphviz's SVG, in pt; (0, 0) when it does not say."""
+    found = re.search(r'<svg[^>]*?\bwidth="([\d.]+)pt" height="([\d.]+)pt"', svg)
+    return (float(found.group(1)), float(found.group(2))) if found else (0.0, 0.0)
 
 
 def _beside_python(name: str) -> str | None:
@@ -90,7 +112,7 @@ def _beside_python(name: str) -> str | None:
 def draw(root, names: dict | None = None):
     """Display-ready picture of the graph ending at ``root`` (data and grad on every node)."""
     from IPython.display import SVG
-    return SVG(render_svg(to_dot(root, names=names)))
+    return SVG(render_for_column(to_dot(root, names=names)))
 
 
 # Local derivative of an operation's output with respect to one input: rule(out, this input, the other input).
@@ -158,16 +180,17 @@ def backward_stepper(root, names: dict | None = None):
     import ipywidgets as widgets
 
     steps = backward_steps(root)
-    slider = widgets.IntSlider(value=0, min=0, max=len(steps) - 1, description="step")
-    play = widgets.Play(value=0, min=0, max=len(steps) - 1, interval=1500)
+    # Steps count from 1 on the slider and in the text alike.
+    slider = widgets.IntSlider(value=1, min=1, max=len(steps), description="step")
+    play = widgets.Play(value=1, min=1, max=len(steps), interval=1500)
     widgets.jslink((play, "value"), (slider, "value"))
     text = widgets.HTML()
     picture = widgets.HTML()
 
     def show(change=None):
-        step = steps[slider.value]
-        text.value = f"<b>{slider.value + 1}/{len(steps)}</b> &nbsp; {step['text']}"
-        picture.value = fit_width(render_svg(to_dot(root, grads=step["grads"], highlight=step["node"], names=names)))
+        step = steps[slider.value - 1]
+        text.value = f"<b>{slider.value}/{len(steps)}</b> &nbsp; {step['text']}"
+        picture.value = render_for_column(to_dot(root, grads=step["grads"], highlight=step["node"], names=names))
 
     slider.observe(show, names="value")
     show()
@@ -218,7 +241,7 @@ def tensor_to_dot(end, names: dict | None = None) -> graphviz.Digraph:
 def draw_tensors(end, names: dict | None = None):
     """Display-ready picture of the tensor graph ending at ``end``."""
     from IPython.display import SVG
-    return SVG(render_svg(tensor_to_dot(end, names=names)))
+    return SVG(render_for_column(tensor_to_dot(end, names=names)))
 
 
 def _tensor_order(end):

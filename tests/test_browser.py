@@ -64,6 +64,7 @@ class Server:
 def jupyterlab(kind: str, course: Path, state: Path):
     """Start the ``kind`` server of autograder.lab on ``course``; Jupyter's own state stays in ``state``."""
     port, token = _free_port(), secrets.token_hex(16)
+    lab.prepare(kind, course)
     settings = state / "settings"
     # Every cell in the page (no windowing), so what a test reads is on the page, scrolled to or not.
     tracker = settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
@@ -288,8 +289,11 @@ def test_backward_stepper_steps_and_its_graph_fits_the_column(learner_server, pa
     caption.wait_for()
     first = caption.inner_text()
     assert first.startswith("1/")
-    move_slider(page, cell.locator(".widget-slider"), 2)
+    slider = cell.locator(".widget-slider")
+    assert slider.locator(".widget-readout").inner_text() == "1"
+    move_slider(page, slider, 2)
     page.wait_for_function("el => el.innerText.startsWith('3/')", arg=caption.element_handle(), timeout=20_000)
+    assert slider.locator(".widget-readout").inner_text() == "3", "the slider and the text count steps differently"
     drawing = cell.locator(".widget-html svg")
     area = cell.locator(".jp-OutputArea-output").first
     width, column = drawing.bounding_box()["width"], area.bounding_box()["width"]
@@ -297,6 +301,16 @@ def test_backward_stepper_steps_and_its_graph_fits_the_column(learner_server, pa
     scrolls = area.evaluate("el => [...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1 && "
                             "['auto', 'scroll'].includes(getComputedStyle(e).overflowX))")
     assert not scrolls, "the stepper's output scrolls sideways"
+    assert_pictures_fit(page)
+
+
+def assert_pictures_fit(page) -> None:
+    """Every picture in the notebook's outputs is drawn within its output column (none is cut or scrolls)."""
+    too_wide = page.evaluate("""() => [...document.querySelectorAll('.jp-OutputArea-output')].flatMap(area =>
+        [...area.querySelectorAll('svg, img')].filter(pic => pic.closest('.jp-OutputArea-output') === area)
+            .map(pic => [pic.getBoundingClientRect().width, area.getBoundingClientRect().width])
+            .filter(([pic, column]) => pic > column + 1))""")
+    assert not too_wide, f"pictures wider than their column (picture, column px): {too_wide}"
 
 
 def test_notebook_5_solved_runs_to_the_end_with_a_live_progress_bar_and_every_plot(learner_server, pages):
@@ -387,6 +401,11 @@ def test_instructor_sees_the_five_assignments_in_formgrader_with_working_links(c
             listing = page.request.get(server.url(f"api/contents/{folder}"))
             assert listing.ok, f"Formgrader links to {folder}, which the server cannot open ({listing.status})"
             assert page.request.get(server.url(f"tree/{folder}")).ok
+        # The committed solutions open trusted: their graphs are drawn, not shown as a Python object's name.
+        open_notebook(page, server, "solutions/02_scalar_engine/02_scalar_engine.ipynb")
+        notebook = page.locator(".jp-Notebook")
+        assert notebook.locator(".jp-RenderedSVG img").count() >= 3
+        assert "IPython.core.display.SVG object" not in notebook.inner_text()
 
 
 def test_release_submit_and_collect_work_on_one_machine(course, learner_server, pages):

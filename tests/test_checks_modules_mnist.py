@@ -1,9 +1,15 @@
 """Notebook 5 checks: realistic slips (text edits of the solution notebook's own code) are rejected with their own
-diagnosis, and correct alternatives pass."""
+diagnosis, and correct alternatives pass; the numbers the notebook's prose states (the variance left by torch's
+default initialisation, float64's underflow threshold) are measured."""
+import math
+import re
+
+import nbformat
+import numpy as np
 import pytest
 
 from autograder import check
-from autograder.course import solution_namespace
+from autograder.course import assignments, solution_namespace
 from conftest import rejects
 
 NB = "05_modules_mnist"
@@ -244,3 +250,69 @@ def test_training_accepts_other_correct_loop_styles():
 ])
 def test_red_team_findings_are_rejected(exercise, right, wrong, phrase):
     rejects(exercise, answer(exercise, {exercise: [(right, wrong)]}), phrase)
+
+
+# ------------------------------------------------------------------------------------------------ numbers the prose states
+
+def _markdown_cell(heading):
+    """The source notebook's markdown cell that contains ``heading`` (the prose a learner reads)."""
+    nb = nbformat.read(assignments()[NB], as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "markdown" and heading in c.source)
+
+
+def test_torchs_default_initialisation_leaves_a_third_of_the_variance_as_section_5_2_says():
+    """Weights uniform in ±1/√n have variance 1/(3n), so an output of n inputs has a third of their variance: measured
+    on the solution's own Linear(784, 256) with many centred inputs, and compared with the factor the prose of
+    section 5.2 states ("... = Var(x)/3")."""
+    stated = re.findall(r"Var\(x\)\s*/\s*(\d+)", _markdown_cell("## 5.2"))
+    assert stated, "section 5.2 no longer states the output variance as Var(x)/N"
+    assert set(stated) == {"3"}, stated
+    factor = 1 / int(stated[0])
+
+    n = 784
+    Linear = answer("linear")["Linear"]
+    np.random.seed(0)
+    weight = np.asarray(Linear(n, 256).weight.array)
+    x = np.random.default_rng(1).normal(0.0, 2.0, (4000, n))  # centred inputs of variance 4
+    ratio = (x @ weight.T).var() / x.var()  # before the bias, as the prose says
+    assert abs(ratio - 1 / 3) < 0.02, ratio
+    assert abs(ratio - factor) < 0.02, (ratio, factor)
+    assert n * (1 / np.sqrt(n)) ** 2 / 3 == pytest.approx(1 / 3)  # n · k²/3 with k = 1/√n
+
+
+def test_the_underflow_threshold_in_section_5_3_is_float64s():
+    """exp underflows to 0 below about -745.1 (the smallest subnormal is 4.9e-324 = e^-744.4), so a batch-wide shift
+    breaks only a row whose maximum is more than about 745 below the batch's: the numbers section 5.3 states."""
+    text = _markdown_cell("## 5.3")
+    gap = re.search(r"more than about \*\*(\d+)\*\*", text)
+    assert gap, "section 5.3 no longer states how far apart rows must be for a batch-wide shift to fail"
+    gap = float(gap.group(1))
+    assert np.exp(-746.0) == 0.0 and np.exp(-744.0) > 0.0
+    assert np.exp(-(gap + 1)) == 0.0 and np.exp(-(gap - 1)) > 0.0
+
+    smallest = np.nextafter(0.0, 1.0)
+    assert f"`{smallest:.1e} ≈ e^{{{math.log(smallest):.1f}}}`" in text  # "4.9e-324 ≈ e^{-744.4}"
+    cutoff = re.search(r"arguments below\s+about\s+−(\d+\.\d)", text)
+    assert cutoff, "section 5.3 no longer states where np.exp returns 0"
+    assert np.exp(-float(cutoff.group(1)) + 0.05) > 0.0 and np.exp(-float(cutoff.group(1)) - 0.05) == 0.0
+
+    def batch_shifted_loss(logits):
+        shifted = logits - logits.max()  # the slip: one shift for the whole batch
+        with np.errstate(divide="ignore"):
+            return np.log(np.exp(shifted).sum(axis=1)) - shifted[:, 0]
+
+    assert np.all(np.isfinite(batch_shifted_loss(np.array([[0.0, 1.0], [gap - 2, gap - 1]]))))
+    assert not np.all(np.isfinite(batch_shifted_loss(np.array([[0.0, 1.0], [gap + 2, gap + 3]]))))
+
+
+def test_a_relu_halves_the_mean_square_and_kaimings_variance_makes_up_for_it():
+    """Section 5.2's other claims: after a ReLU, centred pre-activations keep half their mean square; weights of
+    variance 2/n_in (Kaiming) keep the mean square from layer to layer, torch's default (1/(3n)) divides it by 6."""
+    rng = np.random.default_rng(2)
+    n, x = 512, rng.normal(0.0, 1.0, (2000, 512))
+    assert np.mean(np.maximum(x, 0) ** 2) == pytest.approx(0.5, rel=0.02)
+    for variance, factor in ((2 / n, 1.0), (1 / (3 * n), 1 / 6)):
+        weight = rng.normal(0.0, np.sqrt(variance), (n, n))
+        h = np.maximum(x @ weight.T, 0)
+        after = np.maximum(h @ rng.normal(0.0, np.sqrt(variance), (n, n)).T, 0)
+        assert np.mean(after ** 2) / np.mean(h ** 2) == pytest.approx(factor, rel=0.1)

@@ -72,7 +72,7 @@ def gradient_by_index(f, x, h=1e-5):
 
 def gradient_by_basis_vectors(f, x, h=1e-5):
     if x.dtype.kind != "f":
-        raise ValueError(f"dtype {x.dtype} cannot hold a nudge of {h}")
+        raise TypeError(f"dtype {x.dtype} cannot hold a nudge of {h}")
     base = x.astype(np.float64)
     grad = np.empty(base.size)
     for i in range(base.size):
@@ -145,6 +145,8 @@ def keeps_float32(f, x, h=1e-5):
     (drifting_copy, ["put back"]),
     (accepts_integers, ["int64 array was accepted"]),
     (integer_error_without_dtype, ["names the dtype"]),
+    (lambda f, x, h=1e-5: (_ for _ in ()).throw(ValueError(f"bad dtype {x.dtype}")) if x.dtype.kind in "biu"
+     else gradient_by_index(f, x, h), ["raise a TypeError, as the exercise asks"]),
     (keeps_float32, ["float32", "float64 copy"]),
     (lambda f, x, h=1e-5: [0.0], ["return a numpy array"]),
 ])
@@ -227,7 +229,7 @@ def with_torch(x, w1, b1, w2, t):
     return tuple(p.grad for p in params)
 
 
-@pytest.mark.parametrize("answer", [by_chain_rule, with_sech_squared, with_torch])
+@pytest.mark.parametrize("answer", [by_chain_rule, with_sech_squared])
 def test_tanh_network_gradients_accepts_correct_alternatives(answer):
     check("tanh_network_gradients", answer)
 
@@ -252,6 +254,8 @@ def slip(change):
     (slip(lambda x, z, h, g, w2: (g * h, g * w2 * (1 - h * h) * x, g * w2 * (1 - h * h))), ["wrong order"]),
     (lambda x, w1, b1, w2, t: (-3.2921, -2.1947, -3.0615), ["expected"]),  # hard-coded from the worked example
     (lambda x, w1, b1, w2, t: (1.0, 2.0), ["three numbers"]),
+    # the exercise says not to use torch, and grading hides it: the learner's kernel must not accept it either
+    (with_torch, ["is a torch Tensor", "by hand"]),
 ])
 def test_tanh_network_gradients_rejects_wrong_implementations(answer, phrases):
     rejects("tanh_network_gradients", answer, *phrases)
@@ -345,7 +349,7 @@ def test_log_square_trace_names_a_sign_slip():
 def test_tensor_that_requires_grad_is_a_diagnosis_not_a_crash():
     def tensors(x, w1, b1, w2, t):
         return tuple(torch.tensor(g, requires_grad=True) for g in by_chain_rule(x, w1, b1, w2, t))
-    rejects("tanh_network_gradients", tensors, "should be a number")
+    rejects("tanh_network_gradients", tensors, "is a torch Tensor")
 
 
 def test_tanh_slip_is_named_only_when_it_explains_both_probes():
@@ -360,3 +364,28 @@ def test_answer_that_changes_between_calls_is_diagnosed():
     def sometimes_wrong(f, x, h):
         return central(f, x, h) * (1.5 if next(calls) == 30 else 1.0)
     rejects("central_difference", sometimes_wrong, "")
+
+
+def test_the_h_slider_answers_state_what_the_slider_shows():
+    """Notebook 1's answers to the h-slider questions quote measured errors (issue 12): they must stay true of
+    labtools.nudging on the slider's own stops (10^-12 ... 1, every quarter decade)."""
+    import nbformat
+
+    from autograder.course import assignments
+    from labtools.nudging import slope_errors
+
+    answers = next(c.source for c in nbformat.read(assignments()["01_nudging"], as_version=4).cells
+                   if "**Question 2.**" in c.source)
+    stops = 10.0 ** np.arange(-12, 0.01, 0.25)
+    f64, f32 = slope_errors(stops, np.float64), slope_errors(stops, np.float32)
+    best = int(np.argmin(f64["central"]))
+    assert "best value is `h = 1e-5`, with an error of about `4.4e-12`" in answers
+    assert np.isclose(stops[best], 1e-5) and f"{f64['central'][best]:.1e}" == "4.4e-12"
+    at = int(np.argmin(abs(stops - 1e-10)))
+    assert "about `5.5e-8`, for both" in answers
+    assert f64["central"][at] == f64["forward"][at] and f"{f64['central'][at]:.1e}" == "5.5e-08"
+    best32 = int(np.argmin(f32["central"]))
+    assert "best stop is `h = 1e-2` with an error of about `6e-7`" in answers
+    assert np.isclose(stops[best32], 1e-2) and f"{f32['central'][best32]:.0e}" == "6e-07"
+    assert "3 + h` rounds back to exactly `3` in `float32`" in answers
+    assert np.float32(3) + np.float32(1.1e-7) == np.float32(3)

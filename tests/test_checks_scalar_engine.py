@@ -470,6 +470,15 @@ def test_backward_with_the_seed_after_the_walk_is_named():
     rejects("backward", seeds_late, "seeded with 1")
 
 
+def test_mlp_whose_one_neuron_output_is_a_list_is_rejected():
+    """The notebook's visible test and training loop need the Value itself (an audit found lists graded as right)."""
+    class ListOfOne(make_mlp()):
+        def __call__(self, x):
+            out = super().__call__(x)
+            return out if isinstance(out, list) else [out]
+    rejects("mlp", ListOfOne, "returned a list of one")
+
+
 def test_mlp_with_relu_on_the_output_layer_is_rejected():
     class AlwaysRelu(make_mlp()):
         def __init__(self, n_inputs, sizes):

@@ -47,7 +47,8 @@ def test_untouched_notebook_scores_zero_and_exits_1():
     code, out, _ = grade(learner_notebook(NB))
     assert code == 1
     assert "0 / 10 points" in out
-    assert out.count("not implemented yet") == 4
+    for exercise in ("central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"):
+        assert f"`{exercise}` is not written yet" in out  # named although it ran in the sandboxed worker
 
 
 MISBEHAVING = {

@@ -111,3 +111,78 @@ def test_notebook_5_carries_notebook_4s_solution_engine_verbatim():
         carried = meta.get("grade_id") in ("apply_op", "operators", "topological_sort", "backprop")
         if carried or (cell.cell_type == "code" and ("def unbroadcast" in cell.source or "class Tensor:" in cell.source)):
             assert cell.source in given5, f"notebook 5's engine differs from notebook 4's solution near:\n{cell.source[:200]}"
+
+
+# --------------------------------------------------------------------- the exercise pages a learner reads (issue 12)
+
+EXERCISE_HEADING = re.compile(r"^### Exercise (\d+) — (.+) \((\d+) points?\)$", re.M)
+EXERCISE_FACTS = re.compile(r"^> \*\*Difficulty\*\* ([1-5])/5 · \*\*Importance\*\* ([1-5])/5 · \*\*Time\*\* about (\d+) min · "
+                            r"\*\*(Core|Stretch)\*\*$", re.M)
+HINTS = ("Hint 1: a nudge", "Hint 2: the algorithm in words", "Hint 3: a skeleton")
+QUESTION = re.compile(r"\*\*Question\b")
+
+
+def exercise_pages(nb) -> dict[str, str]:
+    """Exercise id -> the markdown between its heading and its answer cell (the page the learner reads)."""
+    pages, text = {}, []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "markdown":
+            if EXERCISE_HEADING.search(cell.source):
+                text = [cell.source[EXERCISE_HEADING.search(cell.source).start():]]
+            else:
+                text.append(cell.source)
+        elif meta.get("solution") and not meta.get("grade"):
+            pages[meta["grade_id"]] = "\n".join(text)
+            text = []
+    return pages
+
+
+def test_every_exercise_has_a_numbered_heading_with_its_points_difficulty_time_and_kind(assignment):
+    nb = source_nb(assignment)
+    points = {meta["grade_id"][len(TEST_PREFIX):]: meta["points"] for meta in nbgrader_cells(nb) if meta.get("grade")}
+    pages = exercise_pages(nb)
+    assert set(pages) == set(points), f"exercises without a heading: {set(points) - set(pages)}"
+    numbers = []
+    for exercise, page in pages.items():
+        heading = EXERCISE_HEADING.search(page)
+        assert heading, f"{exercise}: no heading"
+        assert int(heading.group(3)) == points[exercise], f"{exercise}: heading says {heading.group(3)} points"
+        numbers.append(int(heading.group(1)))
+        assert EXERCISE_FACTS.search(page), f"{exercise}: no '> **Difficulty** n/5 · **Importance** n/5 · ...' line"
+    assert numbers == list(range(1, len(numbers) + 1)), f"exercises are numbered {numbers}"
+
+
+def test_every_exercise_worth_two_points_or_more_has_three_progressive_hints(assignment):
+    nb = source_nb(assignment)
+    points = {meta["grade_id"][len(TEST_PREFIX):]: meta["points"] for meta in nbgrader_cells(nb) if meta.get("grade")}
+    for exercise, page in exercise_pages(nb).items():
+        if points[exercise] >= 2:
+            found = [page.find(f"<summary>{hint}</summary>") for hint in HINTS]
+            assert all(at >= 0 for at in found) and found == sorted(found), f"{exercise}: hints 1-3 in order"
+
+
+def test_every_notebook_opens_with_outcomes_time_and_what_to_skip_and_guides_a_solo_learner(assignment):
+    intro = source_nb(assignment).cells[0].source
+    for phrase in ("What you will be able to do", "Total time", "Short of time", "Working alone"):
+        assert phrase in intro, f"the opening cell has no '{phrase}'"
+
+
+def test_every_question_has_an_answer_to_open(assignment):
+    for cell in source_nb(assignment).cells:
+        if cell.cell_type == "markdown":
+            asked = len(QUESTION.findall(cell.source))
+            answered = cell.source.count("<summary>Answer</summary>")
+            assert answered >= asked, f"{asked} questions, {answered} answers in:\n{cell.source[:300]}"
+
+
+def test_pairs_swap_at_least_every_second_exercise_and_each_box_once(assignment):
+    since_swap = 0
+    for cell in source_nb(assignment).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and not meta.get("grade"):
+            since_swap += 1
+            assert since_swap <= 2, f"three exercises in a row without a Swap roles box, up to {meta['grade_id']}"
+        if cell.cell_type == "markdown" and "Swap roles" in cell.source:
+            assert not re.search(r"Swap roles\.?\**\s*\**Swap roles", cell.source), cell.source[:200]
+            since_swap = 0

@@ -151,14 +151,15 @@ def check_numerical_gradient(numerical_gradient) -> None:
     # Probe 4: integer and boolean arrays cannot hold a nudge of 1e-5; refuse them, naming the dtype.
     for bad in (np.array([1, 2, 3]), np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.uint8),
                 np.array([True, False])):
+        article = "an" if bad.dtype.name[0] in "aeio" else "a"
         try:
             accepted = call_learner(ex, numerical_gradient, lambda v: float((v * v).sum()), bad, 1e-5)
         except CheckFailure as failure:
-            if not isinstance(failure.cause, (TypeError, ValueError)) or str(bad.dtype) not in str(failure.cause):
-                raise CheckFailure(ex, f"for a {bad.dtype} array, raise a TypeError (or ValueError) whose message names "
-                                       f"the dtype ({bad.dtype}); instead {failure.message}") from None
+            if not isinstance(failure.cause, TypeError) or str(bad.dtype) not in str(failure.cause):
+                raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, whose "
+                                       f"message names the dtype ({bad.dtype}); instead {failure.message}") from None
         else:
-            raise CheckFailure(ex, f"a {bad.dtype} array was accepted (result {fmt(accepted)}). Writing x + 1e-5 back "
+            raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}). Writing x + 1e-5 back "
                                    f"into a {bad.dtype} array truncates it, so the nudge is lost; raise a TypeError "
                                    "naming the dtype.")
 

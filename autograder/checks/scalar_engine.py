@@ -456,6 +456,9 @@ def check_architecture(ex, MLP, n_in, sizes):
     flat = torch.tensor(data, dtype=torch.float64, requires_grad=True)
     for inputs in ([0.5, -1.0, 2.0][:n_in], [-2.0, 1.5, 0.3][:n_in], [1.0, 1.0, -1.0][:n_in]):
         out = call_learner(ex, model, inputs, shown_input=f"model({inputs})")
+        if sizes[-1] == 1 and isinstance(out, (list, tuple)):
+            raise CheckFailure(ex, f"{shown}: model({inputs}) returned a {type(out).__name__} of one; a layer of one "
+                                   "neuron returns that neuron's Value itself (the training loop computes with it).")
         outs = out if isinstance(out, list) else [out]
         expected = _torch_mlp(flat, inputs, n_in, sizes)
         got = np.array([as_float(ex, o.data, "an output's data") for o in outs])

@@ -305,6 +305,10 @@ def check_apply_op(answer) -> None:
     if len(recipe.inputs) != 2 or recipe.inputs[0] is not x or recipe.inputs[1] is not y:
         raise CheckFailure(ex, f"{shown}: recipe.inputs should be the inputs themselves, (x, y), in order (the Tensors, "
                                "not their arrays: backprop must reach the input tensors).")
+    if type(recipe.inputs) is not tuple or type(recipe.backwards) is not tuple:
+        raise CheckFailure(ex, f"{shown}: recipe.inputs and recipe.backwards should be tuples, as Recipe declares "
+                               f"(got {type(recipe.inputs).__name__} and {type(recipe.backwards).__name__}): "
+                               "tuple(...) them.")
     if tuple(recipe.backwards) != tuple(multiply) or dict(recipe.kwargs) != {}:
         raise CheckFailure(ex, f"{shown}: recipe.backwards should be the backward functions given, in order, and "
                                f"recipe.kwargs the keyword arguments ({{}} here); got {recipe.backwards!r}, {recipe.kwargs!r}.")
