@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
-	@echo "make test        the whole test suite (about 10 minutes on 2 cores)"
+	@echo "make test        the whole test suite (about 12 minutes on 2 cores)"
 	@echo "make test-quick  the fast subset: no notebook execution"
 	@echo "make lab         JupyterLab on notebooks/, for a learner"
 	@echo "make pair [IP=0.0.0.0]  the same with real-time collaboration: driver and navigator open the printed URL"
