@@ -90,3 +90,24 @@ def test_run_check_in_a_release_without_the_checks_says_so_and_lets_the_visible_
     monkeypatch.setitem(sys.modules, "autograder", None)  # as if autograder/ had not been handed out
     run_check("central_difference", lambda f, x, h: 0.0)  # wrong, but nothing here can tell
     assert "checks are not installed here" in capsys.readouterr().out
+
+
+def test_graphs_are_laid_out_for_the_notebook_column():
+    """A wide left-to-right graph is laid out top to bottom; one still too wide is scaled to the column."""
+    import graphviz
+
+    from labtools.graph import COLUMN_PT, _size_pt, render_for_column, render_svg
+
+    chain = graphviz.Digraph(graph_attr={"rankdir": "LR"})
+    for i in range(30):
+        chain.edge(f"n{i}", f"n{i + 1}")
+    assert _size_pt(render_svg(chain))[0] > COLUMN_PT
+    width, height = _size_pt(render_for_column(chain))
+    assert width <= COLUMN_PT and height > width  # now a column, not a row
+    fan = graphviz.Digraph(graph_attr={"rankdir": "TB"})
+    for i in range(40):
+        fan.edge("root", f"leaf_{i}")
+    before = _size_pt(render_svg(fan))
+    after = _size_pt(render_for_column(fan))
+    assert before[0] > COLUMN_PT and after[0] == COLUMN_PT
+    assert abs(after[1] / after[0] - before[1] / before[0]) < 0.01  # proportions kept
