@@ -1,12 +1,14 @@
 """Command line: ``python -m autograder {grade,autograde,release,solutions,demo,bench,bench-grading,lab}``.
 
-Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded (reason on stderr).
+Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded (reason on stderr, and
+with ``--json`` in the printed object's "error", its scores null).
 Exit codes of ``autograde``: 0 every submission graded (or already graded), 1 some failed (each with its reason in
 the log), 2 the run cannot start (reason on stderr), 130 stopped with Ctrl-C (a re-run resumes).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -78,6 +80,9 @@ def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
         report = grade(notebook, feedback, on_start=announce)
     except UnusableNotebook as reason:
         print(f"cannot grade: {reason}", file=sys.stderr)
+        if as_json:  # a machine gets its one object too: no score, and why
+            print(json.dumps({"notebook": str(notebook), "error": str(reason), "score": None, "max_score": None,
+                              "exercises": []}, indent=2))
         return 2
     print(report.to_json() if as_json else report.to_table())
     if feedback and not as_json:

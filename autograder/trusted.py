@@ -2,14 +2,15 @@
 
 For one exercise the worker gets the learner's program up to that exercise's test cell -- answer cells whole,
 every other cell reduced to its definitions (imports, functions, classes, attribute patches, constants), so
-demonstrations and training runs are not repeated -- then the test cell's hidden ``check(...)`` call is evaluated
-with its arguments taken from the worker. Each exercise gets a fresh worker: one exercise's crash, loop or
-tampering cannot touch another's.
+demonstrations and training runs are not repeated -- then the exercise's check runs here, reading the names it
+declares (``autograder.checks.answer_names``) from the worker. Each exercise gets a fresh worker: one exercise's
+crash, loop or tampering cannot touch another's.
 """
 from __future__ import annotations
 
 import ast
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,15 +36,38 @@ class Cell:
     answer: bool
 
 
-def check_call(test_source: str) -> tuple[str, str] | None:
-    """(exercise id, argument expression) of the hidden block's ``check("id", <expression>)``, if it has one."""
+def checked_exercise(test_source: str) -> str | None:
+    """The exercise id of the hidden block's ``check("id", globals())``, if it has one."""
     start, end = test_source.find(HIDDEN_BLOCK[0]), test_source.find(HIDDEN_BLOCK[1])
     if start < 0 or end < 0:
         return None
     for node in ast.walk(ast.parse(test_source[start:end])):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and len(node.args) == 2:
-            return ast.literal_eval(node.args[0]), ast.unparse(node.args[1])
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and node.args:
+            return ast.literal_eval(node.args[0])
     return None
+
+
+class WorkerNamespace(Mapping):
+    """The learner's names, read from the worker when a check asks for them (as Remotes or plain data)."""
+
+    def __init__(self, worker: remote.Worker):
+        self.worker, self._read = worker, {}
+
+    def __getitem__(self, name: str):
+        if name not in self._read:
+            if not name.isidentifier():
+                raise KeyError(name)
+            try:
+                self._read[name] = self.worker.evaluate(name)
+            except NameError:
+                raise KeyError(name) from None
+        return self._read[name]
+
+    def __iter__(self):  # the checks look names up; they never list them
+        return iter(self._read)
+
+    def __len__(self) -> int:
+        return len(self._read)
 
 
 def definitions(code: str) -> str:
@@ -127,27 +151,29 @@ def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
     from autograder.diagnostics import case_seed
 
     cells, tests = program(nb, course_nb)
-    found, poisoned = {}, {}
+    found, poisoned, settled = {}, {}, {}
     # Randomized cases drawn from the answers themselves: the same submission always gets the same grade.
     seed = int(hashlib.sha256("\0".join(c.code for c in cells if c.answer).encode()).hexdigest()[:15], 16)
     for exercise, (position, test_source) in tests.items():
-        call = check_call(test_source)
-        if call is None or not has_check(call[0]):
+        check_id = checked_exercise(test_source)
+        if check_id is None or not has_check(check_id):
             continue
         with case_seed(seed):
-            found[exercise] = judge(call[0], call[1], cells[:position], hide, poisoned)
+            found[exercise] = judge(check_id, cells[:position], hide, poisoned, settled)
     return found
 
 
-def judge(check_id: str, expression: str, cells: list[Cell], hide: tuple[Path, ...] = (),
-          poisoned: dict[str, str] | None = None) -> Verdict:
+def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...] = (), poisoned: dict[str, str] | None = None,
+          settled: dict | None = None) -> Verdict:
     """Run one exercise's check against a fresh worker holding ``cells``.
 
     The test cell's visible asserts are not run here: they use torch as a reference, and they can only fail a
     submission, so the kernel's run of them is good enough (TrustedVerdicts counts a failure there).
 
     ``poisoned`` maps cells whose top level killed or stalled a worker to why; they are left out from then on (and
-    reported), so one runaway cell costs its own exercise, not every exercise after it.
+    reported), so one runaway cell costs its own exercise, not every exercise after it. ``settled`` holds the
+    verdicts of exercises checked before (``autograder.checks.check``): an exercise that builds on one of them is
+    not made to check it again.
     """
     from autograder.checks import check
     from autograder.diagnostics import CheckFailure
@@ -164,17 +190,11 @@ def judge(check_id: str, expression: str, cells: list[Cell], hide: tuple[Path, .
                 if any(c.name == name for c in cells)] + problems
     with worker:
         try:
-            answer = worker.evaluate(expression)
-            check(check_id, answer, quiet=True)
+            check(check_id, WorkerNamespace(worker), quiet=True, settled=settled)
         except CheckFailure as failure:
             return Verdict(check_id, False, explain(failure.message, problems))
-        except remote.Stopped as stop:
+        except remote.Stopped as stop:  # reading a name stalled or killed the worker
             return Verdict(check_id, False, explain(stopped_message(stop), problems))
-        except NameError as error:
-            return Verdict(check_id, False, explain(f"{error}: was the function renamed, or did its cell fail?", problems))
-        except (Exception, remote.LearnerError) as error:  # the expression could not be evaluated
-            return Verdict(check_id, False, explain(f"your answer could not be used ({type(error).__name__}: {error})",
-                                                    problems))
     return Verdict(check_id, True, VERIFIED)
 
 

@@ -8,12 +8,12 @@ outside the learner's kernel (README, "Trusted grading").
 from __future__ import annotations
 
 
-def run_check(exercise_id: str, answer) -> None:
-    """Run the course's check of one exercise on ``answer`` here, printing a line when it passes.
+def run_check(exercise_id: str, namespace) -> None:
+    """Run the course's check of one exercise on this notebook's names, printing a line when it passes.
 
     Args:
         exercise_id: the exercise's id, the same as its answer cell's nbgrader ``grade_id``.
-        answer: what the exercise asks for: the learner's function or class, or a dict of them by name.
+        namespace: the notebook's ``globals()``; the check reads the names the exercise defines from it.
 
     Raises:
         autograder.CheckFailure: the answer is wrong. JupyterLab shows its diagnosis alone, without a traceback.
@@ -28,4 +28,4 @@ def run_check(exercise_id: str, answer) -> None:
             raise
         print("(The course's checks are not installed here, so only the visible tests below run.)")
         return
-    check(exercise_id, answer)
+    check(exercise_id, namespace)

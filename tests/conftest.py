@@ -1,4 +1,5 @@
 """Shared set-up: Jupyter and IPython state in a temp folder, the venv's tools on PATH, and paths to notebooks."""
+import functools
 import os
 import sys
 import tempfile
@@ -31,15 +32,43 @@ def assignment(request) -> str:
     return request.param
 
 
-def rejects(exercise_id, answer, *phrases):
+def rejects(exercise_id, namespace, *phrases):
     """Run a check that must fail; every phrase must appear in its diagnosis. Returns the diagnosis."""
     from autograder import CheckFailure, check
 
     with pytest.raises(CheckFailure) as info:
-        check(exercise_id, answer)
+        check(exercise_id, namespace)
     for phrase in phrases:
         assert phrase in info.value.message, info.value.message
     return info.value.message
+
+
+@functools.lru_cache(maxsize=None)
+def _solution(assignment: str) -> dict:
+    from autograder.course import solution_namespace
+
+    return solution_namespace(assignment)
+
+
+def _assignment_of(exercise_id: str) -> str:
+    import nbformat
+
+    from autograder.course import assignments, nbgrader_cells
+
+    for name, path in assignments().items():
+        if any(meta["grade_id"] == exercise_id for meta in nbgrader_cells(nbformat.read(path, as_version=4))):
+            return name
+    raise KeyError(exercise_id)
+
+
+def learner(exercise_id, *answer) -> dict:
+    """A notebook namespace whose own names for ``exercise_id`` hold ``answer`` (one object per name the check reads,
+    or one dict of them by name), everything else being the solution's: the exercises it builds on pass."""
+    from autograder.checks import answer_names
+
+    names = answer_names(exercise_id)
+    own = answer[0] if len(answer) == 1 and len(names) > 1 and isinstance(answer[0], dict) else dict(zip(names, answer))
+    return {**_solution(_assignment_of(exercise_id)), **own}
 
 
 

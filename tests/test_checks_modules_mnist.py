@@ -13,24 +13,17 @@ from autograder.course import assignments, solution_namespace
 from conftest import rejects
 
 NB = "05_modules_mnist"
-ANSWERS = {
-    "module": ("Module", "Parameter", "Tensor"),
-    "linear": ("Linear", "Tensor"),
-    "sequential": ("Sequential", "ReLU", "Linear", "Tensor"),
-    "cross_entropy": ("cross_entropy", "Tensor"),
-    "sgd": ("SGD", "Parameter", "Tensor"),
-    "training": ("train_epoch", "accuracy", "Sequential", "Linear", "ReLU", "SGD", "Tensor"),
-}
+EXERCISES = ["module", "linear", "sequential", "cross_entropy", "sgd", "training"]
 
 
-def answer(exercise, edits=None, extra=""):
-    ns = solution_namespace(NB, edits, extra)
-    return {name: ns[name] for name in ANSWERS[exercise]}
+def notebook(edits=None, extra=""):
+    """The solution notebook's namespace, with ``edits`` to its answer cells and ``extra`` code run after them."""
+    return solution_namespace(NB, edits, extra)
 
 
-@pytest.mark.parametrize("exercise", sorted(ANSWERS))
+@pytest.mark.parametrize("exercise", EXERCISES)
 def test_solution_passes(exercise):
-    check(exercise, answer(exercise))
+    check(exercise, notebook())
 
 
 CORRECT_ALTERNATIVES = {
@@ -105,7 +98,7 @@ class SGD:
 
 @pytest.mark.parametrize("exercise", sorted(CORRECT_ALTERNATIVES))
 def test_correct_alternatives_pass(exercise):
-    check(exercise, answer(exercise, extra=CORRECT_ALTERNATIVES[exercise]))
+    check(exercise, notebook(extra=CORRECT_ALTERNATIVES[exercise]))
 
 
 SLIPS = [
@@ -134,6 +127,8 @@ SLIPS = [
      "overflows to inf"),
     ("cross_entropy", "shifted = logits - logits.array.max(axis=1, keepdims=True)", "shifted = logits - logits.array.max()",
      "maximum of the whole batch"),
+    ("cross_entropy", "shifted = logits - logits.array.max(axis=1, keepdims=True)",
+     "shifted = logits - logits.array.max(axis=1)", "row i's maximum is subtracted from column i"),
     ("cross_entropy", "return shifted.exp().sum(dim=1).log() - shifted[np.arange(len(labels)), labels]",
      "probabilities = shifted.exp() / shifted.exp().sum(dim=1, keepdim=True)\n"
      "    return -(probabilities.log()[np.arange(len(labels)), labels])", "instead of log(softmax)"),
@@ -164,25 +159,25 @@ SLIPS = [
 
 @pytest.mark.parametrize("exercise, right, wrong, phrase", SLIPS)
 def test_slips_are_rejected_with_their_diagnosis(exercise, right, wrong, phrase):
-    rejects(exercise, answer(exercise, {exercise: [(right, wrong)]}), phrase)
+    rejects(exercise, notebook({exercise: [(right, wrong)]}), phrase)
 
 
 def test_training_names_an_earlier_exercise_that_fails_first():
     """A ReLU that cuts the graph (right values, no gradient to the first layer) is named, not left to the accuracy."""
     edits = {"sequential": [("        return x.relu()", "        return Tensor(np.maximum(x.array, 0.0))")]}
-    rejects("training", answer("training", edits), "builds on sequential, which fails first", "reaches the weights")
+    rejects("training", notebook(edits), "from sequential, which fails its own check", "reaches the weights")
 
 
 def test_training_names_a_loss_whose_gradient_is_not_the_batch_mean():
     edits = {"training": [("labels[batch]).mean()", "labels[batch]).mean() * 0.5")]}
-    rejects("training", answer("training", edits), "differ from those of the mean cross-entropy")
+    rejects("training", notebook(edits), "differ from those of the mean cross-entropy")
 
 
 def test_training_run_must_reach_the_floor(monkeypatch):
     """The last line of defence: the floor is real (here raised above what a correct pipeline reaches)."""
     from autograder.checks import modules_mnist
     monkeypatch.setattr(modules_mnist, "TRAINING_FLOOR", 0.99)
-    rejects("training", answer("training"), "reached a test accuracy of")
+    rejects("training", notebook(), "reached a test accuracy of")
 
 
 # ------------------------------------------------------------------------------------------------ red-team regressions
@@ -205,7 +200,7 @@ def train_epoch(model, optimizer, images, labels, batch_size, rng):
 
 
 def test_training_accepts_other_correct_loop_styles():
-    check("training", answer("training", extra=TRAIN_EPOCH_OTHER_STYLES))
+    check("training", notebook(extra=TRAIN_EPOCH_OTHER_STYLES))
 
 
 @pytest.mark.parametrize("exercise, right, wrong, phrase", [
@@ -249,7 +244,7 @@ def test_training_accepts_other_correct_loop_styles():
      "arrays of zeros"),
 ])
 def test_red_team_findings_are_rejected(exercise, right, wrong, phrase):
-    rejects(exercise, answer(exercise, {exercise: [(right, wrong)]}), phrase)
+    rejects(exercise, notebook({exercise: [(right, wrong)]}), phrase)
 
 
 # ------------------------------------------------------------------------------------------------ numbers the prose states
@@ -270,7 +265,7 @@ def test_torchs_default_initialisation_leaves_a_third_of_the_variance_as_section
     factor = 1 / int(stated[0])
 
     n = 784
-    Linear = answer("linear")["Linear"]
+    Linear = notebook()["Linear"]
     np.random.seed(0)
     weight = np.asarray(Linear(n, 256).weight.array)
     x = np.random.default_rng(1).normal(0.0, 2.0, (4000, n))  # centred inputs of variance 4

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from autograder import check
-from conftest import rejects
+from conftest import learner, rejects
 
 
 # ------------------------------------------------------------------------------------------- central_difference
@@ -25,7 +25,7 @@ def central_as_mean_of_one_sided(f, x, h):
 @pytest.mark.parametrize("answer", [central, central_as_mean_of_one_sided,
                                     lambda f, x, h: np.float64((f(x + h) - f(x - h)) / (h + h))])
 def test_central_difference_accepts_correct_alternatives(answer, capsys):
-    check("central_difference", answer)
+    check("central_difference", learner("central_difference", answer))
     assert "all hidden checks passed" in capsys.readouterr().out
 
 
@@ -38,13 +38,13 @@ def test_central_difference_accepts_correct_alternatives(answer, capsys):
     (lambda f, x, h: central(f, x, h) if abs(x - 2.0) < 1e-12 else 0.0, ["expected"]),  # fitted to the probe only
 ])
 def test_central_difference_rejects_wrong_implementations(answer, phrases):
-    rejects("central_difference", answer, *phrases)
+    rejects("central_difference", learner("central_difference", answer), *phrases)
 
 
 def test_central_difference_reports_crash_with_the_input():
     def crashes(f, x, h):
         return f(x + h) / 0
-    rejects("central_difference", crashes, "ZeroDivisionError", "x = 2.0")
+    rejects("central_difference", learner("central_difference", crashes), "ZeroDivisionError", "x = 2.0")
 
 
 # ------------------------------------------------------------------------------------------- numerical_gradient
@@ -85,7 +85,7 @@ def gradient_by_basis_vectors(f, x, h=1e-5):
 
 @pytest.mark.parametrize("answer", [gradient_by_index, gradient_by_basis_vectors])
 def test_numerical_gradient_accepts_correct_alternatives(answer):
-    check("numerical_gradient", answer)
+    check("numerical_gradient", learner("numerical_gradient", answer))
 
 
 def all_at_once(f, x, h=1e-5):
@@ -151,7 +151,7 @@ def keeps_float32(f, x, h=1e-5):
     (lambda f, x, h=1e-5: [0.0], ["return a numpy array"]),
 ])
 def test_numerical_gradient_rejects_wrong_implementations(answer, phrases):
-    rejects("numerical_gradient", answer, *phrases)
+    rejects("numerical_gradient", learner("numerical_gradient", answer), *phrases)
 
 
 # ------------------------------------------------------------------------------------------- log_square_trace
@@ -173,7 +173,7 @@ def trace_both_edges_at_once(x):
 
 @pytest.mark.parametrize("answer", [trace, trace_both_edges_at_once])
 def test_log_square_trace_accepts_correct_alternatives(answer):
-    check("log_square_trace", answer)
+    check("log_square_trace", learner("log_square_trace", answer))
 
 
 def overwrites(x):
@@ -203,7 +203,7 @@ def forgets_the_other_input(x):
     (lambda x: {**trace(x), "y": math.log(abs(x))}, ["forward pass"]),
 ])
 def test_log_square_trace_rejects_wrong_implementations(answer, phrases):
-    rejects("log_square_trace", answer, *phrases)
+    rejects("log_square_trace", learner("log_square_trace", answer), *phrases)
 
 
 # ------------------------------------------------------------------------------------------- tanh_network_gradients
@@ -231,7 +231,7 @@ def with_torch(x, w1, b1, w2, t):
 
 @pytest.mark.parametrize("answer", [by_chain_rule, with_sech_squared])
 def test_tanh_network_gradients_accepts_correct_alternatives(answer):
-    check("tanh_network_gradients", answer)
+    check("tanh_network_gradients", learner("tanh_network_gradients", answer))
 
 
 def slip(change):
@@ -258,7 +258,7 @@ def slip(change):
     (with_torch, ["is a torch Tensor", "by hand"]),
 ])
 def test_tanh_network_gradients_rejects_wrong_implementations(answer, phrases):
-    rejects("tanh_network_gradients", answer, *phrases)
+    rejects("tanh_network_gradients", learner("tanh_network_gradients", answer), *phrases)
 
 
 def test_every_notebook_1_exercise_has_a_check():
@@ -323,14 +323,14 @@ def refuses_without_naming_dtype(f, x, h=1e-5):
     (lambda f, x, h=1e-5: np.zeros(x.shape) if x.size > 27 else gradient_by_index(f, x, h), ["received"]),
 ])
 def test_numerical_gradient_rejects_red_team_answers(answer, phrases):
-    rejects("numerical_gradient", answer, *phrases)
+    rejects("numerical_gradient", learner("numerical_gradient", answer), *phrases)
 
 
 def test_numerical_gradient_accepts_numpy_scalar_for_0d_input():
     def scalar_for_0d(f, x, h=1e-5):
         grad = gradient_by_index(f, x, h)
         return grad * 1.0  # numpy turns 0-d arithmetic into a np.float64 scalar
-    check("numerical_gradient", scalar_for_0d)
+    check("numerical_gradient", learner("numerical_gradient", scalar_for_0d))
 
 
 @pytest.mark.parametrize("answer, phrases", [
@@ -339,22 +339,22 @@ def test_numerical_gradient_accepts_numpy_scalar_for_0d_input():
     (lambda f, x, h: np.float32(central(f, x, h)), ["float32", "float64"]),
 ])
 def test_central_difference_rejects_red_team_answers(answer, phrases):
-    rejects("central_difference", answer, *phrases)
+    rejects("central_difference", learner("central_difference", answer), *phrases)
 
 
 def test_log_square_trace_names_a_sign_slip():
-    rejects("log_square_trace", lambda x: {**trace(abs(x))}, "sign")
+    rejects("log_square_trace", learner("log_square_trace", lambda x: {**trace(abs(x))}), "sign")
 
 
 def test_tensor_that_requires_grad_is_a_diagnosis_not_a_crash():
     def tensors(x, w1, b1, w2, t):
         return tuple(torch.tensor(g, requires_grad=True) for g in by_chain_rule(x, w1, b1, w2, t))
-    rejects("tanh_network_gradients", tensors, "is a torch Tensor")
+    rejects("tanh_network_gradients", learner("tanh_network_gradients", tensors), "is a torch Tensor")
 
 
 def test_tanh_slip_is_named_only_when_it_explains_both_probes():
     one_minus_z = slip(lambda x, z, h, g, w2: (g * w2 * (1 - z) * x, g * w2 * (1 - z), g * h))
-    message = rejects("tanh_network_gradients", one_minus_z, "expected")
+    message = rejects("tanh_network_gradients", learner("tanh_network_gradients", one_minus_z), "expected")
     assert "1 - z²" not in message
 
 
@@ -363,7 +363,7 @@ def test_answer_that_changes_between_calls_is_diagnosed():
 
     def sometimes_wrong(f, x, h):
         return central(f, x, h) * (1.5 if next(calls) == 30 else 1.0)
-    rejects("central_difference", sometimes_wrong, "")
+    rejects("central_difference", learner("central_difference", sometimes_wrong), "")
 
 
 def test_the_h_slider_answers_state_what_the_slider_shows():

@@ -8,7 +8,7 @@ from collections import deque
 import pytest
 
 from autograder import check
-from conftest import rejects
+from conftest import learner, rejects
 
 
 # ------------------------------------------------------------------------------------------- ordering and backward
@@ -90,7 +90,7 @@ def order_marked_on_push(root):
 
 @pytest.mark.parametrize("answer", [order_by_stack, order_by_kahn])
 def test_topological_order_accepts_correct_alternatives(answer):
-    check("topological_order", answer)
+    check("topological_order", learner("topological_order", answer))
 
 
 @pytest.mark.parametrize("answer, phrases", [
@@ -101,7 +101,7 @@ def test_topological_order_accepts_correct_alternatives(answer):
     (lambda root: order_by_stack(root)[1:], ["reachable"]),
 ])
 def test_topological_order_rejects_wrong_implementations(answer, phrases):
-    rejects("topological_order", answer, *phrases)
+    rejects("topological_order", learner("topological_order", answer), *phrases)
 
 
 def backward_reference(self):
@@ -147,6 +147,18 @@ def backward_that_clears(self):
         node._backward()
 
 
+def backward_first_reached(self):
+    """Runs each node's rule when a depth-first walk from the output first reaches it, and skips it after."""
+    self.grad = 1.0
+    visited, stack = set(), [self]
+    while stack:
+        node = stack.pop()
+        if node not in visited:
+            visited.add(node)
+            node._backward()
+            stack.extend(node._prev)
+
+
 def backward_recursive(self):
     self.grad = 1.0
     for node in reversed(order_recursive(self)):
@@ -155,18 +167,19 @@ def backward_recursive(self):
 
 @pytest.mark.parametrize("answer", [backward_reference, backward_kahn])
 def test_backward_accepts_correct_alternatives(answer):
-    check("backward", answer)
+    check("backward", learner("backward", answer))
 
 
 @pytest.mark.parametrize("answer, phrases", [
     (backward_per_path, ["ran 2 times", "once per path"]),
-    (backward_forward_order, ["processed before all its consumers"]),
+    (backward_forward_order, ["processed before all of its consumers"]),
+    (backward_first_reached, ["the share of one product only", "processed before all of its consumers"]),
     (backward_without_seed, ["seeded with 1"]),
     (backward_that_clears, ["accumulates"]),
     (backward_recursive, ["RecursionError"]),
 ])
 def test_backward_rejects_wrong_implementations(answer, phrases):
-    rejects("backward", answer, *phrases)
+    rejects("backward", learner("backward", answer), *phrases)
 
 
 # ------------------------------------------------------------------------------------------- Value variants
@@ -291,7 +304,7 @@ def make_value(slip=None, direct=False):
 @pytest.mark.parametrize("exercise_id", ["value_node", "derived_operators", "nonlinearities"])
 @pytest.mark.parametrize("direct", [False, True], ids=["built from add and negate", "own local rules"])
 def test_value_exercises_accept_correct_alternatives(exercise_id, direct):
-    check(exercise_id, make_value(direct=direct))
+    check(exercise_id, learner(exercise_id, make_value(direct=direct)))
 
 
 @pytest.mark.parametrize("exercise_id, slip, phrases", [
@@ -301,7 +314,7 @@ def test_value_exercises_accept_correct_alternatives(exercise_id, direct):
     ("nonlinearities", "tanh via exp", ["overflows"]),
 ])
 def test_value_exercises_reject_each_misconception(exercise_id, slip, phrases):
-    rejects(exercise_id, make_value(slip), *phrases)
+    rejects(exercise_id, learner(exercise_id, make_value(slip)), *phrases)
 
 
 def test_value_node_rejects_a_graph_without_edges():
@@ -310,14 +323,14 @@ def test_value_node_rejects_a_graph_without_edges():
             out = super().__mul__(other)
             out._prev = set()
             return out
-    rejects("value_node", Forgetful, "_prev")
+    rejects("value_node", learner("value_node", Forgetful), "_prev")
 
 
 def test_derived_operators_reject_a_wrong_power_rule():
     class WrongPower(make_value()):
         def __pow__(self, k):
             return self._unary(self.data ** k, f"**{k}", lambda out: k * self.data ** k)
-    rejects("derived_operators", WrongPower, "x ** 3")
+    rejects("derived_operators", learner("derived_operators", WrongPower), "x ** 3")
 
 
 # ------------------------------------------------------------------------------------------- mlp
@@ -369,7 +382,7 @@ def make_mlp(hidden_activation="relu", bias_first=False, keeps_grads=False):
 
 
 def test_mlp_accepts_a_layerless_alternative():
-    check("mlp", make_mlp())
+    check("mlp", learner("mlp", make_mlp()))
 
 
 @pytest.mark.parametrize("answer, phrases", [
@@ -378,12 +391,26 @@ def test_mlp_accepts_a_layerless_alternative():
     (make_mlp(keeps_grads=True), ["zero_grad"]),
 ])
 def test_mlp_rejects_wrong_implementations(answer, phrases):
-    rejects("mlp", answer, *phrases)
+    rejects("mlp", learner("mlp", answer), *phrases)
+
+
+@pytest.mark.parametrize("exercise_id", ["derived_operators", "nonlinearities", "mlp"])
+def test_later_exercises_name_a_broken_backward_instead_of_a_knock_on_symptom(exercise_id):
+    """One wrong backward used to cost derived_operators, nonlinearities and mlp too, with messages such as
+    "5 - x must stay connected to x"; now each names backward as the cause."""
+    answer = {"mlp": make_mlp()}.get(exercise_id, make_value())
+    namespace = {**learner(exercise_id, answer), "backward": backward_per_path}
+    rejects(exercise_id, namespace, "runs your code from backward, which fails its own check", "once per path")
+
+
+def test_backward_names_a_broken_topological_order():
+    namespace = {**learner("backward", backward_reference), "topological_order": order_recursive}
+    rejects("backward", namespace, "from topological_order", "RecursionError")
 
 
 @pytest.mark.parametrize("exercise_id", ["derived_operators", "nonlinearities"])
 def test_later_exercises_name_a_broken_value_node(exercise_id):
-    rejects(exercise_id, make_value("overwrite"), "builds on value_node", "shared node")
+    rejects(exercise_id, learner(exercise_id, make_value("overwrite")), "from value_node, which fails its own check", "shared node")
 
 
 # ------------------------------------------------------------------------------------------- found by red-teaming
@@ -424,7 +451,7 @@ class DetachedNumberProduct(make_value()):
     ("value_node", DetachedNumberProduct, ["Wrap the number"]),
 ])
 def test_value_exercises_reject_red_team_answers(exercise_id, answer, phrases):
-    rejects(exercise_id, answer, *phrases)
+    rejects(exercise_id, learner(exercise_id, answer), *phrases)
 
 
 def order_with_raised_limit(root):
@@ -453,13 +480,13 @@ def order_by_paths(root):
     (lambda root: [] if not root._prev else order_by_stack(root), ["single leaf"]),
 ])
 def test_topological_order_rejects_red_team_answers(answer, phrases):
-    rejects("topological_order", answer, *phrases)
+    rejects("topological_order", learner("topological_order", answer), *phrases)
 
 
 def test_endless_walk_is_stopped_with_a_diagnosis(monkeypatch):
     from autograder import diagnostics
     monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 1)
-    rejects("topological_order", order_by_paths, "did not finish")
+    rejects("topological_order", learner("topological_order", order_by_paths), "did not finish")
 
 
 def test_backward_with_the_seed_after_the_walk_is_named():
@@ -467,7 +494,7 @@ def test_backward_with_the_seed_after_the_walk_is_named():
         for node in reversed(order_by_stack(self)):
             node._backward()
         self.grad = 1.0
-    rejects("backward", seeds_late, "seeded with 1")
+    rejects("backward", learner("backward", seeds_late), "seeded with 1")
 
 
 def test_mlp_whose_one_neuron_output_is_a_list_is_rejected():
@@ -476,7 +503,7 @@ def test_mlp_whose_one_neuron_output_is_a_list_is_rejected():
         def __call__(self, x):
             out = super().__call__(x)
             return out if isinstance(out, list) else [out]
-    rejects("mlp", ListOfOne, "returned a list of one")
+    rejects("mlp", learner("mlp", ListOfOne), "returned a list of one")
 
 
 def test_mlp_with_relu_on_the_output_layer_is_rejected():
@@ -486,7 +513,7 @@ def test_mlp_with_relu_on_the_output_layer_is_rejected():
             for layer in self.layers:
                 for neuron in layer:
                     neuron.nonlinear = True
-    rejects("mlp", AlwaysRelu, "ReLU on every layer except the last")
+    rejects("mlp", learner("mlp", AlwaysRelu), "ReLU on every layer except the last")
 
 
 def test_mlp_with_constant_weights_is_rejected():
@@ -495,4 +522,4 @@ def test_mlp_with_constant_weights_is_rejected():
             super().__init__(n_inputs, sizes)
             for p in self.parameters():
                 p.data = 0.5
-    rejects("mlp", Constant, "random.uniform(-1, 1)")
+    rejects("mlp", learner("mlp", Constant), "random.uniform(-1, 1)")

@@ -11,7 +11,7 @@ import torch
 
 from autograder import CheckFailure, check
 from autograder.course import assignments, solution_namespace
-from conftest import rejects
+from conftest import learner, rejects
 
 NB = "04_tensor_engine"
 
@@ -20,19 +20,9 @@ def engine(edits=None, extra=""):
     return solution_namespace(NB, edits, extra)
 
 
-def answer(ns, exercise):
-    return {
-        "apply_op": lambda: {"apply_op": ns["apply_op"], "no_grad": ns["no_grad"], "Tensor": ns["Tensor"]},
-        "operators": lambda: ns["Tensor"],
-        "topological_sort": lambda: {"topological_sort": ns["topological_sort"], "Tensor": ns["Tensor"]},
-        "backprop": lambda: {"backprop": ns["backprop"], "Tensor": ns["Tensor"]},
-        "jacobian": lambda: {"jacobian": ns["jacobian"], "Tensor": ns["Tensor"]},
-    }[exercise]()
-
-
 @pytest.mark.parametrize("exercise", ["apply_op", "operators", "topological_sort", "backprop", "jacobian"])
 def test_solution_passes(exercise):
-    check(exercise, answer(engine(), exercise))
+    check(exercise, engine())
 
 
 # ------------------------------------------------------------------------------------------------ apply_op
@@ -47,7 +37,7 @@ class no_grad:
 
 
 def test_apply_op_accepts_a_class_based_no_grad():
-    check("apply_op", answer(engine(extra=NO_GRAD_AS_CLASS), "apply_op"))
+    check("apply_op", engine(extra=NO_GRAD_AS_CLASS))
 
 
 @pytest.mark.parametrize("right, wrong, phrase", [
@@ -66,12 +56,12 @@ def test_apply_op_accepts_a_class_based_no_grad():
      "    yield\n    GradMode.enabled = previous", "an exception inside `with no_grad():`"),
 ])
 def test_apply_op_rejects(right, wrong, phrase):
-    rejects("apply_op", answer(engine({"apply_op": [(right, wrong)]}), "apply_op"), phrase)
+    rejects("apply_op", engine({"apply_op": [(right, wrong)]}), phrase)
 
 
 def test_apply_op_stub_is_not_implemented():
     ns = engine({"apply_op": [("    arrays = [x.array", "    raise NotImplementedError()\n    arrays = [x.array")]})
-    rejects("apply_op", answer(ns, "apply_op"), "`apply_op` is not written yet")
+    rejects("apply_op", ns, "`apply_op` is not written yet")
 
 
 # ------------------------------------------------------------------------------------------------ operators
@@ -89,7 +79,7 @@ def getitem_back(grad_out, out, x, index):
 Tensor.relu = relu
 Tensor.__rsub__ = lambda self, other: negative(self) + other
 '''
-    check("operators", answer(engine(extra=extra), "operators"))
+    check("operators", engine(extra=extra))
 
 
 @pytest.mark.parametrize("right, wrong, phrase", [
@@ -104,7 +94,7 @@ Tensor.__rsub__ = lambda self, other: negative(self) + other
      "was not recorded"),
 ])
 def test_operators_reject(right, wrong, phrase):
-    rejects("operators", answer(engine({"operators": [(right, wrong)]}), "operators"), phrase)
+    rejects("operators", engine({"operators": [(right, wrong)]}), phrase)
 
 
 # ------------------------------------------------------------------------------------------------ topological_sort
@@ -177,8 +167,13 @@ def topological_sort(end_node):
 '''
 
 
+VISITED_MEANS_CYCLE = NO_CYCLE_CHECK.replace(
+    "        elif id(node) not in visited:",
+    "        elif id(node) in visited:\n            raise ValueError('the graph has a cycle')\n        else:")
+
+
 def test_topological_sort_accepts_kahns_algorithm():
-    check("topological_sort", answer(engine(extra=KAHN), "topological_sort"))
+    check("topological_sort", engine(extra=KAHN))
 
 
 @pytest.mark.parametrize("code, phrase", [
@@ -187,21 +182,25 @@ def test_topological_sort_accepts_kahns_algorithm():
     (NO_CYCLE_CHECK, "a graph with a cycle"),
     (NO_CYCLE_CHECK.replace("return order", "return order[::-1]"), "end node comes first"),
     (NO_CYCLE_CHECK.replace("elif id(node) not in visited:", "else:"), "more than once"),
+    (VISITED_MEANS_CYCLE, "That graph has no cycle: a node used by several others is reached once along each path"),
+    (KAHN.replace('raise ValueError("cycle")', 'raise RuntimeError("cycle")'), "Raise a ValueError"),
 ])
 def test_topological_sort_rejects(code, phrase):
-    rejects("topological_sort", answer(engine(extra=code), "topological_sort"), phrase)
+    rejects("topological_sort", engine(extra=code), phrase)
 
 
 # ------------------------------------------------------------------------------------------------ backprop
 
 KEYED_BY_TENSOR = '''
 def backprop(end_node, end_grad=None):
+    if not end_node.requires_grad:
+        raise RuntimeError("nothing to differentiate")
     if end_grad is None:
         if end_node.array.size != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         end_grad = Tensor(np.ones(end_node.shape))
     if end_grad.shape != end_node.shape:
-        raise ValueError("end_grad must have the shape of end_node")
+        raise RuntimeError("end_grad must have the shape of end_node")
     pending = {end_node: end_grad.array}          # Tensor has no __eq__, so it hashes by identity
     for node in reversed(topological_sort(end_node)):
         grad = pending.pop(node, None)
@@ -255,7 +254,7 @@ def backprop(end_node, end_grad=None):
 
 @pytest.mark.parametrize("extra", [KEYED_BY_TENSOR, KAHN], ids=["keyed-by-tensor", "with-kahn-sort"])
 def test_backprop_accepts_alternatives(extra):
-    check("backprop", answer(engine(extra=extra), "backprop"))
+    check("backprop", engine(extra=extra))
 
 
 @pytest.mark.parametrize("right, wrong, phrase", [
@@ -276,9 +275,12 @@ def test_backprop_accepts_alternatives(extra):
      "if node.grad is None:\n                node.grad = Tensor(grad)\n            else:\n                node.grad.array += grad",
      "never in place"),
     ("        if seed.shape != end_node.shape:\n", "        if False:\n", "Mismatch in shape"),
+    ("            raise RuntimeError(f\"Mismatch in shape", "            raise ValueError(f\"Mismatch in shape",
+     "raise RuntimeError, as the exercise asks"),
+    ("    if not end_node.requires_grad:\n", "    if False:\n", "nothing in that graph requires grad"),
 ])
 def test_backprop_rejects(right, wrong, phrase):
-    rejects("backprop", answer(engine({"backprop": [(right, wrong)]}), "backprop"), phrase)
+    rejects("backprop", engine({"backprop": [(right, wrong)]}), phrase)
 
 
 def test_backprop_rejects_gradients_for_data():
@@ -288,16 +290,23 @@ def test_backprop_rejects_gradients_for_data():
                                        "if isinstance(parent, Tensor))")],
                  "backprop": [("if isinstance(x, Tensor) and x.requires_grad:", "if isinstance(x, Tensor):"),
                               ("if (node.is_leaf and node.requires_grad) or", "if node.is_leaf or")]})
-    rejects("backprop", answer(ns, "backprop"), "requires_grad=False")
+    rejects("backprop", ns, "requires_grad=False")
+
+
+FIRST_REACHED = FOLLOW_PATHS.replace(  # a visited set: each node's rule runs when the walk first reaches it
+    "    stack = [", "    done = set()\n    stack = [").replace(
+    "        if node.is_leaf:\n            continue\n",
+    "        if node.is_leaf or id(node) in done:\n            continue\n        done.add(id(node))\n")
 
 
 @pytest.mark.parametrize("code, phrase", [
-    (BREADTH_FIRST, "before all its consumers"),
-    (RECURSIVE, "RecursionError"),
+    (FIRST_REACHED, "processed before all of its consumers"),
+    (BREADTH_FIRST, "Fix topological_sort first: a tensor comes before one of its parents"),
+    (RECURSIVE, "Fix topological_sort first"),
     (FOLLOW_PATHS, "once per path"),
 ])
 def test_backprop_rejects_broken_walks(code, phrase):
-    rejects("backprop", answer(engine(extra=code), "backprop"), phrase)
+    rejects("backprop", engine(extra=code), phrase)
 
 
 # ------------------------------------------------------------------------------------------------ jacobian
@@ -316,7 +325,7 @@ def jacobian(f, x):
 
 
 def test_jacobian_accepts_recomputing_f_per_row():
-    check("jacobian", answer(engine(extra=RECOMPUTING), "jacobian"))
+    check("jacobian", engine(extra=RECOMPUTING))
 
 
 @pytest.mark.parametrize("right, wrong, phrase", [
@@ -325,13 +334,13 @@ def test_jacobian_accepts_recomputing_f_per_row():
      "return np.array(rows).reshape(y.array.size, x.array.size).T", "rows and columns are swapped"),
 ])
 def test_jacobian_rejects(right, wrong, phrase):
-    rejects("jacobian", answer(engine({"jacobian": [(right, wrong)]}), "jacobian"), phrase)
+    rejects("jacobian", engine({"jacobian": [(right, wrong)]}), phrase)
 
 
 def test_jacobian_names_an_earlier_exercise_that_fails_first():
     ns = engine({"operators": [("Tensor.__rtruediv__ = lambda self, other: divide(other, self)",
                                 "Tensor.__rtruediv__ = lambda self, other: divide(self, other)")]})
-    rejects("jacobian", answer(ns, "jacobian"), "builds on operators, which fails first", "inputs swapped")
+    rejects("jacobian", ns, "from operators, which fails its own check", "inputs swapped")
 
 
 def test_whole_engine_programs_catch_what_they_run():
@@ -358,8 +367,8 @@ def test_whole_engine_programs_catch_what_they_run():
     ("predict_accumulation", (4.0, 7.0, 3.0), [4, 7, 7], "starts again"),
 ])
 def test_predictions(exercise, right, wrong, phrase):
-    check(exercise, right)
-    rejects(exercise, wrong, phrase)
+    check(exercise, learner(exercise, right))
+    rejects(exercise, learner(exercise, wrong), phrase)
 
 
 @pytest.mark.parametrize("exercise, untouched", [
@@ -368,12 +377,12 @@ def test_predictions(exercise, right, wrong, phrase):
     ("predict_accumulation", [..., ..., ...]),
 ])
 def test_unanswered_predictions_say_so(exercise, untouched):
-    rejects(exercise, untouched, "not answered yet")
+    rejects(exercise, learner(exercise, untouched), "not answered yet")
 
 
 def test_predictions_refuse_text_and_booleans():
-    rejects("predict_accumulation", ["4", "7", "3"], "print 1")
-    rejects("predict_leaf_grads", {"x": True, "h": 6, "zero": 0, "unused": None}, "x:")
+    rejects("predict_accumulation", learner("predict_accumulation", ["4", "7", "3"]), "print 1")
+    rejects("predict_leaf_grads", learner("predict_leaf_grads", {"x": True, "h": 6, "zero": 0, "unused": None}), "x:")
 
 
 # ------------------------------------------------------------------------------------------------ red-team regressions
@@ -427,7 +436,7 @@ def jacobian(f, x):
     ("jacobian", None, FINITE_DIFFERENCES, "one pass per output"),
 ])
 def test_red_team_findings_are_rejected(exercise, edits, extra, phrase):
-    rejects(exercise, answer(engine(edits, extra), exercise), phrase)
+    rejects(exercise, engine(edits, extra), phrase)
 
 
 # ------------------------------------------------------------------------------------------------ the drawn example

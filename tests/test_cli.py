@@ -98,6 +98,15 @@ def test_file_that_is_not_json_exits_2(tmp_path):
     assert "Traceback" not in err
 
 
+def test_an_unusable_notebook_still_gives_one_json_object_with_the_reason(tmp_path):
+    path = tmp_path / "broken.ipynb"
+    path.write_text('{"cells": [')
+    code, out, _ = grade(path, "--json")
+    report = json.loads(out)
+    assert code == 2 and "not a readable Jupyter notebook" in report["error"]
+    assert report["notebook"] == str(path) and report["score"] is None and report["exercises"] == []
+
+
 def test_notebook_of_no_assignment_exits_2(tmp_path):
     path = tmp_path / "other.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), path)

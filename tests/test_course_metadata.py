@@ -1,4 +1,4 @@
-"""nbgrader metadata and the one-id-everywhere rule, read straight from the notebooks (fast: nothing executes)."""
+"""nbgrader metadata and the one-id-everywhere rule, read straight from the notebooks (fast: no kernel starts)."""
 import re
 
 import nbformat
@@ -36,8 +36,25 @@ def test_each_answer_cell_has_a_test_cell_that_calls_its_check(assignment):
         exercise = test_id[len(TEST_PREFIX):]
         hidden = HIDDEN_CALL.findall(source)
         assert len(hidden) == 1, f"{test_id}: one hidden block expected"
-        assert f'check("{exercise}", ' in hidden[0], f"{test_id} must call its own check"
+        assert f'check("{exercise}", globals())' in hidden[0], f"{test_id} must pass globals() to its own check"
         assert exercise in exercise_ids(), f"no check registered for {exercise}"
+
+
+def test_every_name_a_check_reads_is_defined_by_its_notebook(assignment):
+    """The answer contract is wired right: each check's parameters are names the solution notebook defines, and the
+    exercises it builds on come before it in the course, so a learner never sees a course bug as their own."""
+    from autograder.checks import answer_names, prerequisites
+    from autograder.course import solution_namespace
+
+    namespace = solution_namespace(assignment)
+    order = [meta["grade_id"] for a in assignments() for meta in nbgrader_cells(source_nb(a)) if meta.get("solution")]
+    for meta in nbgrader_cells(source_nb(assignment)):
+        if meta.get("solution"):
+            exercise = meta["grade_id"]
+            missing = [name for name in answer_names(exercise) if name not in namespace]
+            assert not missing, f"check {exercise!r} reads {missing}, which {assignment} does not define"
+            later = [e for e in prerequisites(exercise) if order.index(e) > order.index(exercise)]
+            assert not later, f"{exercise} builds on {later}, which come after it"
 
 
 def test_each_test_cell_shows_the_learner_the_same_check_that_grades(assignment):

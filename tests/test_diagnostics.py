@@ -1,4 +1,7 @@
 """How learner code is called and how a failure is shown."""
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -53,3 +56,13 @@ def test_as_float_rejects_non_numbers(value):
 def test_missing_return_is_named():
     with pytest.raises(CheckFailure, match="forget its `return`"):
         as_float("ex", None, "the slope")
+
+
+def test_checks_leave_no_hypothesis_folder_where_they_run(tmp_path):
+    """A learner's notebook folder and nbgrader's autograded/ folder stay as they were: hypothesis keeps its cache in
+    the temp folder, even for a caller that did not choose a place."""
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"}
+    code = ("from autograder import check\nfrom autograder.course import solution_namespace\n"
+            "check('unbroadcast', solution_namespace('03_backward_functions'), quiet=True)")
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=300)
+    assert not (tmp_path / ".hypothesis").exists()

@@ -1,8 +1,18 @@
-"""One check per graded exercise, looked up by the exercise id that the notebook cells and tests also use."""
+"""One check per graded exercise, looked up by the exercise id that the notebook cells and tests also use.
+
+The answer contract: a check's parameters are the learner's names it reads. ``check("backprop", globals())`` binds
+them from the notebook's namespace by name (as otter-grader binds a test's parameters), so the hidden cell, the
+visible ``run_check`` line, the trusted grader and the tests all pass one thing, the namespace, and the check's own
+signature is the single list of what an exercise must define. ``builds_on`` names the exercises whose code this one
+calls; their checks run first, and a failure there is reported as this exercise's cause.
+"""
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -12,29 +22,50 @@ from autograder import remote
 from autograder.course import TRUSTED_GRADING_ENV
 from autograder.diagnostics import CALL_TIMEOUT_S, Abandon, CheckFailure, recursion_limit_kept
 
-_CHECKS: dict[str, Callable[[object], None]] = {}
+
+@dataclass(frozen=True)
+class Check:
+    exercise_id: str
+    run: Callable[..., None]
+    names: tuple[str, ...]      # the learner's names the check reads: its parameters
+    builds_on: tuple[str, ...]  # earlier exercises whose code this one calls, checked first
 
 
-def exercise(exercise_id: str):
-    """Register the decorated function as the check for ``exercise_id``."""
+_CHECKS: dict[str, Check] = {}
+
+
+def exercise(exercise_id: str, builds_on: tuple[str, ...] = ()):
+    """Register the decorated function as the check for ``exercise_id``.
+
+    Its parameters name what the exercise must define in the notebook (``def check_backprop(backprop, Tensor)``).
+    ``builds_on`` lists exercises whose code the learner's answer calls; they must be registered already.
+
+    Raises:
+        ValueError: a second check for one id, a parameter that is not a plain name, or an unknown earlier exercise
+            (course bugs, raised at import).
+    """
     def register(fn):
         if exercise_id in _CHECKS:
             raise ValueError(f"two checks for exercise {exercise_id!r}")
-        _CHECKS[exercise_id] = fn
+        params = inspect.signature(fn).parameters.values()
+        if any(p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty for p in params):
+            raise ValueError(f"check {exercise_id!r}: every parameter must be a learner's name, without a default")
+        unknown = [e for e in builds_on if e not in _CHECKS]
+        if unknown:
+            raise ValueError(f"check {exercise_id!r} builds on unknown exercises {unknown}")
+        _CHECKS[exercise_id] = Check(exercise_id, fn, tuple(p.name for p in params), tuple(builds_on))
         return fn
     return register
 
 
-def builds_on(exercise_id: str, earlier: str, answer) -> None:
-    """Run an earlier exercise's check first, so that its failure is named here instead of surfacing as a puzzle.
+def answer_names(exercise_id: str) -> tuple[str, ...]:
+    """The names an exercise's check reads from the notebook, in its signature's order."""
+    return _CHECKS[exercise_id].names
 
-    Raises:
-        CheckFailure: for ``exercise_id``, quoting the earlier exercise's diagnosis.
-    """
-    try:
-        _CHECKS[earlier](answer)
-    except CheckFailure as failure:
-        raise CheckFailure(exercise_id, f"this exercise builds on {earlier}, which fails first: {failure.message}") from None
+
+def prerequisites(exercise_id: str) -> tuple[str, ...]:
+    """The exercises ``exercise_id`` builds on, directly."""
+    return _CHECKS[exercise_id].builds_on
 
 
 def skipped_in_kernel(exercise_id: str) -> bool:
@@ -51,25 +82,81 @@ def has_check(exercise_id: str) -> bool:
     return exercise_id in _CHECKS
 
 
-def check(exercise_id: str, answer, quiet: bool = False) -> None:
-    """Run every hidden check of one exercise on the learner's answer (local objects or ``autograder.remote`` ones).
+def check(exercise_id: str, namespace: Mapping, quiet: bool = False,
+          settled: dict[str, CheckFailure | None] | None = None) -> None:
+    """Run every hidden check of one exercise on the names the notebook defines.
+
+    Args:
+        exercise_id: the exercise's id (its cells' grade_id).
+        namespace: the notebook's names (``globals()`` in a notebook; a mapping of ``autograder.remote`` objects
+            under trusted grading; a solution's namespace in tests).
+        quiet: print nothing when the check passes.
+        settled: verdicts already known in this grading run (exercise id -> its failure, or None when it passed);
+            the exercises this one builds on are looked up here before being checked again, and every verdict
+            reached is added.
 
     Raises:
-        CheckFailure: the answer is wrong; the message names the misconception.
+        CheckFailure: the answer is wrong; the message names the misconception, or the earlier exercise at fault.
         KeyError: no check has this id (a course bug, not a learner's).
+        TypeError: ``namespace`` is not a mapping (a course bug: the cell must pass ``globals()``).
     """
     if exercise_id not in _CHECKS:
         raise KeyError(f"no check for exercise {exercise_id!r}; known: {sorted(_CHECKS)}")
+    if not isinstance(namespace, Mapping):
+        raise TypeError(f"check({exercise_id!r}, ...) takes the notebook's namespace, globals(), not "
+                        f"{type(namespace).__name__}")
     if skipped_in_kernel(exercise_id):
         print(f"{exercise_id}: checked outside this kernel.")  # nbgrader autograde: TrustedVerdicts decides
         return
     if (exercise_id, _cell_run()) == _passed_last:  # a source notebook's hidden block, then run_check: once is enough
         return
+    _verify(exercise_id, namespace, {} if settled is None else settled)
+    _remember_pass(exercise_id)
+    if not quiet:
+        print(f"{exercise_id}: all hidden checks passed.")
+
+
+def _verify(exercise_id: str, namespace: Mapping, settled: dict[str, CheckFailure | None]) -> None:
+    """The earlier exercises first, each at most once per grading run, then this one's own check."""
+    spec = _CHECKS[exercise_id]
+    for earlier in spec.builds_on:
+        if earlier not in settled:
+            try:
+                _verify(earlier, namespace, settled)
+            except CheckFailure:
+                pass  # recorded in settled
+        if settled[earlier] is not None:
+            root = getattr(settled[earlier], "root", settled[earlier])
+            failure = CheckFailure(exercise_id, f"this exercise runs your code from {root.exercise}, which fails its "
+                                                f"own check, so it earns no points until that one passes. Fix "
+                                                f"{root.exercise} first: {root.message}")
+            failure.root = root
+            settled[exercise_id] = failure
+            raise failure
+    try:
+        _run(spec, namespace)
+    except CheckFailure as failure:
+        settled[exercise_id] = failure
+        raise
+    settled[exercise_id] = None
+
+
+def _bind(spec: Check, namespace: Mapping) -> dict:
+    missing = [name for name in spec.names if name not in namespace]
+    if missing:
+        raise CheckFailure(spec.exercise_id, f"`{missing[0]}` is not defined in your notebook: run the cell that "
+                                             "defines it (was it renamed, or its cell deleted or failing?).")
+    return {name: namespace[name] for name in spec.names}
+
+
+def _run(spec: Check, namespace: Mapping) -> None:
+    """One check, with every way a learner's answer can break it turned into a CheckFailure."""
+    exercise_id = spec.exercise_id
     try:
         # nbgrader scores a test cell that writes to stderr as failed, so warnings must not escape.
         with warnings.catch_warnings(), np.errstate(all="ignore"), recursion_limit_kept(exercise_id):
             warnings.simplefilter("ignore")
-            _CHECKS[exercise_id](answer)
+            spec.run(**_bind(spec, namespace))
     except CheckFailure:
         raise
     except Abandon as stop:
@@ -85,9 +172,6 @@ def check(exercise_id: str, answer, quiet: bool = False) -> None:
     except Exception as error:  # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
         raise CheckFailure(exercise_id, f"the check could not use your answer ({type(error).__name__}: {error}); "
                                         "make sure it returns what the exercise asks for.") from None
-    _remember_pass(exercise_id)
-    if not quiet:
-        print(f"{exercise_id}: all hidden checks passed.")
 
 
 _passed_last: tuple[str, int] | None = None  # (exercise id, IPython cell run) of the last check that passed
@@ -116,4 +200,5 @@ def exercise_ids() -> list[str]:
 
 
 # Each module registers its checks on import; one module per notebook.
-from autograder.checks import backward_functions, modules_mnist, nudging, scalar_engine, tensor_engine  # noqa: E402,F401
+# Course order: an exercise may build on those registered before it.
+from autograder.checks import nudging, scalar_engine, backward_functions, tensor_engine, modules_mnist  # noqa: E402,F401,I001

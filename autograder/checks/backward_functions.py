@@ -9,6 +9,8 @@ Probe numbers come from course seed 000 (cell 06) and the notebook-3 issue: (3,)
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import torch
 from hypothesis import given, strategies as st
@@ -22,9 +24,12 @@ from autograder.oracles import central_differences
 # ------------------------------------------------------------------------------------------------ shared harness
 
 def as_gradient(ex, name, result, shape, shown):
-    """The learner's gradient as an ndarray of the input's shape and a float dtype, or a CheckFailure.
+    """The learner's gradient as a float64 ndarray of the input's shape, or a CheckFailure.
 
-    numpy turns 0-d arithmetic into numpy scalars, so a backward function may return one for a 0-d input.
+    One rule for every backward function and unbroadcast. A view, ``grad_out`` itself or a read-only array (what
+    ``np.broadcast_to`` gives) is accepted: the course's engines never write into a gradient, they add into new
+    arrays (notebook 4). numpy turns 0-d arithmetic into numpy scalars (even ``np.sum(a, keepdims=True)`` of a 0-d
+    ``a``), so a numpy scalar stands for a 0-d array.
     """
     if isinstance(result, np.generic):
         result = np.asarray(result)
@@ -74,10 +79,15 @@ def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True
     shown = (f"{name}(grad_out of shape {np.shape(grad_out)}, out, "
              + ", ".join(describe(v) for v in inputs) + f"{extra})")
     sent = [np.array(grad_out), out, *[np.array(v) if isinstance(v, np.ndarray) else v for v in inputs]]
-    result = call_learner(ex, back, *sent, shown_input=shown, **kwargs,
-                          changed_input=f"{name} changed grad_out or an input in place ({shown}). In an engine the "
-                                        "backward functions of one operation share grad_out: compute new arrays "
-                                        "instead.")
+    try:
+        result = call_learner(ex, back, *sent, shown_input=shown, **kwargs,
+                              changed_input=f"{name} changed grad_out or an input in place ({shown}). In an engine "
+                                            "the backward functions of one operation share grad_out: compute new "
+                                            "arrays instead.")
+    except CheckFailure as failure:
+        if isinstance(failure.cause, ValueError) and SHAPE_ERROR.search(str(failure.cause)):
+            raise CheckFailure(ex, shape_error(name, failure.cause, grad_out, inputs, index, forward)) from None
+        raise
     got = as_gradient(ex, name, result, np.shape(inputs[index]), shown)
     # A float32 input carries ~7 significant digits into any formula that uses it as it is (np.square(y) stays
     # float32): hold such results to float32's precision, and float64 ones to float64's.
@@ -88,6 +98,23 @@ def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True
     if not np.allclose(got, numeric, rtol=1e-4, atol=1e-5):
         raise CheckFailure(ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
     return got
+
+
+SHAPE_ERROR = re.compile(r"shape|broadcast|dimension|axes|axis")  # numpy's words for a shape mismatch
+
+
+def shape_error(name, error, grad_out, inputs, index, forward) -> str:
+    """A shape error raised inside a backward function, told in the exercise's terms: which shapes met, and which
+    shape the result must have."""
+    names = ["x", "y"][:len(inputs)]
+    shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in zip(names, inputs))
+    told = (f"{name} raised ValueError ({error}). The shapes it was given: grad_out {np.shape(grad_out)} (the "
+            f"output's), {shapes}; it must return an array of {names[index]}'s shape {np.shape(inputs[index])}.")
+    if forward is torch.matmul:
+        told += (" For out = x @ y, the gradient for x is grad_out @ y.T and the gradient for y is x.T @ grad_out: "
+                 "multiplied by the other operand untransposed, the sizes that should meet in the product do not "
+                 "(treat a 1-d x as a row and a 1-d y as a column first).")
+    return told
 
 
 def probe_vjp(ex, why, *args, **kwargs):
@@ -128,13 +155,6 @@ def make_pair(case, low=0.5, high=2.0):
             for s, sign, d in zip(shapes.input_shapes, signs, (dtype0, dtype1))]
 
 
-def functions(ex, given_functions, names):
-    """The learner's functions from the dict the test cell passes, or a CheckFailure naming what is missing."""
-    if not isinstance(given_functions, dict) or any(not callable(given_functions.get(n)) for n in names):
-        raise CheckFailure(ex, f"expected a dict of the functions {names}; got {given_functions!r}")
-    return [given_functions[n] for n in names]
-
-
 # ------------------------------------------------------------------------------------------------ unbroadcast
 
 @exercise("unbroadcast")
@@ -145,9 +165,6 @@ def check_unbroadcast(unbroadcast) -> None:
         original = np.zeros(original_shape)
         shown = f"unbroadcast(array of shape {np.shape(broadcasted)}, original of shape {original_shape})"
         result = call_learner(ex, unbroadcast, np.array(broadcasted), original, shown_input=shown)
-        if isinstance(result, np.generic):
-            raise CheckFailure(ex, f"{shown} returned the numpy scalar {result!r}: return a 0-d ndarray "
-                                   "(np.asarray(total)) so that callers can accumulate into it in place.")
         return as_gradient(ex, "unbroadcast", result, original_shape, shown), shown
 
     by_position = ("choose the axes to sum by position — where the original has size 1, or is missing on the left — "
@@ -180,18 +197,14 @@ def check_unbroadcast(unbroadcast) -> None:
     for broadcasted, original, why in (
             (np.ones((2, 3)), 7.0, "original may be a Python number (np.shape(7.0) is ()): use np.shape(original)."),
             (np.ones((2, 3), dtype=np.int64), np.zeros(3), "an integer upstream gradient must come back as float64.")):
+        shown = f"unbroadcast({broadcasted.dtype} array of shape {broadcasted.shape}, {original!r})"
         try:
-            result = call_learner(ex, unbroadcast, broadcasted, original,
-                                  shown_input=f"{broadcasted.dtype} {broadcasted.shape} to {original!r}",
+            result = call_learner(ex, unbroadcast, broadcasted, original, shown_input=shown,
                                   changed_input="unbroadcast changed the array it was given: sum into a new array "
                                                 "instead.")
+            as_gradient(ex, "unbroadcast", result, np.shape(original), shown)
         except CheckFailure as failure:
             raise CheckFailure(ex, f"{why}\n{failure.message}") from None
-        if not isinstance(result, np.ndarray) or result.dtype != np.float64 or result.shape != np.shape(original):
-            raise CheckFailure(ex, f"{why} Received {result!r}.")
-        if not result.flags.writeable:
-            raise CheckFailure(ex, "unbroadcast returned a read-only array (a broadcast view?): callers accumulate "
-                                   "into gradients in place, so return a fresh array.")
     @RANDOM_CASES
     @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4), st.integers(0, 2 ** 16))
     def random_case(shapes, seed):
@@ -245,9 +258,8 @@ def check_log_back(log_back) -> None:
 
 
 @exercise("multiply_back")
-def check_multiply_back(given_functions) -> None:
+def check_multiply_back(multiply_back0, multiply_back1) -> None:
     ex = "multiply_back"
-    back0, back1 = functions(ex, given_functions, ["multiply_back0", "multiply_back1"])
     probes = [
         ([np.array([[1.0], [2.0]]), np.array([1.0, 2.0, 3.0])], 0, np.ones((2, 3)),
          "x of shape (2, 1) was stretched to (2, 3): its gradient sums each row of grad_out · y, keeping the axis."),
@@ -258,7 +270,8 @@ def check_multiply_back(given_functions) -> None:
         ([np.array([0.0, 2.0]), np.array([3.0, 4.0])], 0, np.array([1.0, 1.0]),
          "x contains 0: the gradient for x is grad_out · y = [3, 4]; computing y as out / x divides by zero."),
     ]
-    pair_exercise(ex, [("multiply_back0", back0), ("multiply_back1", back1)], torch.mul, -2.0, 2.0, probes)
+    pair_exercise(ex, [("multiply_back0", multiply_back0), ("multiply_back1", multiply_back1)], torch.mul, -2.0, 2.0,
+                  probes)
 
 
 @exercise("exp_back")
@@ -271,30 +284,28 @@ def check_negative_back(negative_back) -> None:
     unary_exercise("negative_back", "negative_back", negative_back, torch.neg, -2.0, 2.0)
 
 
-def arithmetic_exercise(ex, given_functions, forward):
+def arithmetic_exercise(ex, back0, back1, forward):
     """add_back, subtract_back, divide_back: a probe for the bias case, then random broadcast pairs."""
-    names = [f"{ex}0", f"{ex}1"]
-    backs = functions(ex, given_functions, names)
     probes = [([np.ones((2, 3)), np.array([0.5, 1.0, 2.0])], 1, np.array([[1.0, 2, 3], [4, 5, 6]]),
                "the second input, shape (3,), was combined with every row: sum its gradient over the rows."),
               ([np.array([0.0, 1.0]), np.array([2.0, 2.0])], 1, np.array([1.0, 1.0]),
                "x contains 0: use x itself in the local rule, not a value recovered by dividing by it.")]
-    pair_exercise(ex, list(zip(names, backs)), forward, 0.5, 2.0, probes)
+    pair_exercise(ex, [(f"{ex}0", back0), (f"{ex}1", back1)], forward, 0.5, 2.0, probes)
 
 
 @exercise("add_back")
-def check_add_back(given_functions) -> None:
-    arithmetic_exercise("add_back", given_functions, torch.add)
+def check_add_back(add_back0, add_back1) -> None:
+    arithmetic_exercise("add_back", add_back0, add_back1, torch.add)
 
 
 @exercise("subtract_back")
-def check_subtract_back(given_functions) -> None:
-    arithmetic_exercise("subtract_back", given_functions, torch.sub)
+def check_subtract_back(subtract_back0, subtract_back1) -> None:
+    arithmetic_exercise("subtract_back", subtract_back0, subtract_back1, torch.sub)
 
 
 @exercise("divide_back")
-def check_divide_back(given_functions) -> None:
-    arithmetic_exercise("divide_back", given_functions, torch.div)
+def check_divide_back(divide_back0, divide_back1) -> None:
+    arithmetic_exercise("divide_back", divide_back0, divide_back1, torch.div)
 
 
 # ------------------------------------------------------------------------------------------------ reductions and shapes
@@ -343,16 +354,22 @@ def check_mean_back(mean_back) -> None:
                   "not by the whole array's size (6).",
               ex, mean_back, lambda t, dim, keepdim: t.mean(dim=dim, keepdim=keepdim), [np.arange(6.0).reshape(2, 3)], 0,
               grad_out=np.array([1.0, 1.0, 1.0]), dim=0, keepdim=False)
+    probe_vjp(ex, "a mean over axis -1 of a 2×3 averages the 3 numbers of each row: dim counts from the end, so "
+                  "put the axis back with np.expand_dims(grad_out, dim) and divide by 3.",
+              ex, mean_back, lambda t, dim, keepdim: t.mean(dim=dim, keepdim=keepdim), [np.arange(6.0).reshape(2, 3)], 0,
+              grad_out=np.array([1.0, 2.0]), dim=-1, keepdim=False)
     reduction_exercise(ex, mean_back, torch.mean)
 
 
 @exercise("reshape_back")
 def check_reshape_back(reshape_back) -> None:
     @RANDOM_CASES
-    @given(st.lists(st.integers(1, 3), min_size=0, max_size=4), st.integers(0, 2 ** 16))
-    def random_case(shape, seed):
+    @given(st.lists(st.integers(1, 3), min_size=0, max_size=4), st.integers(0, 2 ** 16), st.booleans())
+    def random_case(shape, seed, inferred):
         x = np.random.default_rng(seed).uniform(-1, 1, size=shape)
         new_shape = (int(np.prod(shape)),) if len(shape) != 1 else (1, shape[0])
+        if inferred:  # numpy and torch work out one size given as -1
+            new_shape = new_shape[:-1] + (-1,)
         check_vjp("reshape_back", "reshape_back", reshape_back, lambda t, new_shape: t.reshape(new_shape), [x], 0,
                   new_shape=new_shape)
 
@@ -365,23 +382,24 @@ def check_permute_back(permute_back) -> None:
     permute = lambda t, axes: t.permute(*axes)  # noqa: E731
     probe_vjp(ex, "(1, 2, 0) is not its own inverse: transpose grad_out by the inverse permutation, np.argsort(axes).",
               ex, permute_back, permute, [np.arange(24.0).reshape(2, 3, 4)], 0, axes=(1, 2, 0))
+    probe_vjp(ex, "axes (-1, 0) are (1, 0) counted from the end: make them positive (a % x.ndim) before inverting, "
+                  "since np.argsort((-1, 0)) is (0, 1), the identity.",
+              ex, permute_back, permute, [np.arange(6.0).reshape(2, 3)], 0, axes=(-1, 0))
 
     @RANDOM_CASES
     @given(st.lists(st.integers(1, 3), min_size=1, max_size=4), st.integers(0, 2 ** 16), st.randoms())
     def random_case(shape, seed, rnd):
         x = np.random.default_rng(seed).uniform(-1, 1, size=shape)
-        axes = list(range(len(shape)))
-        rnd.shuffle(axes)
+        axes = [a - len(shape) if rnd.random() < 0.5 else a for a in rnd.sample(range(len(shape)), len(shape))]
         check_vjp(ex, ex, permute_back, permute, [x], 0, axes=tuple(axes))
 
     random_case()
 
 
 @exercise("matmul_back")
-def check_matmul_back(given_functions) -> None:
+def check_matmul_back(matmul_back0, matmul_back1) -> None:
     ex = "matmul_back"
-    names = ["matmul_back0", "matmul_back1"]
-    backs = functions(ex, given_functions, names)
+    names, backs = ["matmul_back0", "matmul_back1"], [matmul_back0, matmul_back1]
     for x_shape, y_shape in (((2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)), ((3,), (3,))):
         rng = np.random.default_rng(7)
         for index in (0, 1):
@@ -401,10 +419,8 @@ def check_matmul_back(given_functions) -> None:
 
 
 @exercise("maximum_back")
-def check_maximum_back(given_functions) -> None:
+def check_maximum_back(maximum_back0, maximum_back1) -> None:
     ex = "maximum_back"
-    names = ["maximum_back0", "maximum_back1"]
-    backs = functions(ex, given_functions, names)
     probes = [
         ([np.array([1.0, 2.0, 2.0]), np.array([2.0, 2.0, 1.0])], 0, np.ones(3),
          "where x == y the maximum depends on both equally: torch gives each input half the gradient."),
@@ -414,7 +430,8 @@ def check_maximum_back(given_functions) -> None:
          "integer inputs, grad_out 0.5: a gradient buffer made with np.zeros_like(x) is an integer array and "
          "truncates 0.5 to 0."),
     ]
-    pair_exercise(ex, list(zip(names, backs)), torch.maximum, -2.0, 2.0, probes)
+    pair_exercise(ex, [("maximum_back0", maximum_back0), ("maximum_back1", maximum_back1)], torch.maximum, -2.0,
+                  2.0, probes)
 
 
 @exercise("relu_back")

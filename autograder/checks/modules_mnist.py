@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from autograder.checks import builds_on, exercise, reference_modules
+from autograder.checks import exercise, reference_modules
 from autograder.diagnostics import CheckFailure, call_learner, fmt
 from autograder.remote import beside
 
@@ -35,11 +35,9 @@ def _ids(params):
 # ------------------------------------------------------------------------------------------------ module
 
 @exercise("module")
-def check_module(answer) -> None:
+def check_module(Module, Parameter, Tensor) -> None:
     ex = "module"
-    Module, Parameter, Tensor = answer["Module"], answer["Parameter"], answer["Tensor"]
-
-    kit = beside(answer, reference_modules)
+    kit = beside(Tensor, reference_modules)
     Pair, Outer, Ordered = kit.module_classes(Module, Parameter, Tensor)
 
     pair = call_learner(ex, Pair, shown_input="a module with Parameters a, b, a number and a plain Tensor")
@@ -139,19 +137,12 @@ def _check_zero_grad(ex: str, zero_grad, params, Tensor, shown: str) -> None:
                                "distinguishable from a zero one.")
 
 
-def _module_answer(ModuleSubclass, Tensor):
-    """The Module and Parameter classes behind a learner's layer class, for checking exercise 1 first."""
-    return {**beside(ModuleSubclass, reference_modules).module_answer(ModuleSubclass), "Tensor": Tensor}
-
-
 # ------------------------------------------------------------------------------------------------ linear
 
-@exercise("linear")
-def check_linear(answer) -> None:
+@exercise("linear", builds_on=("module",))
+def check_linear(Linear, Tensor) -> None:
     ex = "linear"
-    Linear, Tensor = answer["Linear"], answer["Tensor"]
-    builds_on(ex, "module", _module_answer(Linear, Tensor))
-    kit = beside(answer, reference_modules)
+    kit = beside(Tensor, reference_modules)
     kit.seed(1)
     layer = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300)")
     weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
@@ -220,19 +211,16 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown):
 
 # ------------------------------------------------------------------------------------------------ sequential
 
-@exercise("sequential")
-def check_sequential(answer) -> None:
+@exercise("sequential", builds_on=("linear",))
+def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     ex = "sequential"
-    Sequential, ReLU, Linear, Tensor = answer["Sequential"], answer["ReLU"], answer["Linear"], answer["Tensor"]
-    builds_on(ex, "module", _module_answer(Sequential, Tensor))
-    builds_on(ex, "linear", {"Linear": Linear, "Tensor": Tensor})
     relu = call_learner(ex, ReLU, shown_input="ReLU()")
     out = call_learner(ex, relu, Tensor(np.array([-2.0, 0.0, 3.0])), shown_input="ReLU()([-2, 0, 3])")
     if np.asarray(getattr(out, "array", out)).tolist() != [0.0, 0.0, 3.0]:
         raise CheckFailure(ex, f"ReLU()([-2, 0, 3]) should be [0, 0, 3], got {out!r}.")
     if call_learner(ex, relu.parameters, shown_input="ReLU().parameters()") != []:
         raise CheckFailure(ex, "ReLU has no parameters.")
-    beside(answer, reference_modules).seed(4)
+    beside(Tensor, reference_modules).seed(4)
     first, second, third = Linear(3, 4), Linear(4, 5), Linear(5, 2)
     model = call_learner(ex, Sequential, first, ReLU(), Sequential(second, ReLU()), third,
                          shown_input="Sequential(Linear(3, 4), ReLU(), Sequential(Linear(4, 5), ReLU()), Linear(5, 2))")
@@ -276,9 +264,8 @@ def _torch_cross_entropy(logits, labels, seed):
 
 
 @exercise("cross_entropy")
-def check_cross_entropy(answer) -> None:
+def check_cross_entropy(cross_entropy, Tensor) -> None:
     ex = "cross_entropy"
-    cross_entropy, Tensor = answer["cross_entropy"], answer["Tensor"]
 
     def run(logits, labels, seed=None):
         logits, labels = np.array(logits, dtype=np.float64), np.array(labels)
@@ -298,7 +285,10 @@ def check_cross_entropy(answer) -> None:
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: e^1000 overflows to inf. Subtract each row's maximum before "
                                f"exp(); the loss does not change. Expected {fmt(want)}.")
     shown, loss, _, want, _ = run([[0.0, 1.0], [1000.0, 1001.0]], [0, 0])
-    if not np.all(np.isfinite(loss)):
+    if not np.isfinite(loss[1]):  # row 1 shifted by [1, 1001] column by column: e^(1000 - 1) overflows
+        raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: {NO_KEEPDIMS} Here the second row became "
+                               f"[1000 - 1, 1001 - 1001] = [999, 0] and e^999 overflows. Expected {fmt(want)}.")
+    if not np.isfinite(loss[0]):
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: shifting by the maximum of the whole batch (1001) pushes the "
                                "first row to e^-1000, which underflows to 0, and log(0) = -inf. Shift each row by its "
                                f"own maximum (max over axis 1, keepdims=True). Expected {fmt(want)}.")
@@ -322,13 +312,24 @@ def check_cross_entropy(answer) -> None:
         logits = rng.normal(0, 3, (batch, classes)).round(3)
         labels = rng.integers(0, classes, batch)
         seed = rng.uniform(0.5, 2, batch).round(2)
-        shown, loss, grad, want, want_grad = run(logits, labels, seed)
+        try:
+            shown, loss, grad, want, want_grad = run(logits, labels, seed)
+        except CheckFailure as failure:
+            if isinstance(failure.cause, ValueError) and "broadcast" in str(failure.cause):
+                raise CheckFailure(ex, f"{failure.message}\n{NO_KEEPDIMS}") from None
+            raise
         if not np.allclose(loss, want, rtol=1e-9, atol=1e-12):
             raise CheckFailure(ex, f"{shown}: expected {fmt(want)} (torch's F.cross_entropy, reduction='none'), "
                                    f"received {fmt(loss)}.{_batch_axis_hint(logits, labels, loss)}")
         if grad is None or not np.allclose(grad, want_grad, rtol=1e-9, atol=1e-12):
             raise CheckFailure(ex, f"{shown}, backward with seed {fmt(seed)}: expected logits.grad {fmt(want_grad)}, "
                                    f"received {fmt(grad)}.")
+
+
+NO_KEEPDIMS = ("logits.max(axis=1) has shape (batch,), and subtracting it from (batch, classes) logits lines it up "
+               "with the classes axis: row i's maximum is subtracted from column i of every row (and for a batch "
+               "whose size differs from the number of classes numpy refuses to broadcast). Keep the axis, "
+               "max(axis=1, keepdims=True), so each row is shifted by its own maximum.")
 
 
 def _batch_axis_hint(logits, labels, loss) -> str:
@@ -344,9 +345,8 @@ def _batch_axis_hint(logits, labels, loss) -> str:
 # ------------------------------------------------------------------------------------------------ sgd
 
 @exercise("sgd")
-def check_sgd(answer) -> None:
+def check_sgd(SGD, Parameter, Tensor) -> None:
     ex = "sgd"
-    SGD, Parameter, Tensor = answer["SGD"], answer["Parameter"], answer["Tensor"]
     rng = np.random.default_rng(7)
     starts = [rng.normal(size=(3,)), rng.normal(size=(2, 2)), rng.normal(size=(4,))]
     mine = [Parameter(s.copy()) for s in starts]
@@ -483,20 +483,12 @@ PROTOCOL_PROBLEMS = {
 }
 
 
-@exercise("training")
-def check_training(answer) -> None:
+@exercise("training", builds_on=("sequential", "cross_entropy", "sgd"))
+def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor) -> None:
     ex = "training"
     from labtools.datasets import load_mnist
 
-    Tensor = answer["Tensor"]
-    train_epoch, accuracy = answer["train_epoch"], answer["accuracy"]
-    builds_on(ex, "sequential", {k: answer[k] for k in ("Sequential", "ReLU", "Linear", "Tensor")})
-    kit = beside(answer, reference_modules)
-    cross_entropy = kit.global_of(train_epoch, "cross_entropy")
-    if cross_entropy is not None:
-        builds_on(ex, "cross_entropy", {"cross_entropy": cross_entropy, "Tensor": Tensor})
-    builds_on(ex, "sgd", {"SGD": answer["SGD"], "Parameter": kit.global_of(train_epoch, "Parameter"),
-                          "Tensor": Tensor})
+    kit = beside(Tensor, reference_modules)
     rng = np.random.default_rng(11)
     images, labels = rng.random((200, 784)), rng.integers(0, 10, 200)  # random rows: each one unique
     model = _ReferenceModel(Tensor, images, labels, seed=8)
@@ -544,7 +536,7 @@ def check_training(answer) -> None:
         if any(evaluated.recorded):
             raise CheckFailure(ex, "accuracy() recorded a graph: evaluate inside `with no_grad():`, since nothing "
                                    "will be differentiated.")
-    _check_learning(ex, answer, data)
+    _check_learning(ex, (train_epoch, Sequential, Linear, ReLU, SGD), kit, data)
 
 
 ACCURACY_SEEDS = (9, 12)
@@ -585,17 +577,16 @@ def _check_visits(ex, batches, n, shown):
                                "(rng.permutation), or every epoch sees the same batches in the same order.")
 
 
-def _check_learning(ex, answer, data):
-    Sequential, Linear, ReLU, SGD = answer["Sequential"], answer["Linear"], answer["ReLU"], answer["SGD"]
+def _check_learning(ex, classes, kit, data):
+    train_epoch, Sequential, Linear, ReLU, SGD = classes
     shown = (f"training Sequential(Linear(784, 64), ReLU(), Linear(64, 10)) with your SGD (lr {TRAINING_LR}) for "
              f"{TRAINING_EPOCHS} epochs on {TRAINING_SLICE:,} digits, batch 32")
-    kit = beside(answer, reference_modules)
     kit.seed(0)
     model = call_learner(ex, lambda: Sequential(Linear(784, 64), ReLU(), Linear(64, 10)), shown_input=shown)
     optimizer = call_learner(ex, SGD, model.parameters(), lr=TRAINING_LR, shown_input=shown)
     rng = kit.generator(0)
     for _ in range(TRAINING_EPOCHS):
-        call_learner(ex, answer["train_epoch"], model, optimizer, data.train_images[:TRAINING_SLICE],
+        call_learner(ex, train_epoch, model, optimizer, data.train_images[:TRAINING_SLICE],
                      data.train_labels[:TRAINING_SLICE], 32, rng, shown_input=shown)
     reached = _test_accuracy(ex, model, data, shown)
     if not reached >= TRAINING_FLOOR:

@@ -1,9 +1,9 @@
 """Reference code for notebook 5's checks that must live next to the learner's classes.
 
 Self-contained on purpose (numpy and the standard library only): under trusted grading this module is installed in
-the sandboxed worker (``autograder.remote.beside``). It subclasses the learner's ``Module``, reads names from the
-learner's namespace, and seeds the random generators the learner's code draws from. It judges nothing: a check
-never trusts what it says, only what it builds for the learner's code to use.
+the sandboxed worker (``autograder.remote.beside``). It subclasses the learner's ``Module`` and seeds the random
+generators the learner's code draws from. It judges nothing: a check never trusts what it says, only what it builds
+for the learner's code to use.
 """
 from __future__ import annotations
 
@@ -18,17 +18,6 @@ def seed(value: int) -> None:
 def generator(value: int):
     """np.random.default_rng(value), made where the learner's train_epoch draws from it."""
     return np.random.default_rng(value)
-
-
-def global_of(fn, name: str):
-    """A name from the namespace the learner's function was defined in (None if absent)."""
-    return getattr(fn, "__globals__", {}).get(name)
-
-
-def module_answer(ModuleSubclass):
-    """The Module and Parameter classes behind a learner's layer class, for checking exercise 1 first."""
-    return {"Module": next(c for c in ModuleSubclass.__mro__ if c.__name__ == "Module"),
-            "Parameter": global_of(ModuleSubclass.__init__, "Parameter")}
 
 
 def module_classes(Module, Parameter, Tensor):

@@ -24,14 +24,16 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import builds_on, exercise, reference_engine
+from autograder.checks import exercise, reference_engine
+from autograder.checks.misconceptions import EARLY_NODE, EVERY_PATH, SHARED_IS_NOT_A_CYCLE
 from autograder.checks.recorded import RecordedGraph
 from autograder.checks.reference_engine import REFERENCE_RULES, graph_inputs
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph, fmt
 from autograder.remote import beside
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
-SCALAR_ONLY = "grad can be implicitly created only for scalar outputs"  # torch's RuntimeError text
+SCALAR_ONLY = "grad can be implicitly created only for scalar outputs"  # torch's RuntimeError texts
+NO_GRAD_FN = "element 0 of tensors does not require grad and does not have a grad_fn"
 
 
 def reference_order(end):
@@ -284,9 +286,8 @@ def grad_array(ex, Tensor, grad, what) -> np.ndarray:
 # ------------------------------------------------------------------------------------------------ apply_op
 
 @exercise("apply_op")
-def check_apply_op(answer) -> None:
+def check_apply_op(apply_op, no_grad, Tensor) -> None:
     ex = "apply_op"
-    apply_op, no_grad, Tensor = answer["apply_op"], answer["no_grad"], answer["Tensor"]
     multiply = REFERENCE_RULES["multiply"][1]
 
     def forward(a, b):
@@ -385,7 +386,7 @@ def _check_no_grad(ex, apply_op, no_grad, rules, x, y):
 
 # ------------------------------------------------------------------------------------------------ operators
 
-@exercise("operators")
+@exercise("operators", builds_on=("apply_op",))
 def check_operators(Tensor) -> None:
     ex = "operators"
     x = np.array([[0.5, -1.0, 2.0], [1.5, 3.0, -0.5]])
@@ -507,14 +508,20 @@ def _check_sort(ex, graph, order, end, shown):
 
 
 @exercise("topological_sort")
-def check_topological_sort(answer) -> None:
+def check_topological_sort(topological_sort, Tensor) -> None:
     ex = "topological_sort"
-    kit = beside(answer, reference_engine)
-    topological_sort, Node = answer["topological_sort"], kit.reference_class(answer["Tensor"])
+    kit = beside(Tensor, reference_engine)
+    Node = kit.reference_class(Tensor)
     g = RecordedGraph(Node, only_requiring_grad=True)
 
     def sort(end, shown):
-        _check_sort(ex, g, call_learner(ex, topological_sort, end, shown_input=shown), end, shown)
+        try:
+            order = call_learner(ex, topological_sort, end, shown_input=shown)
+        except CheckFailure as failure:
+            if isinstance(failure.cause, ValueError):
+                raise CheckFailure(ex, f"{failure.message}\nThat graph has no cycle: {SHARED_IS_NOT_A_CYCLE}") from None
+            raise
+        _check_sort(ex, g, order, end, shown)
 
     sort(g.leaf(1.0, requires_grad=True), "a single leaf")
     x = g.leaf(2.0, requires_grad=True)
@@ -571,13 +578,14 @@ def _expect_cycle_error(ex, topological_sort, c, shown):
         call_learner(ex, topological_sort, c, shown_input=shown)
     except CheckFailure as failure:
         cause = failure.cause
-        if isinstance(cause, (ValueError, RuntimeError)) and not isinstance(cause, RecursionError):
+        if isinstance(cause, ValueError):
             return
         if isinstance(cause, RecursionError):
             raise CheckFailure(ex, f"RecursionError on {shown}: detect the cycle and raise ValueError instead.") from None
         if cause is not None:
-            raise CheckFailure(ex, f"on {shown} your code raised {type(cause).__name__}: {cause}. Raise a ValueError "
-                                   "that says the graph has a cycle.") from None
+            raise CheckFailure(ex, f"on {shown} your code raised {getattr(cause, 'type_name', type(cause).__name__)}: "
+                                   f"{cause}. Raise a ValueError that says the graph has a cycle, as the exercise "
+                                   "asks.") from None
         raise
     raise CheckFailure(ex, f"{shown} returned an order, but none exists: a tensor met again while its own parents are "
                            "still being visited closes a cycle. Raise ValueError.")
@@ -585,11 +593,10 @@ def _expect_cycle_error(ex, topological_sort, c, shown):
 
 # ------------------------------------------------------------------------------------------------ backprop
 
-@exercise("backprop")
-def check_backprop(answer) -> None:
+@exercise("backprop", builds_on=("topological_sort",))
+def check_backprop(backprop, Tensor) -> None:
     ex = "backprop"
-    backprop, Tensor = answer["backprop"], answer["Tensor"]
-    kit = beside(answer, reference_engine)
+    kit = beside(Tensor, reference_engine)
     Node = kit.reference_class(Tensor)
 
     def run(end, end_grad=None, shown=""):
@@ -608,6 +615,7 @@ def check_backprop(answer) -> None:
     _probe_accumulation(ex, run, grad, Node)
     _probe_paths(ex, run, grad, Node)
     _probe_pending_and_end(ex, run, grad, Node)
+    _probe_nothing_requires_grad(ex, run, Node)
     x, end, _ = _check_deep(ex, RecordedGraph(Node, only_requiring_grad=True), lambda end, shown: run(end, None, shown))
     if grad(x, "x.grad") is None or grad(x, "x.grad") != 1.0:  # an even number of negations
         raise CheckFailure(ex, f"a chain of {CHAIN_LENGTH} negations: expected x.grad = 1, received {x.grad!r}.")
@@ -672,9 +680,7 @@ def _probe_shared_and_order(ex, run, grad, Node):
     run(a + a * 3.0, None, shown)
     got = grad(x, "x.grad")
     if got is not None and 0 < float(np.sum(got)) < 16.0:
-        raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}. a was processed before all its "
-                               "consumers had sent their gradients (it feeds y and a * 3). Walk "
-                               "reversed(topological_sort(end_node)), which puts every consumer first.")
+        raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}. a feeds y and a * 3, and {EARLY_NODE}")
     if not _close(got, 16.0):
         raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}.")
 
@@ -743,6 +749,10 @@ def _probe_explicit_seeds(ex, run, grad, Node):
         except CheckFailure as failure:
             if failure.cause is None:
                 raise
+            if not isinstance(failure.cause, RuntimeError) or isinstance(failure.cause, RecursionError):
+                raise CheckFailure(ex, f"{shown} raised {getattr(failure.cause, 'type_name', type(failure.cause).__name__)}"
+                                       f": {failure.cause}; raise RuntimeError, as the exercise asks and torch does "
+                                       "('Mismatch in shape').") from None
         else:
             raise CheckFailure(ex, f"{shown} should raise (torch: RuntimeError 'Mismatch in shape'): end_grad must have "
                                    "exactly the end node's shape; numpy would broadcast or reshape it silently.")
@@ -804,15 +814,35 @@ def _probe_pending_and_end(ex, run, grad, Node):
                                f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.")
 
 
+def _probe_nothing_requires_grad(ex, run, Node):
+    """torch refuses to differentiate an output that does not require grad; a silent return hides a forgotten
+    requires_grad=True."""
+    for end, shown in ((Node(np.array([2.0])) * 3.0, "x = [2.] (data); backprop(3 * x)"),
+                       (Node(np.array([2.0])), "backprop(x) on a data leaf x = [2.]")):
+        try:
+            run(end, None, shown)
+        except CheckFailure as failure:
+            if isinstance(failure.cause, RuntimeError) and not isinstance(failure.cause, RecursionError):
+                continue
+            raise CheckFailure(ex, f"{shown} should raise RuntimeError('{NO_GRAD_FN}'), as torch does; your code "
+                                   f"raised {type(failure.cause).__name__}: {failure.cause}") from None
+        raise CheckFailure(ex, f"{shown} returned quietly, but nothing in that graph requires grad, so there is nothing "
+                               f"to differentiate: raise RuntimeError('{NO_GRAD_FN}'), as torch does, so a forgotten "
+                               "requires_grad=True is noticed.")
+
+
 def _probe_paths(ex, run, grad, Node):
     x = Node(0.5, requires_grad=True)
     a = x.exp()
     run(a * -2.0 + a * -3.0, None, "a = x.exp(); y = -2a - 3a")
     if a.backward_calls > 1:
         raise CheckFailure(ex, f"a's backward function ran {a.backward_calls} times in one pass (a = x.exp() feeds two "
-                               "products): a walk that follows every path visits a shared tensor once per path. "
-                               "Process each tensor once, in reverse topological order.")
-    if not _close(grad(x, "x.grad"), -5 * math.exp(0.5)):
+                               f"products): {EVERY_PATH}")
+    got = grad(x, "x.grad")
+    if any(_close(got, -share * math.exp(0.5)) for share in (2.0, 3.0)):  # a ran after one of its two consumers
+        raise CheckFailure(ex, f"a = x.exp(); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(-5 * math.exp(0.5))}, "
+                               f"received {fmt(got)}, the share of one product only: {EARLY_NODE}")
+    if not _close(got, -5 * math.exp(0.5)):
         raise CheckFailure(ex, f"a = x.exp(); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(-5 * math.exp(0.5))}, "
                                f"received {x.grad!r}.")
 
@@ -831,14 +861,11 @@ JACOBIAN_CASES = [
 ]
 
 
-@exercise("jacobian")
-def check_jacobian(answer) -> None:
+@exercise("jacobian", builds_on=("operators", "backprop"))
+def check_jacobian(jacobian, Tensor) -> None:
     """``jacobian`` against torch, then random programs through the learner's whole engine (operators, apply_op and
     backprop, reached through Tensor.backward)."""
     ex = "jacobian"
-    jacobian, Tensor = answer["jacobian"], answer["Tensor"]
-    builds_on(ex, "operators", Tensor)
-    builds_on(ex, "backprop", {"backprop": lambda end, end_grad=None: end.backward(end_grad), "Tensor": Tensor})
     calls = []
 
     def sum_of_squares(t):
@@ -939,7 +966,7 @@ def _grad_or_none(t):
 
 
 @exercise("predict_leaf_grads")
-def check_predict_leaf_grads(predicted) -> None:
+def check_predict_leaf_grads(predicted_grads) -> None:
     x = torch.tensor(2.0, requires_grad=True)
     unused = torch.tensor(7.0, requires_grad=True)
     zero = torch.tensor(0.0, requires_grad=True)
@@ -947,7 +974,7 @@ def check_predict_leaf_grads(predicted) -> None:
     h.retain_grad()
     (0.5 * h.square() + zero.square()).backward()
     actual = {"x": _grad_or_none(x), "h": _grad_or_none(h), "zero": _grad_or_none(zero), "unused": _grad_or_none(unused)}
-    _compare_predictions("predict_leaf_grads", predicted, actual, {
+    _compare_predictions("predict_leaf_grads", predicted_grads, actual, {
         "x": "x is a leaf that requires grad: d loss/dx = d loss/dh · dh/dx = h · 3 = 6 · 3.",
         "h": "h is not a leaf, but h.retain_grad() asks torch to keep its gradient: d loss/dh = h = 6.",
         "zero": "zero took part in the loss, so a gradient reached it: d(zero²)/d zero = 2·zero = 0. Zero is a value; "
@@ -957,13 +984,13 @@ def check_predict_leaf_grads(predicted) -> None:
 
 
 @exercise("predict_detach_clone")
-def check_predict_detach_clone(predicted) -> None:
+def check_predict_detach_clone(predicted_values) -> None:
     original = torch.tensor([2.0], requires_grad=True)
     shared = original.detach()
     snapshot = original.detach().clone()
     shared.add_(3)
     actual = {"original": original.item(), "snapshot": snapshot.item()}
-    _compare_predictions("predict_detach_clone", predicted, actual, {
+    _compare_predictions("predict_detach_clone", predicted_values, actual, {
         "original": "detach() makes a tensor outside the graph that shares the same storage, so adding 3 to it in "
                     "place changes original too.",
         "snapshot": "clone() copies the storage, so the snapshot keeps the value it had when it was taken.",
@@ -971,7 +998,7 @@ def check_predict_detach_clone(predicted) -> None:
 
 
 @exercise("predict_accumulation")
-def check_predict_accumulation(predicted) -> None:
+def check_predict_accumulation(predicted_prints) -> None:
     w = torch.tensor(2.0, requires_grad=True)
     seen = []
     (w ** 2).backward()
@@ -984,12 +1011,12 @@ def check_predict_accumulation(predicted) -> None:
     reasons = ["d(w²)/dw = 2w = 4.", "backward adds to .grad: 4 + d(3w)/dw = 4 + 3.",
                "after w.grad = None the sum starts again: 3."]
     ex = "predict_accumulation"
-    if isinstance(predicted, np.ndarray):
-        predicted = predicted.tolist()
-    if isinstance(predicted, (list, tuple)) and ... in predicted:
+    if isinstance(predicted_prints, np.ndarray):
+        predicted_prints = predicted_prints.tolist()
+    if isinstance(predicted_prints, (list, tuple)) and ... in predicted_prints:
         raise CheckFailure(ex, NOT_ANSWERED)
-    if not isinstance(predicted, (list, tuple)) or len(predicted) != 3:
-        raise CheckFailure(ex, f"give a list of the three printed values, got {predicted!r}.")
-    for n, (guess, value, why) in enumerate(zip(predicted, seen, reasons), start=1):
+    if not isinstance(predicted_prints, (list, tuple)) or len(predicted_prints) != 3:
+        raise CheckFailure(ex, f"give a list of the three printed values, got {predicted_prints!r}.")
+    for n, (guess, value, why) in enumerate(zip(predicted_prints, seen, reasons), start=1):
         if isinstance(guess, (str, bool)) or not _number_equal(guess, value):
             raise CheckFailure(ex, f"print {n}: you predicted {guess!r}, torch prints {value}. {why}")
