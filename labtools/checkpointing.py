@@ -107,33 +107,45 @@ def peak_memory_and_time(step, repeats: int = 3) -> tuple[float, float]:
     return statistics.median(peaks), statistics.median(seconds)
 
 
-def plot_memory_and_time(depths, results: dict, title: str = ""):
-    """Peak memory (MiB) and time (s) of forward + backward against depth, one line per way of running.
+def plot_memory_and_time(xs, results: dict, xlabel: str = "depth n (Linear + ReLU layers)", title: str = "",
+                         log_x: bool = False, baseline: tuple | None = None):
+    """Peak memory (MiB) and time (s) of forward + backward against depth or segment length, one line per way.
 
     Args:
-        depths: the numbers of layers measured, increasing.
-        results: label -> list of (MiB, seconds) pairs, one per depth (what ``peak_memory_and_time`` returns).
+        xs: the values measured (depths, or layers per segment), increasing.
+        results: label -> list of (MiB, seconds) pairs, one per x (what ``peak_memory_and_time`` returns).
+        xlabel: what xs are.
         title: the figure's title.
+        log_x: a base-2 logarithmic x axis, with xs as its ticks (for k = 1, 2, 4, ...).
+        baseline: optional (label, (MiB, seconds)): one measurement that does not depend on x (plain backprop when
+            x is the segment length), drawn as a dashed horizontal line in the first colour.
 
     Returns:
         The matplotlib Figure.
 
     Raises:
-        ValueError: a list in ``results`` does not have one pair per depth.
+        ValueError: a list in ``results`` does not have one pair per x.
     """
     import matplotlib.pyplot as plt
 
     for label, pairs in results.items():
-        if len(pairs) != len(depths):
-            raise ValueError(f"{label}: {len(pairs)} measurements for {len(depths)} depths")
+        if len(pairs) != len(xs):
+            raise ValueError(f"{label}: {len(pairs)} measurements for {len(xs)} values of x")
     figure, (memory, seconds) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for (label, pairs), marker in zip(results.items(), "osd^v"):
-        memory.plot(depths, [mib for mib, _ in pairs], marker=marker, label=label)
-        seconds.plot(depths, [s for _, s in pairs], marker=marker, label=label)
-    memory.set(xlabel="depth n (Linear + ReLU layers)", ylabel="peak memory (MiB)",
-               title="memory of forward + backward")
-    seconds.set(xlabel="depth n (Linear + ReLU layers)", ylabel="time (s)", title="time of forward + backward")
+    if baseline is not None:
+        label, (mib, s) = baseline
+        memory.axhline(mib, color="C0", linestyle="--", label=label)
+        seconds.axhline(s, color="C0", linestyle="--", label=label)
+    first = 0 if baseline is None else 1
+    for i, ((label, pairs), marker) in enumerate(zip(results.items(), "osd^v")):
+        memory.plot(xs, [mib for mib, _ in pairs], marker=marker, color=f"C{first + i}", label=label)
+        seconds.plot(xs, [s for _, s in pairs], marker=marker, color=f"C{first + i}", label=label)
+    memory.set(xlabel=xlabel, ylabel="peak memory (MiB)", title="memory of forward + backward")
+    seconds.set(xlabel=xlabel, ylabel="time (s)", title="time of forward + backward")
     for ax in (memory, seconds):
+        if log_x:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(xs, [str(x) for x in xs])
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend()

@@ -115,6 +115,13 @@ def test_plot_has_labelled_axes_and_refuses_a_measurement_per_depth_missing():
     memory, seconds = figure.axes
     assert memory.get_ylabel() == "peak memory (MiB)" and seconds.get_ylabel() == "time (s)"
     assert [line.get_label() for line in memory.get_lines()] == ["plain", "every 2"]
+    assert memory.get_xlabel() == "depth n (Linear + ReLU layers)"
     plt.close(figure)
-    with pytest.raises(ValueError, match="1 measurements for 2 depths"):
+    figure = plot_memory_and_time([1, 2, 4], {"n = 4": [(3.0, 0.1)] * 3}, xlabel="k", log_x=True,
+                                  baseline=("plain", (5.0, 0.05)))
+    assert [line.get_label() for line in figure.axes[0].get_lines()] == ["plain", "n = 4"]
+    assert figure.axes[0].get_lines()[0].get_ydata()[0] == 5.0 and figure.axes[1].get_lines()[0].get_ydata()[0] == 0.05
+    assert figure.axes[0].get_xscale() == "log" and [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["1", "2", "4"]
+    plt.close(figure)
+    with pytest.raises(ValueError, match="1 measurements for 2 values of x"):
         plot_memory_and_time([4, 8], {"plain": [(1.0, 0.1)]})
