@@ -22,9 +22,10 @@ def optional_import(name: str):
     try:
         return importlib.import_module(name)
     except ImportError as error:
-        top = name.split(".")[0]
-        print(f"({name} cannot be imported here, so this part has nothing to show: {error}. "
-              f"`pip install -r requirements.txt` installs {top} with the version the course pins.)")
+        advice = ""
+        if isinstance(error, ModuleNotFoundError):
+            advice = f" `pip install -r requirements.txt` installs {name.split('.')[0]} in the version the course pins."
+        print(f"({name} cannot be imported here, so this part has nothing to show: {error}.{advice})")
         return None
 
 

@@ -75,3 +75,17 @@ def test_without_micrograd_a_note_is_printed_instead_of_an_error(monkeypatch, ca
     assert optional_import("micrograd.nn") is None
     assert "micrograd.nn cannot be imported here" in capsys.readouterr().out
     assert optional_import("math").sqrt(4) == 2
+
+
+def test_a_library_hidden_by_grading_gets_its_reason_and_no_install_advice(monkeypatch, capsys, tmp_path):
+    from conftest import REPO
+
+    hidden = tmp_path / "micrograd"
+    hidden.mkdir()
+    (hidden / "__init__.py").write_text((REPO / "autograder" / "hidden_package.py").read_text())
+    for name in ("micrograd", "micrograd.engine", "micrograd.nn"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert side_by_side(source_of, "micrograd.engine.Value") is None
+    note = capsys.readouterr().out
+    assert "cannot be imported while your code is graded" in note and "pip install" not in note
