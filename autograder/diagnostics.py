@@ -10,6 +10,7 @@ import contextlib
 import signal
 import sys
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -208,14 +209,33 @@ def fmt(value) -> str:
     return repr(value)
 
 
-def close(received, expected, rtol: float, atol: float = 0.0) -> bool:
-    """True when received matches expected in shape and value (NaNs never match)."""
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a received number may be from the expected one: |received - expected| <= atol + rtol·|expected|."""
+    rtol: float
+    atol: float
+
+
+# The course's named tolerances; a check module adds its own only with the reason next to it.
+SAME_ARITHMETIC = Tolerance(1e-12, 1e-15)    # the same few float64 operations in another order: the last bits differ
+AGAINST_TORCH = Tolerance(1e-9, 1e-12)       # float64 against torch.autograd in float64: summation orders differ
+FLOAT32_INPUTS = Tolerance(1e-6, 1e-9)       # a float32 input keeps ~7 significant digits in any formula using it
+AGAINST_DIFFERENCES = Tolerance(1e-4, 1e-5)  # central differences, h = 1e-6: truncation ~h² times the third
+#                                              derivative, round-off ~1e-16 / h
+
+
+def close(received, expected, tolerance: Tolerance = AGAINST_TORCH) -> bool:
+    """True when received matches expected in shape and in value within ``tolerance`` (NaNs never match).
+
+    A learner may return anything: what cannot become a float64 array does not match.
+    """
     try:
         received = np.asarray(received, dtype=np.float64)
     except (TypeError, ValueError):
         return False
     expected = np.asarray(expected, dtype=np.float64)
-    return received.shape == expected.shape and bool(np.allclose(received, expected, rtol=rtol, atol=atol))
+    return received.shape == expected.shape and bool(
+        np.allclose(received, expected, rtol=tolerance.rtol, atol=tolerance.atol))
 
 
 def as_float(exercise: str, value, what: str) -> float:

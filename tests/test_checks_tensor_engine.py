@@ -283,14 +283,16 @@ def test_backprop_rejects(right, wrong, phrase):
     rejects("backprop", engine({"backprop": [(right, wrong)]}), phrase)
 
 
-def test_backprop_rejects_gradients_for_data():
-    """A walk over every input tensor, data included, that stores a gradient on every leaf it reaches."""
+def test_a_walk_over_data_tensors_is_named_at_topological_sort():
+    """A walk over every input tensor, data included, that stores a gradient on every leaf it reaches: the order
+    already holds tensors .parents leaves out, so topological_sort is named as the cause."""
     ns = engine({"topological_sort": [("for parent in node.parents)",
                                        "for parent in (node.recipe.inputs if node.recipe else ()) "
                                        "if isinstance(parent, Tensor))")],
                  "backprop": [("if isinstance(x, Tensor) and x.requires_grad:", "if isinstance(x, Tensor):"),
                               ("if (node.is_leaf and node.requires_grad) or", "if node.is_leaf or")]})
-    rejects("backprop", ns, "requires_grad=False")
+    rejects("topological_sort", ns, "not reachable through .parents")
+    rejects("backprop", ns, "Fix topological_sort first", "not reachable through .parents")
 
 
 FIRST_REACHED = FOLLOW_PATHS.replace(  # a visited set: each node's rule runs when the walk first reaches it

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from autograder.checks import exercise
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, close, fmt
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, Tolerance, as_float, call_learner, close, fmt
 from autograder.oracles import central_differences, torch_gradients
 
 # Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
@@ -68,10 +68,10 @@ def check_central_difference(central_difference) -> None:
         got = run(lambda v: fn(np, v), x, h, shown)
         reference = central_differences(lambda v: fn(np, v), x, h=h)[0]
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
-        if not close(got, reference, rtol=1e-8, atol=1e-9):
+        if not close(got, reference, Tolerance(1e-8, 1e-9)):
             raise CheckFailure(ex, f"{shown}: expected {fmt(float(reference))}, received {fmt(got)}.")
         # With a small nudge the measured slope must also match the true derivative (torch.autograd, float64).
-        if h <= 1e-3 and not close(got, exact, rtol=1e-5, atol=1e-5):
+        if h <= 1e-3 and not close(got, exact, Tolerance(1e-5, 1e-5)):
             raise CheckFailure(ex, f"{shown}: the true derivative is {fmt(float(exact))}, received {fmt(got)}.")
 
     random_case()
@@ -120,8 +120,8 @@ def check_numerical_gradient(numerical_gradient) -> None:
     w = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
     x = np.arange(6.0).reshape(2, 3) / 4
     got = run(lambda v: float((w * v).sum()), x, 1e-5, "f(x) = sum(w * x), x of shape (2, 3)")
-    if not close(got, w, rtol=1e-6, atol=1e-6):
-        if close(got, np.full_like(w, w.sum()), rtol=1e-6, atol=1e-6):
+    if not close(got, w, Tolerance(1e-6, 1e-6)):
+        if close(got, np.full_like(w, w.sum()), Tolerance(1e-6, 1e-6)):
             raise CheckFailure(ex, "every entry equals the change when all elements move together: you nudged the whole "
                                    "array at once. A partial derivative nudges one element and holds the others still.")
         raise CheckFailure(ex, f"for f(x) = sum(w * x) the gradient is w = {fmt(w)}, received {fmt(got)}.")
@@ -130,10 +130,10 @@ def check_numerical_gradient(numerical_gradient) -> None:
     x = np.array([1.0, -2.0])
     got = run(lambda v: float((v ** 3).sum()), x, 0.1, "f(x) = sum(x**3), x = [1, -2], h = 0.1")
     right = 3 * x ** 2 + 0.01
-    if not close(got, right, rtol=1e-9, atol=1e-9):
-        if close(got, 3 * x ** 2 + 3 * x * 0.1 + 0.01, rtol=1e-9, atol=1e-9):
+    if not close(got, right, Tolerance(1e-9, 1e-9)):
+        if close(got, 3 * x ** 2 + 3 * x * 0.1 + 0.01, Tolerance(1e-9, 1e-9)):
             why = "this is the forward difference (f(x+h) - f(x)) / h; nudge each element both ways and divide by 2h."
-        elif close(got, 3 * x ** 2, rtol=1e-6, atol=1e-6):
+        elif close(got, 3 * x ** 2, Tolerance(1e-6, 1e-6)):
             why = "your result ignores the h argument (it matches a tiny nudge, not h = 0.1)."
         else:
             why = "each entry should be (f(x + h·e_i) - f(x - h·e_i)) / (2h)."
@@ -142,7 +142,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
     # Probe 3: a coupled function at a large h. If an element is not restored, later partials drift by ~h.
     x = np.array([1.0, 2.0, 3.0])
     got = run(lambda v: float(v.sum() ** 2), x, 0.1, "f(x) = sum(x)**2, x = [1, 2, 3], h = 0.1")
-    if not close(got, [12.0, 12.0, 12.0], rtol=1e-9, atol=1e-9):
+    if not close(got, [12.0, 12.0, 12.0], Tolerance(1e-9, 1e-9)):
         drift = " Later entries drift: an earlier element was not put back before the next one was nudged." \
             if got[0] != got[-1] else ""
         raise CheckFailure(ex, "for f(x) = sum(x)**2 at x = [1, 2, 3] with h = 0.1 every partial is exactly 12 "
@@ -167,7 +167,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
     x32 = np.array([0.5, 1.0, 1.5], dtype=np.float32)
     got = run(lambda v: float(np.sin(v).sum()), x32, 1e-5, "f(x) = sum(sin(x)), x = [0.5, 1, 1.5] as float32")
     exact = np.cos(x32.astype(np.float64))
-    if not close(got, exact, rtol=1e-6, atol=1e-7):
+    if not close(got, exact, Tolerance(1e-6, 1e-7)):
         raise CheckFailure(ex, f"float32 input: expected cos(x) = {fmt(exact)}, received {fmt(got)}. A float32 holds "
                                "about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: do the nudging on a "
                                "float64 copy, np.array(x, dtype=np.float64).")
@@ -186,7 +186,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
         reference = central_differences(lambda v: fn(np, v), x, h=1e-5)[0]
         for expected, source in ((reference, "central differences"), (exact, "torch.autograd")):
-            if not close(got, expected, rtol=1e-5, atol=1e-6):
+            if not close(got, expected, Tolerance(1e-5, 1e-6)):
                 raise CheckFailure(ex, f"{shown}: {source} gives {fmt(expected)}, received {fmt(got)}.")
 
     random_case()
@@ -247,10 +247,10 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
     answers = [run(args) for args in points]
     models = [_tanh_net_mistakes(*args) for args in points]
     for (got, shown), (_, right) in zip(answers, models):
-        if close(got, right, rtol=1e-9, atol=1e-12):
+        if close(got, right, Tolerance(1e-9, 1e-12)):
             continue
         for k, (_, why) in enumerate(models[0][0]):
-            if all(close(g, m[0][k][0], rtol=1e-6, atol=1e-9) for (g, _), m in zip(answers, models)):
+            if all(close(g, m[0][k][0], Tolerance(1e-6, 1e-9)) for (g, _), m in zip(answers, models)):
                 raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(np.array(right))}, received {fmt(np.array(got))}.")
         raise CheckFailure(ex, f"{shown}: expected (dL/dw1, dL/db1, dL/dw2) = {fmt(np.array(right))}, "
                                f"received {fmt(np.array(got))}.")
@@ -264,7 +264,7 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
         exact = torch_gradients(lambda a, b, c: _tanh_net(torch, x, a, b, c, t), w1, b1, w2)
         numeric = central_differences(lambda a, b, c: _tanh_net(np, x, a, b, c, t), w1, b1, w2)
         for expected, source, rtol in ((exact, "torch.autograd", 1e-9), (numeric, "central differences", 1e-5)):
-            if not close(got, np.array(expected), rtol=rtol, atol=1e-7):
+            if not close(got, np.array(expected), Tolerance(rtol, 1e-7)):
                 raise CheckFailure(ex, f"{shown}: {source} gives {fmt(np.array(expected, dtype=float))}, "
                                        f"received {fmt(np.array(got))}.")
 
@@ -322,7 +322,7 @@ def check_log_square_trace(log_square_trace) -> None:
         exact = torch_gradients(lambda v: torch.log(v * v), x)[0]
         numeric = central_differences(lambda v: np.log(v * v), x)[0]
         for expected, source, rtol in ((exact, "torch.autograd", 1e-9), (numeric, "central differences", 1e-5)):
-            if not close(got["grad_x"], expected, rtol=rtol):
+            if not close(got["grad_x"], expected, Tolerance(rtol, 0.0)):
                 raise CheckFailure(ex, f"{shown}: {source} gives grad_x = {fmt(float(expected))}, received {fmt(got['grad_x'])}.")
 
     random_case()

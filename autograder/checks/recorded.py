@@ -8,6 +8,7 @@ are only what the learner's code walks.
 from __future__ import annotations
 
 from autograder.remote import call_method, repeat
+from labtools.graph import inputs_first
 
 
 class RecordedGraph:
@@ -64,12 +65,5 @@ class RecordedGraph:
         return x, end
 
     def reachable(self, root) -> list:
-        """Every node reachable from root along recorded edges, root first."""
-        seen, order, stack = {id(root)}, [root], [root]
-        while stack:
-            for child in self.inputs.get(id(stack.pop()), []):
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    order.append(child)
-                    stack.append(child)
-        return order
+        """Every node reachable from root along recorded edges, inputs first, root last."""
+        return inputs_first(root, lambda node: self.inputs.get(id(node), []))

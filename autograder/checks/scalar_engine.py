@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, strategies as st
 
 from autograder.checks import exercise, reference_nodes
-from autograder.checks.misconceptions import EARLY_NODE, EVERY_PATH
+from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, call_on_deep_graph, fmt
 from autograder.oracles import central_differences
 from autograder.checks.recorded import RecordedGraph
@@ -199,29 +199,6 @@ def check_value_node(Value) -> None:
 
 # ------------------------------------------------------------------------------------------------ topological_order
 
-def _check_order(ex, graph, order, root, shown):
-    if not isinstance(order, (list, tuple)):
-        raise CheckFailure(ex, f"return a list of nodes, got {type(order).__name__} ({shown})")
-    ids = [id(n) for n in order]
-    if len(ids) != len(set(ids)):
-        raise CheckFailure(ex, f"a node appears more than once in the order ({shown}): keep a set of visited nodes "
-                               "so that a node reached along several paths is added once.")
-    reachable = graph.reachable(root)
-    if set(ids) != {id(n) for n in reachable}:
-        raise CheckFailure(ex, f"the order has {len(ids)} nodes but {len(reachable)} are reachable from the root ({shown}).")
-    position = {id(n): i for i, n in enumerate(order)}
-    if position[id(root)] != len(order) - 1:
-        if position[id(root)] == 0:
-            raise CheckFailure(ex, f"the root comes first ({shown}): return inputs first and the root last; "
-                                   "backward() walks the list reversed.")
-        raise CheckFailure(ex, f"the root must be the last node ({shown}).")
-    for node in reachable:
-        for child in graph.inputs[id(node)]:
-            if position[id(child)] > position[id(node)]:
-                raise CheckFailure(ex, f"a node comes before one of its inputs ({shown}): every node must come after "
-                                       "all the nodes it was computed from.")
-
-
 @exercise("topological_order")
 def check_topological_order(topological_order) -> None:
     ex = "topological_order"
@@ -229,7 +206,7 @@ def check_topological_order(topological_order) -> None:
 
     def judge(root, shown, deep=False):
         call = call_on_deep_graph if deep else call_learner
-        _check_order(ex, g, call(ex, topological_order, root, shown_input=shown), root, shown)
+        check_order(ex, g, call(ex, topological_order, root, shown_input=shown), root, shown, SCALAR)
 
     judge(g.leaf(1.0), "a single leaf")
     x = g.leaf(2.0)

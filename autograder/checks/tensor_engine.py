@@ -25,29 +25,16 @@ import torch
 from hypothesis import given, strategies as st
 
 from autograder.checks import exercise, reference_engine
-from autograder.checks.misconceptions import EARLY_NODE, EVERY_PATH, SHARED_IS_NOT_A_CYCLE
+from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH, SHARED_IS_NOT_A_CYCLE, TENSOR, check_order
 from autograder.checks.recorded import RecordedGraph
 from autograder.checks.reference_engine import REFERENCE_RULES, graph_inputs
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph, fmt
 from autograder.remote import beside
+from labtools.graph import inputs_first
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 SCALAR_ONLY = "grad can be implicitly created only for scalar outputs"  # torch's RuntimeError texts
 NO_GRAD_FN = "element 0 of tensors does not require grad and does not have a grad_fn"
-
-
-def reference_order(end):
-    """Inputs-first order of everything reachable through recorded inputs that require grad (iterative DFS)."""
-    order, seen, stack = [], set(), [(end, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
-            stack.append((node, True))
-            stack.extend((x, False) for x in graph_inputs(node))
-    return order
 
 
 def reference_gradients(end, seed) -> dict[int, np.ndarray]:
@@ -56,7 +43,7 @@ def reference_gradients(end, seed) -> dict[int, np.ndarray]:
     Reads the graph only; no ``.grad`` is written. ``seed`` is an ndarray of end's shape.
     """
     grads = {id(end): np.asarray(seed, dtype=np.float64)}
-    for node in reversed(reference_order(end)):
+    for node in reversed(inputs_first(end, graph_inputs)):
         if node.recipe is None or id(node) not in grads:
             continue
         arrays = [x.array if hasattr(x, "array") else x for x in node.recipe.inputs]
@@ -480,33 +467,6 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
 
 # ------------------------------------------------------------------------------------------------ topological_sort
 
-def _check_sort(ex, graph, order, end, shown):
-    if not isinstance(order, (list, tuple)):
-        raise CheckFailure(ex, f"return a list of tensors, got {type(order).__name__} ({shown})")
-    ids = [id(n) for n in order]
-    if len(ids) != len(set(ids)):
-        raise CheckFailure(ex, f"a tensor appears more than once ({shown}): keep a set of visited tensors, so that one "
-                               "reached along several paths is added once.")
-    reachable = graph.reachable(end)
-    needed = {id(n) for n in reachable}
-    if not needed <= set(ids):
-        raise CheckFailure(ex, f"the order has {len(needed - set(ids))} of the {len(needed)} tensors reachable through "
-                               f".parents missing ({shown}).")
-    if any(id(n) not in graph.inputs for n in order):
-        raise CheckFailure(ex, f"the order contains something that is not a Tensor ({shown}): follow .parents, which "
-                               "leaves out plain numbers and tensors that need no gradient.")
-    position = {id(n): i for i, n in enumerate(order)}
-    if position[id(end)] != len(order) - 1:
-        where = "first" if position[id(end)] == 0 else "not last"
-        raise CheckFailure(ex, f"the end node comes {where} ({shown}): return inputs first and the end node last; "
-                               "backprop walks the list reversed.")
-    for node in reachable:
-        for parent in graph.inputs[id(node)]:
-            if position[id(parent)] > position[id(node)]:
-                raise CheckFailure(ex, f"a tensor comes before one of its parents ({shown}): every tensor must come "
-                                       "after all the tensors it was computed from.")
-
-
 @exercise("topological_sort")
 def check_topological_sort(topological_sort, Tensor) -> None:
     ex = "topological_sort"
@@ -521,7 +481,7 @@ def check_topological_sort(topological_sort, Tensor) -> None:
             if isinstance(failure.cause, ValueError):
                 raise CheckFailure(ex, f"{failure.message}\nThat graph has no cycle: {SHARED_IS_NOT_A_CYCLE}") from None
             raise
-        _check_sort(ex, g, order, end, shown)
+        check_order(ex, g, order, end, shown, TENSOR)
 
     sort(g.leaf(1.0, requires_grad=True), "a single leaf")
     x = g.leaf(2.0, requires_grad=True)
