@@ -12,6 +12,7 @@ import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from hypothesis import HealthCheck, seed, settings
@@ -258,3 +259,34 @@ def as_float(exercise: str, value, what: str) -> float:
     if array.shape != ():
         raise CheckFailure(exercise, f"{what} should be a single number, got an array of shape {array.shape}")
     return float(array)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One hand-picked input whose wrong answers have known causes: the course's misconception probes, as data.
+
+    ``call`` runs the learner's code and returns what it gave (inside ``run_probes``, so a crash, a stub or a loop
+    is a diagnosis too). When that is not ``expected``, the first ``slips`` entry whose value it matches names the
+    misconception; otherwise ``why`` does, or expected against received alone.
+    """
+    shown: str                                    # the call as the learner would write it
+    call: Callable[[], object]
+    expected: object
+    slips: tuple[tuple[object, str], ...] = ()    # (what a known mistake gives, what that mistake is)
+    why: str = ""
+    tolerance: Tolerance = AGAINST_TORCH
+
+
+def run_probes(exercise: str, probes) -> None:
+    """The one loop over probes: each is called, compared, and on a mismatch diagnosed.
+
+    Raises:
+        CheckFailure: at the first probe that fails, naming its misconception and showing expected vs received.
+    """
+    for probe in probes:
+        got = call_learner(exercise, probe.call, shown_input=probe.shown)
+        if close(got, probe.expected, probe.tolerance):
+            continue
+        cause = next((why for wrong, why in probe.slips if close(got, wrong, probe.tolerance)), probe.why)
+        raise CheckFailure(exercise, (f"{cause}\n" if cause else "")
+                           + f"{probe.shown}: expected {fmt(probe.expected)}, received {fmt(got)}.")

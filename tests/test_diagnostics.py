@@ -66,3 +66,18 @@ def test_checks_leave_no_hypothesis_folder_where_they_run(tmp_path):
             "check('unbroadcast', solution_namespace('03_backward_functions'), quiet=True)")
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=300)
     assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_a_probe_names_the_slip_its_wrong_answer_matches():
+    probes = [diagnostics.Probe("f(2)", lambda: 4.0, 4.0),
+              diagnostics.Probe("g(2)", lambda: 2.0, 4.0, slips=((3.0, "off by one"), (2.0, "forgot to square")))]
+    with pytest.raises(CheckFailure, match=r"forgot to square\ng\(2\): expected 4, received 2"):
+        diagnostics.run_probes("ex", probes)
+
+
+def test_a_probe_without_a_matching_slip_gives_its_reason_or_just_the_numbers():
+    with pytest.raises(CheckFailure, match=r"^\[ex\] a reason\nh: expected 1, received 5\.$"):
+        diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0, slips=((2.0, "no"),), why="a reason")])
+    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received 5\.$"):
+        diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0)])
+    diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 1.0 + 1e-13, 1.0)])  # within AGAINST_TORCH
