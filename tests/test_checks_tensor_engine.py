@@ -347,7 +347,7 @@ def test_jacobian_names_an_earlier_exercise_that_fails_first():
 
 def test_whole_engine_programs_catch_what_they_run():
     """The random-program phase on its own: an engine whose backward halves every seed fails it."""
-    from autograder.checks.tensor_engine import _check_whole_engine
+    from autograder.checks.tensor_engine.backprop import _check_whole_engine
     ns = engine(extra="Tensor.backward = lambda self, end_grad=None: backprop(self, None if end_grad is None else "
                       "Tensor(end_grad.array * 0.5))")
     with pytest.raises(CheckFailure, match="your engine as a whole"):

@@ -1,0 +1,366 @@
+"""Notebook 4, ``backprop`` and ``jacobian``: the backward pass probed for each known mistake (seed, shared nodes,
+leaf semantics, explicit seeds, accumulation, walks), then random programs compared with torch.autograd."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from hypothesis import given
+
+from autograder.checks import exercise, reference_engine
+from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH
+from autograder.checks.recorded import RecordedGraph
+from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
+from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, programs, torch_run
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, fmt
+from autograder.remote import beside
+
+
+SCALAR_ONLY = "grad can be implicitly created only for scalar outputs"  # torch's RuntimeError texts
+NO_GRAD_FN = "element 0 of tensors does not require grad and does not have a grad_fn"
+
+
+# ------------------------------------------------------------------------------------------------ backprop
+
+@exercise("backprop", builds_on=("topological_sort",))
+def check_backprop(backprop, Tensor) -> None:
+    ex = "backprop"
+    kit = beside(Tensor, reference_engine)
+    Node = kit.reference_class(Tensor)
+
+    def run(end, end_grad=None, shown=""):
+        return call_learner(ex, backprop, end, end_grad, shown_input=shown)
+
+    def grad(node, what):
+        if node.grad is None:
+            return None
+        return grad_array(ex, Tensor, node.grad, what)
+
+    _probe_seed_numbers(ex, run, grad, Node)
+    _probe_shared_and_order(ex, run, grad, Node)
+    _probe_data_leaf(ex, run, grad, Node)
+    _probe_leaf_semantics(ex, run, grad, Node)
+    _probe_explicit_seeds(ex, run, grad, Node)
+    _probe_accumulation(ex, run, grad, Node)
+    _probe_paths(ex, run, grad, Node)
+    _probe_pending_and_end(ex, run, grad, Node)
+    _probe_nothing_requires_grad(ex, run, Node)
+    x, end, _ = check_deep(ex, RecordedGraph(Node, only_requiring_grad=True), lambda end, shown: run(end, None, shown))
+    if grad(x, "x.grad") is None or grad(x, "x.grad") != 1.0:  # an even number of negations
+        raise CheckFailure(ex, f"a chain of {CHAIN_LENGTH} negations: expected x.grad = 1, received {x.grad!r}.")
+
+    @RANDOM_CASES
+    @given(programs())
+    def random_case(program):
+        leaves = [Node(v.copy(), requires_grad=rg) for v, rg in program.leaves]
+        values = program.replay(leaves)
+        run(values[-1], None if program.seed is None else Node(program.seed.copy()), program.listing)
+        compare_leaf_grads(ex, Tensor, leaves, values, torch_run(program)[1], program.listing)
+
+    random_case()
+
+
+def _close(received, expected):
+    return received is not None and np.shape(received) == np.shape(expected) and np.allclose(received, expected,
+                                                                                               rtol=1e-9, atol=1e-12)
+
+
+def _probe_seed_numbers(ex, run, grad, Node):
+    x, y, z = (Node(np.array([v]), requires_grad=True) for v in (1.0, 3.0, 2.0))
+    shown = "f = x.log() + y.exp() * z at x, y, z = [1.], [3.], [2.]"
+    run(x.log() + y.exp() * z, None, shown)
+    got = [grad(t, name + ".grad") for t, name in ((x, "x"), (y, "y"), (z, "z"))]
+    if all(g is None or not np.any(g) for g in got):
+        raise CheckFailure(ex, f"{shown}: no gradient reached the leaves. Seed the end node's gradient with ones "
+                               "(df/df = 1), since every backward function multiplies by it, and walk "
+                               "reversed(topological_sort(end_node)), so the end node is processed first.")
+    want = [np.array([1.0]), np.array([3 * 0 + 2 * math.exp(3.0)]), np.array([math.exp(3.0)])]
+    if not all(_close(g, w) for g, w in zip(got, want)):
+        raise CheckFailure(ex, f"{shown}: expected x.grad, y.grad, z.grad = [1.], [40.1711], [20.0855] (torch agrees), "
+                               f"received {', '.join(fmt(g) for g in got)}.")
+
+
+def _probe_data_leaf(ex, run, grad, Node):
+    w, data = Node(np.array([2.0]), requires_grad=True), Node(np.array([3.0]))
+    d = w * data - 1.0
+    shown = "w = [2.] (requires grad), x = [3.] (data), loss = (w*x - 1) * (w*x - 1)"
+    run(d * d, None, shown)
+    if grad(data, "x.grad") is not None:
+        raise CheckFailure(ex, f"{shown}: x has requires_grad=False, so x.grad must stay None (torch: data gets no "
+                               "gradient). Store gradients only on leaves that require grad.")
+    if not _close(grad(w, "w.grad"), [30.0]):
+        raise CheckFailure(ex, f"{shown}: expected w.grad = [30.] (2(wx - 1)x = 2·5·3), received {w.grad!r}.")
+
+
+def _probe_shared_and_order(ex, run, grad, Node):
+    a = Node(3.0, requires_grad=True)
+    run(a * a, None, "a = 3; y = a * a")
+    got = grad(a, "a.grad")
+    if _close(got, 3.0):
+        raise CheckFailure(ex, "y = a * a at a = 3 gave a.grad = 3, not 6. a is both inputs of the multiply, so two "
+                               "gradients arrive at it: add them (pending = pending + contribution, a new array), do "
+                               "not let the second overwrite the first.")
+    if not _close(got, 6.0):
+        raise CheckFailure(ex, f"y = a * a at a = 3: expected a.grad = 6, received {fmt(got)}.")
+
+    x = Node(2.0, requires_grad=True)
+    a = x * x
+    shown = "x = 2; a = x * x; y = a + a * 3"
+    run(a + a * 3.0, None, shown)
+    got = grad(x, "x.grad")
+    if got is not None and 0 < float(np.sum(got)) < 16.0:
+        raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}. a feeds y and a * 3, and {EARLY_NODE}")
+    if not _close(got, 16.0):
+        raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}.")
+
+
+def _probe_leaf_semantics(ex, run, grad, Node):
+    x, unused, zero = (Node(v, requires_grad=True) for v in (2.0, 7.0, 0.0))
+    h = 3.0 * x
+    h.retain_grad()
+    half = 0.5 * h
+    shown = "x = 2; h = 3 * x; h.retain_grad(); loss = 0.5 * h * h + zero * zero"
+    run(half * h + zero * zero, None, shown)
+    expected = {"x": (x, 18.0), "h": (h, 6.0), "zero": (zero, 0.0)}
+    for name, (node, value) in expected.items():
+        got = grad(node, f"{name}.grad")
+        if got is None:
+            why = {"h": "h.retain_grad() was called, so h keeps its gradient like a leaf (check node.retains_grad)",
+                   "zero": "zero took part in the loss, so it gets a gradient; that it is 0 does not make it None",
+                   "x": "x is a leaf that requires grad"}[name]
+            raise CheckFailure(ex, f"{shown}: {name}.grad is None; {why}. Expected {value}.")
+        if not _close(got, value):
+            raise CheckFailure(ex, f"{shown}: expected {name}.grad = {value}, received {fmt(got)}.")
+    if unused.grad is not None:
+        raise CheckFailure(ex, f"{shown}: unused.grad should stay None (it took no part), received {unused.grad!r}.")
+    if half.grad is not None:
+        raise CheckFailure(ex, f"{shown}: 0.5 * h is not a leaf and did not retain_grad(), yet its .grad was set. Like "
+                               "torch, keep gradients on leaves only (and on non-leaves that asked to retain them).")
+
+
+def _probe_explicit_seeds(ex, run, grad, Node):
+    x = Node(np.array([2.0, 3.0]), requires_grad=True)
+    y = x[0] * x[1] * Node(np.array([1.0, 0.0])) + (x[0] + x[1]) * Node(np.array([0.0, 1.0]))
+    shown = "x = [2., 3.]; y = [x0·x1, x0 + x1]; backprop(y)"
+    try:
+        run(y, None, shown)
+    except CheckFailure as failure:
+        if not isinstance(failure.cause, RuntimeError):
+            raise CheckFailure(ex, f"{shown} should raise RuntimeError('{SCALAR_ONLY}'), as torch does; your code "
+                                   f"raised {type(failure.cause).__name__}: {failure.cause}") from None
+    else:
+        raise CheckFailure(ex, f"{shown} should raise RuntimeError('{SCALAR_ONLY}'), as torch does: without end_grad, "
+                               "the seed 1 only makes sense for a one-element output. Seeding with ones silently "
+                               "differentiates y.sum() instead.")
+    shown = "x = [2., 3.]; y = [x0·x1, x0 + x1]; backprop(y, end_grad=Tensor([2., -1.]))"
+    x.grad = None
+    run(y, Node(np.array([2.0, -1.0])), shown)
+    got = grad(x, "x.grad")
+    slips = {(4.0, 3.0): "end_grad was ignored: this is the gradient for the seed [1, 1]. Start the walk from end_grad.",
+             (13.0, 9.0): "end_grad was applied twice (the gradient for the seed [4, 1] = v·v): seed the end node "
+                          "with end_grad once and let the walk carry it."}
+    for wrong, why in slips.items():
+        if _close(got, np.array(wrong)):
+            raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), received "
+                                   f"{fmt(got)}. {why}")
+    if not _close(got, np.array([5.0, 3.0])):
+        raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), received {fmt(got)}.")
+
+    a = Node(3.0, requires_grad=True)
+    run(a * a, Node(2.0), "a = 3; backprop(a * a, end_grad=Tensor(2.))")
+    if not _close(grad(a, "a.grad"), 12.0):
+        raise CheckFailure(ex, f"a = 3; backprop(a * a, end_grad=Tensor(2.)): expected a.grad = 12 (2 · 2a), "
+                               f"received {fmt(grad(a, 'a.grad'))}. A scalar output with an explicit end_grad uses it.")
+    for seed in (np.array(1.0), np.array([[1.0, 1.0]])):  # one numpy would broadcast, one of the right size
+        shown = f"backprop(y of shape (2,), end_grad of shape {seed.shape})"
+        try:
+            run(Node(np.array([1.0, 2.0]), requires_grad=True) * 2.0, Node(seed), shown)
+        except CheckFailure as failure:
+            if failure.cause is None:
+                raise
+            if not isinstance(failure.cause, RuntimeError) or isinstance(failure.cause, RecursionError):
+                raise CheckFailure(ex, f"{shown} raised {getattr(failure.cause, 'type_name', type(failure.cause).__name__)}"
+                                       f": {failure.cause}; raise RuntimeError, as the exercise asks and torch does "
+                                       "('Mismatch in shape').") from None
+        else:
+            raise CheckFailure(ex, f"{shown} should raise (torch: RuntimeError 'Mismatch in shape'): end_grad must have "
+                                   "exactly the end node's shape; numpy would broadcast or reshape it silently.")
+
+
+def _probe_accumulation(ex, run, grad, Node):
+    w = Node(2.0, requires_grad=True)
+    run(w * w, None, "w = 2; backprop(w * w)")
+    first = grad(w, "w.grad")
+    run(3.0 * w, None, "then backprop(3 * w) without clearing")
+    second = grad(w, "w.grad")
+    if _close(first, 4.0) and _close(second, 3.0):
+        raise CheckFailure(ex, "w = 2: backprop(w * w) then backprop(3 * w) should leave w.grad = 4 + 3 = 7, as torch "
+                               "does (which is why training loops call zero_grad()); the second call overwrote it with 3.")
+    if not (_close(first, 4.0) and _close(second, 7.0)):
+        raise CheckFailure(ex, f"w = 2: backprop(w * w) then backprop(3 * w): expected w.grad 4 then 7, received "
+                               f"{fmt(first)} then {fmt(second)}.")
+    w.grad = None
+    run(3.0 * w, None, "w.grad = None; backprop(3 * w)")
+    if not _close(grad(w, "w.grad"), 3.0):
+        raise CheckFailure(ex, f"after w.grad = None, backprop(3 * w) should give w.grad = 3, received {w.grad!r}.")
+
+    a, b = Node(np.array([1.0, 2.0]), requires_grad=True), Node(np.array([3.0, 4.0]), requires_grad=True)
+    seed = Node(np.array([1.0, -1.0]))
+    run(a + b, seed, "backprop(a + b, end_grad=Tensor([1., -1.]))")
+    run((a * 3.0).sum(), None, "then backprop((a * 3).sum())")
+    if not np.array_equal(seed.array, [1.0, -1.0]) or not _close(grad(b, "b.grad"), np.array([1.0, -1.0])):
+        raise CheckFailure(ex, "after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), b.grad or "
+                               f"end_grad changed (b.grad = {b.grad!r}, end_grad = {seed!r}). add_back passes its "
+                               "gradient through, so a.grad, b.grad and end_grad can share one array: accumulate with "
+                               "a new array (old + new), never in place (+= on an array).")
+    if not _close(grad(a, "a.grad"), np.array([4.0, 2.0])):
+        raise CheckFailure(ex, f"after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), "
+                               f"expected a.grad = [4., 2.], received {a.grad!r}.")
+
+
+def _probe_pending_and_end(ex, run, grad, Node):
+    x = Node(1.0, requires_grad=True)
+    p = 3.0 * x
+    shown = "x = 1; p = 3x; y = (x + p) + 2p"
+    run((x + p) + p * 2.0, None, shown)
+    if not _close(grad(x, "x.grad"), 10.0):
+        raise CheckFailure(ex, f"{shown}: expected x.grad = 10, received {fmt(grad(x, 'x.grad'))}. add_back passes its "
+                               "array through, so two pending gradients can be one array: add them into a new array "
+                               "(pending = pending + contribution), never with += in place.")
+    w = Node(np.array([2.0, 3.0]), requires_grad=True)
+    run(w, Node(np.array([1.0, -1.0])), "backprop(w, end_grad=Tensor([1., -1.])) on a leaf w")
+    if not _close(grad(w, "w.grad"), np.array([1.0, -1.0])):
+        raise CheckFailure(ex, "backprop on a leaf that requires grad should store end_grad in its .grad (torch: "
+                               f"w.backward(v) gives w.grad = v); received {w.grad!r}.")
+    h = Node(2.0, requires_grad=True) * 3.0
+    h.retain_grad()
+    run(h * h, None, "h = 3w; h.retain_grad(); backprop(h * h)")
+    run(2.0 * h, None, "then backprop(2 * h)")
+    run(h, None, "then backprop(h)")
+    if not _close(grad(h, "h.grad"), 12.0 + 2.0 + 1.0):
+        raise CheckFailure(ex, "a retained non-leaf accumulates like a leaf, and the end node itself gets its seed: "
+                               "h = 6 with retain_grad(), backprop(h * h), backprop(2 * h), backprop(h) gives h.grad = "
+                               f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.")
+
+
+def _probe_nothing_requires_grad(ex, run, Node):
+    """torch refuses to differentiate an output that does not require grad; a silent return hides a forgotten
+    requires_grad=True."""
+    for end, shown in ((Node(np.array([2.0])) * 3.0, "x = [2.] (data); backprop(3 * x)"),
+                       (Node(np.array([2.0])), "backprop(x) on a data leaf x = [2.]")):
+        try:
+            run(end, None, shown)
+        except CheckFailure as failure:
+            if isinstance(failure.cause, RuntimeError) and not isinstance(failure.cause, RecursionError):
+                continue
+            raise CheckFailure(ex, f"{shown} should raise RuntimeError('{NO_GRAD_FN}'), as torch does; your code "
+                                   f"raised {type(failure.cause).__name__}: {failure.cause}") from None
+        raise CheckFailure(ex, f"{shown} returned quietly, but nothing in that graph requires grad, so there is nothing "
+                               f"to differentiate: raise RuntimeError('{NO_GRAD_FN}'), as torch does, so a forgotten "
+                               "requires_grad=True is noticed.")
+
+
+def _probe_paths(ex, run, grad, Node):
+    x = Node(0.5, requires_grad=True)
+    a = x.exp()
+    run(a * -2.0 + a * -3.0, None, "a = x.exp(); y = -2a - 3a")
+    if a.backward_calls > 1:
+        raise CheckFailure(ex, f"a's backward function ran {a.backward_calls} times in one pass (a = x.exp() feeds two "
+                               f"products): {EVERY_PATH}")
+    got = grad(x, "x.grad")
+    if any(_close(got, -share * math.exp(0.5)) for share in (2.0, 3.0)):  # a ran after one of its two consumers
+        raise CheckFailure(ex, f"a = x.exp(); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(-5 * math.exp(0.5))}, "
+                               f"received {fmt(got)}, the share of one product only: {EARLY_NODE}")
+    if not _close(got, -5 * math.exp(0.5)):
+        raise CheckFailure(ex, f"a = x.exp(); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(-5 * math.exp(0.5))}, "
+                               f"received {x.grad!r}.")
+
+
+# ------------------------------------------------------------------------------------------------ jacobian
+
+# (shown, f(x, constant) with torch's tensor API, x): constant() makes a data tensor of the engine under test.
+JACOBIAN_CASES = [
+    ("f(x) = [x0·x1, x0 + x1] at x = [2, 3]",
+     lambda x, c: x[0] * x[1] * c([1.0, 0.0]) + (x[0] + x[1]) * c([0.0, 1.0]), [2.0, 3.0]),
+    ("f(x) = (x·x)[[0, 2]] - exp(x1) at x = [0.5, -1, 2]", lambda x, c: (x * x)[[0, 2]] - x[1].exp(), [0.5, -1.0, 2.0]),
+    ("f(x)_j = x_j · sum(x) at x = [1, 2, -0.5]", lambda x, c: (x.reshape((3, 1)) * x).sum(dim=0), [1.0, 2.0, -0.5]),
+    ("f(x) = [sum(x·x)] at x = [1, -2, 3, 0.5]", lambda x, c: (x * x).sum().reshape((1,)), [1.0, -2.0, 3.0, 0.5]),
+    ("f(x) = relu(W @ x) / 2 at x = [1, 0.5, -1]",
+     lambda x, c: (c([[1.0, -2.0, 0.5], [0.3, 1.0, -1.0]]) @ x).relu() / 2.0, [1.0, 0.5, -1.0]),
+]
+
+
+@exercise("jacobian", builds_on=("operators", "backprop"))
+def check_jacobian(jacobian, Tensor) -> None:
+    """``jacobian`` against torch, then random programs through the learner's whole engine (operators, apply_op and
+    backprop, reached through Tensor.backward)."""
+    ex = "jacobian"
+    calls = []
+
+    def sum_of_squares(t):
+        calls.append(1)
+        return (t * t).sum().reshape((1,))
+
+    got = call_learner(ex, jacobian, sum_of_squares, np.linspace(-1, 1, 50), shown_input="f(x) = [sum(x·x)], 50 inputs")
+    if len(calls) > 2:
+        raise CheckFailure(ex, f"jacobian called f {len(calls)} times for an f with 50 inputs and 1 output: reverse mode "
+                               "needs one pass per output (seed e_i), not one evaluation per input (that is forward "
+                               "mode, or finite differences).")
+    if not isinstance(got, np.ndarray) or got.dtype != np.float64:
+        raise CheckFailure(ex, f"jacobian should return a float64 ndarray, got {type(got).__name__} "
+                               f"{getattr(got, 'dtype', '')}.")
+    for shown, f, x in JACOBIAN_CASES:
+        want = torch.autograd.functional.jacobian(
+            lambda t: f(t, lambda v: torch.tensor(v, dtype=torch.float64)), torch.tensor(x, dtype=torch.float64)).numpy()
+        got = call_learner(ex, jacobian, lambda t: f(t, Tensor), np.array(x), shown_input=shown)
+        got = np.asarray(got, dtype=np.float64) if isinstance(got, (np.ndarray, list)) else got
+        if not isinstance(got, np.ndarray):
+            raise CheckFailure(ex, f"{shown}: return an ndarray of shape (m, n), got {type(got).__name__}.")
+        if got.shape == want.T.shape and np.allclose(got.T, want, rtol=1e-9, atol=1e-12):
+            raise CheckFailure(ex, f"{shown}: rows and columns are swapped. Expected shape {want.shape}, one row per "
+                                   "output: row i is the gradient of output i, from the pass seeded with e_i.")
+        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-9, atol=1e-12):
+            if got.shape == want.shape and np.allclose(got, np.cumsum(want, axis=0), rtol=1e-9, atol=1e-12):
+                raise CheckFailure(ex, f"{shown}: each row is the sum of all rows so far: x.grad accumulates across "
+                                       "passes, so clear it (x.grad = None) before each one.")
+            raise CheckFailure(ex, f"{shown}: expected\n{fmt(want)}\nreceived\n{fmt(got)}")
+    _check_whole_engine(ex, Tensor)
+
+
+def _check_whole_engine(ex, Tensor):
+    whole = "your engine as a whole (operators, apply_op and backprop together)"
+    X = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    b = Tensor(np.zeros(3), requires_grad=True)
+    call_learner(ex, lambda: (X + b).mean().backward(), shown_input="(X + b).mean().backward()")
+    _expect_grads(ex, Tensor, [("X", X, np.full((2, 3), 1 / 6)), ("b", b, np.full(3, 1 / 3))],
+                  f"{whole}, X = arange(6).reshape(2, 3), b = zeros(3): (X + b).mean().backward()",
+                  "the mean has six inputs, so each X element gets 1/6; b is broadcast over 2 rows, so 2/6 = 1/3.")
+    X.grad = b.grad = None
+    call_learner(ex, lambda: (X + b).sum().backward(), shown_input="(X + b).sum().backward()")
+    _expect_grads(ex, Tensor, [("X", X, np.ones((2, 3))), ("b", b, np.full(3, 2.0))],
+                  f"{whole}, after clearing: (X + b).sum().backward()", "a sum passes 1 to each X element; b collects 2 rows.")
+
+    @RANDOM_CASES
+    @given(programs())
+    def random_case(program):
+        leaves = [Tensor(v.copy(), requires_grad=rg) for v, rg in program.leaves]
+        values = call_learner(ex, program.replay, leaves, shown_input=program.listing)
+        want_out, want_grads = torch_run(program)
+        if not np.allclose(np.asarray(values[-1].array, dtype=np.float64), want_out, rtol=1e-10, atol=1e-12):
+            raise CheckFailure(ex, f"{whole} computes a different result from torch for the program\n  {program.listing}")
+        seed = None if program.seed is None else Tensor(program.seed.copy())
+        call_learner(ex, values[-1].backward, seed, shown_input=program.listing)
+        try:
+            compare_leaf_grads(ex, Tensor, leaves, values, want_grads, program.listing)
+        except CheckFailure as failure:
+            raise CheckFailure(ex, f"{whole}: {failure.message}") from None
+
+    random_case()
+
+
+def _expect_grads(ex, Tensor, expected, shown, why):
+    for name, node, want in expected:
+        got = None if node.grad is None else grad_array(ex, Tensor, node.grad, f"{name}.grad")
+        if not _close(got, want):
+            raise CheckFailure(ex, f"{shown}: expected {name}.grad = {fmt(want)}, received {fmt(got)}: {why}")

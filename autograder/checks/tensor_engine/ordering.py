@@ -1,0 +1,100 @@
+"""Notebook 4, ``topological_sort``: orders of recorded graphs (shared inputs, diamonds, 2^40 paths, a chain deeper
+than the recursion limit, random graphs) judged by graph_walks.check_order, and cycles refused with ValueError."""
+from __future__ import annotations
+
+from hypothesis import given, strategies as st
+
+from autograder.checks import exercise, reference_engine
+from autograder.checks.graph_walks import SHARED_IS_NOT_A_CYCLE, TENSOR, check_order
+from autograder.checks.recorded import RecordedGraph
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph
+from autograder.remote import beside
+
+
+CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
+
+
+# ------------------------------------------------------------------------------------------------ topological_sort
+
+@exercise("topological_sort")
+def check_topological_sort(topological_sort, Tensor) -> None:
+    ex = "topological_sort"
+    kit = beside(Tensor, reference_engine)
+    Node = kit.reference_class(Tensor)
+    g = RecordedGraph(Node, only_requiring_grad=True)
+
+    def sort(end, shown):
+        try:
+            order = call_learner(ex, topological_sort, end, shown_input=shown)
+        except CheckFailure as failure:
+            if isinstance(failure.cause, ValueError):
+                raise CheckFailure(ex, f"{failure.message}\nThat graph has no cycle: {SHARED_IS_NOT_A_CYCLE}") from None
+            raise
+        check_order(ex, g, order, end, shown, TENSOR)
+
+    sort(g.leaf(1.0, requires_grad=True), "a single leaf")
+    x = g.leaf(2.0, requires_grad=True)
+    a = g.mul(x, x)
+    sort(g.add(g.mul(a, x), g.mul(a, g.leaf(3.0))), "a = x*x; y = a*x + a*3 (x reached along three paths)")
+    total = g.leaf(0.0, requires_grad=True)
+    for i in range(20):  # marking on push instead of on expansion gets about half of these diamonds wrong
+        d = g.leaf(float(i), requires_grad=True)
+        total = g.add(total, g.add(d, g.mul(d, g.leaf(2.0, requires_grad=True))))
+    sort(total, "a sum of 20 diamonds d + d·k")
+    layered = g.leaf(1.0, requires_grad=True)
+    for _ in range(40):  # 2^40 paths: a walk that follows paths never ends
+        layered = g.add(g.mul(layered, 2.0), g.mul(layered, 3.0))
+    sort(layered, "40 stacked diamonds (2^40 paths)")
+    check_deep(ex, g, lambda end, shown: sort(end, shown))
+    _check_cycle(ex, kit, topological_sort, Node)
+
+    @RANDOM_CASES
+    @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.sampled_from("+*n")),
+                    min_size=1, max_size=25))
+    def random_graph(recipe):
+        nodes = [g.leaf(1.0, requires_grad=True), g.leaf(2.0, requires_grad=True), g.leaf(3.0)]
+        for i, j, op in recipe:
+            p, q = nodes[i % len(nodes)], nodes[j % len(nodes)]
+            nodes.append(g.add(p, q) if op == "+" else g.mul(p, q) if op == "*" else g.neg(p))
+        end = next(n for n in reversed(nodes) if g.requires_grad[id(n)])
+        sort(end, f"a random graph of {len(nodes)} tensors with shared inputs")
+
+    random_graph()
+
+
+def check_deep(ex, graph, run):
+    """Run ``run(end, shown)`` on a chain of CHAIN_LENGTH negations; returns (leaf, end, run's result)."""
+    x, end = graph.chain(CHAIN_LENGTH, "__neg__", requires_grad=True)
+    shown = f"a chain of {CHAIN_LENGTH} operations"
+    return x, end, call_on_deep_graph(ex, run, end, shown, shown_input=shown)
+
+
+def _check_cycle(ex, kit, topological_sort, Node):
+    a = Node(1.0, requires_grad=True)
+    b = -a
+    c = b * 2.0
+    kit.make_cycle(a, b, c)  # a now depends on itself: a -> b -> c -> a
+    _expect_cycle_error(ex, topological_sort, c, "a graph with a cycle a -> b -> c -> a")
+    a = Node(1.0, requires_grad=True)
+    b = -a
+    kit.make_cycle(a, b)
+    _expect_cycle_error(ex, topological_sort, (b * 2.0) + Node(1.0, requires_grad=True),
+                        "a graph whose cycle a -> b -> a does not pass through the end node")
+
+
+def _expect_cycle_error(ex, topological_sort, c, shown):
+    try:
+        call_learner(ex, topological_sort, c, shown_input=shown)
+    except CheckFailure as failure:
+        cause = failure.cause
+        if isinstance(cause, ValueError):
+            return
+        if isinstance(cause, RecursionError):
+            raise CheckFailure(ex, f"RecursionError on {shown}: detect the cycle and raise ValueError instead.") from None
+        if cause is not None:
+            raise CheckFailure(ex, f"on {shown} your code raised {getattr(cause, 'type_name', type(cause).__name__)}: "
+                                   f"{cause}. Raise a ValueError that says the graph has a cycle, as the exercise "
+                                   "asks.") from None
+        raise
+    raise CheckFailure(ex, f"{shown} returned an order, but none exists: a tensor met again while its own parents are "
+                           "still being visited closes a cycle. Raise ValueError.")

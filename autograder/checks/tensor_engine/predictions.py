@@ -1,0 +1,95 @@
+"""Notebook 4, the predictions: what torch does with leaves, detach/clone and accumulation, predicted before
+running it; each guess is compared with torch run here."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from autograder.checks import exercise
+from autograder.diagnostics import CheckFailure
+
+
+NOT_ANSWERED = "not answered yet: replace each ... with your prediction."
+
+
+def _compare_predictions(ex, predicted, actual: dict, reasons: dict):
+    if isinstance(predicted, dict) and ... in predicted.values():
+        raise CheckFailure(ex, NOT_ANSWERED)
+    if not isinstance(predicted, dict) or set(predicted) != set(actual):
+        raise CheckFailure(ex, f"give a dict with exactly the keys {sorted(actual)}, got {predicted!r}.")
+    for key, value in actual.items():
+        guess = predicted[key]
+        right = guess is None if value is None else (
+            guess is not None and not isinstance(guess, (str, bool)) and _number_equal(guess, value))
+        if not right:
+            raise CheckFailure(ex, f"{key}: you predicted {guess!r}, torch gives {value!r}. {reasons[key]}")
+
+
+def _number_equal(guess, value):
+    try:
+        return math.isclose(float(guess), value, rel_tol=1e-9, abs_tol=1e-12)
+    except (TypeError, ValueError):
+        return False
+
+
+def _grad_or_none(t):
+    return None if t.grad is None else float(t.grad)
+
+
+@exercise("predict_leaf_grads")
+def check_predict_leaf_grads(predicted_grads) -> None:
+    x = torch.tensor(2.0, requires_grad=True)
+    unused = torch.tensor(7.0, requires_grad=True)
+    zero = torch.tensor(0.0, requires_grad=True)
+    h = 3 * x
+    h.retain_grad()
+    (0.5 * h.square() + zero.square()).backward()
+    actual = {"x": _grad_or_none(x), "h": _grad_or_none(h), "zero": _grad_or_none(zero), "unused": _grad_or_none(unused)}
+    _compare_predictions("predict_leaf_grads", predicted_grads, actual, {
+        "x": "x is a leaf that requires grad: d loss/dx = d loss/dh · dh/dx = h · 3 = 6 · 3.",
+        "h": "h is not a leaf, but h.retain_grad() asks torch to keep its gradient: d loss/dh = h = 6.",
+        "zero": "zero took part in the loss, so a gradient reached it: d(zero²)/d zero = 2·zero = 0. Zero is a value; "
+                "None means no gradient arrived at all.",
+        "unused": "unused never took part in the loss, so no gradient arrived and torch leaves .grad None.",
+    })
+
+
+@exercise("predict_detach_clone")
+def check_predict_detach_clone(predicted_values) -> None:
+    original = torch.tensor([2.0], requires_grad=True)
+    shared = original.detach()
+    snapshot = original.detach().clone()
+    shared.add_(3)
+    actual = {"original": original.item(), "snapshot": snapshot.item()}
+    _compare_predictions("predict_detach_clone", predicted_values, actual, {
+        "original": "detach() makes a tensor outside the graph that shares the same storage, so adding 3 to it in "
+                    "place changes original too.",
+        "snapshot": "clone() copies the storage, so the snapshot keeps the value it had when it was taken.",
+    })
+
+
+@exercise("predict_accumulation")
+def check_predict_accumulation(predicted_prints) -> None:
+    w = torch.tensor(2.0, requires_grad=True)
+    seen = []
+    (w ** 2).backward()
+    seen.append(w.grad.item())
+    (3 * w).backward()
+    seen.append(w.grad.item())
+    w.grad = None
+    (3 * w).backward()
+    seen.append(w.grad.item())
+    reasons = ["d(w²)/dw = 2w = 4.", "backward adds to .grad: 4 + d(3w)/dw = 4 + 3.",
+               "after w.grad = None the sum starts again: 3."]
+    ex = "predict_accumulation"
+    if isinstance(predicted_prints, np.ndarray):
+        predicted_prints = predicted_prints.tolist()
+    if isinstance(predicted_prints, (list, tuple)) and ... in predicted_prints:
+        raise CheckFailure(ex, NOT_ANSWERED)
+    if not isinstance(predicted_prints, (list, tuple)) or len(predicted_prints) != 3:
+        raise CheckFailure(ex, f"give a list of the three printed values, got {predicted_prints!r}.")
+    for n, (guess, value, why) in enumerate(zip(predicted_prints, seen, reasons), start=1):
+        if isinstance(guess, (str, bool)) or not _number_equal(guess, value):
+            raise CheckFailure(ex, f"print {n}: you predicted {guess!r}, torch prints {value}. {why}")

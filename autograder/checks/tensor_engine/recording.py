@@ -1,0 +1,204 @@
+"""Notebook 4, recording the graph: ``apply_op`` with ``no_grad``, and the Tensor operators built on it."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import given
+
+from autograder.checks import exercise
+from autograder.checks.reference_engine import REFERENCE_RULES
+from autograder.checks.tensor_engine.programs import programs, reference_gradients, torch_run
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, fmt
+
+
+@exercise("apply_op")
+def check_apply_op(apply_op, no_grad, Tensor) -> None:
+    ex = "apply_op"
+    multiply = REFERENCE_RULES["multiply"][1]
+
+    def forward(a, b):
+        if isinstance(a, Tensor) or isinstance(b, Tensor):
+            raise CheckFailure(ex, "forward received a Tensor: pass it the arrays (x.array), since numpy functions know "
+                                   "nothing about Tensors.")
+        return np.multiply(a, b)
+
+    x, y = Tensor(np.array([1.0, 2.0]), requires_grad=True), Tensor(np.array([3.0, 4.0]))
+    shown = "apply_op(np.multiply, (multiply_back0, multiply_back1), x, y) with x requiring grad"
+    out = call_learner(ex, apply_op, forward, multiply, x, y, shown_input=shown)
+    _expect_tensor(ex, Tensor, out, np.array([3.0, 8.0]), shown)
+    if not out.requires_grad or out.recipe is None:
+        raise CheckFailure(ex, f"{shown}: the result should require grad and carry a Recipe, since x requires grad.")
+    recipe = out.recipe
+    if len(recipe.inputs) != 2 or recipe.inputs[0] is not x or recipe.inputs[1] is not y:
+        raise CheckFailure(ex, f"{shown}: recipe.inputs should be the inputs themselves, (x, y), in order (the Tensors, "
+                               "not their arrays: backprop must reach the input tensors).")
+    if type(recipe.inputs) is not tuple or type(recipe.backwards) is not tuple:
+        raise CheckFailure(ex, f"{shown}: recipe.inputs and recipe.backwards should be tuples, as Recipe declares "
+                               f"(got {type(recipe.inputs).__name__} and {type(recipe.backwards).__name__}): "
+                               "tuple(...) them.")
+    if tuple(recipe.backwards) != tuple(multiply) or dict(recipe.kwargs) != {}:
+        raise CheckFailure(ex, f"{shown}: recipe.backwards should be the backward functions given, in order, and "
+                               f"recipe.kwargs the keyword arguments ({{}} here); got {recipe.backwards!r}, {recipe.kwargs!r}.")
+    if out.grad is not None:
+        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.")
+
+    plain = call_learner(ex, apply_op, np.multiply, multiply, y, 2.0, shown_input="apply_op(..., y, 2.0) with y data only")
+    _expect_tensor(ex, Tensor, plain, np.array([6.0, 8.0]), "y * 2.0")
+    if plain.requires_grad or plain.recipe is not None:
+        raise CheckFailure(ex, "no input requires grad, so nothing should be recorded (requires_grad False, recipe "
+                               "None): torch builds no graph for computations on data alone.")
+    scaled = call_learner(ex, apply_op, np.multiply, multiply, 2.0, x, shown_input="apply_op(..., 2.0, x)")
+    _expect_tensor(ex, Tensor, scaled, np.array([2.0, 4.0]), "2.0 * x")
+    if scaled.recipe is None or tuple(scaled.recipe.inputs) != (2.0, x):
+        raise CheckFailure(ex, "2.0 * x should record inputs (2.0, x): plain numbers are inputs too, left as they are.")
+
+    def summing(a, dim=None, keepdim=None):
+        if keepdim is None:
+            raise CheckFailure(ex, "forward did not receive the keyword arguments: call forward(*arrays, **kwargs).")
+        return np.sum(a, axis=dim, keepdims=keepdim)
+
+    m = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    shown = "apply_op(summing, (sum_back,), m, dim=0, keepdim=True)"
+    total = call_learner(ex, apply_op, summing, REFERENCE_RULES["sum"][1], m, dim=0, keepdim=True, shown_input=shown)
+    _expect_tensor(ex, Tensor, total, np.array([[3.0, 5.0, 7.0]]), shown)
+    if total.recipe is None or dict(total.recipe.kwargs) != {"dim": 0, "keepdim": True}:
+        raise CheckFailure(ex, f"{shown}: pass the keyword arguments to forward and keep them in recipe.kwargs, so the "
+                               "backward functions receive them too.")
+    _check_no_grad(ex, apply_op, no_grad, multiply, x, y)
+
+
+def _expect_tensor(ex, Tensor, out, expected, shown):
+    if not isinstance(out, Tensor):
+        raise CheckFailure(ex, f"{shown} returned {type(out).__name__}; return a Tensor wrapping forward's result.")
+    if not np.array_equal(np.asarray(out.array), expected) or np.asarray(out.array).shape != expected.shape:
+        raise CheckFailure(ex, f"{shown}: expected an array {fmt(expected)}, received {fmt(np.asarray(out.array))}.")
+
+
+def _in_block(ex, no_grad, body, error: BaseException | None = None):
+    """Run body() inside the learner's ``with no_grad():``, every learner call guarded; ``error`` ends the block."""
+    manager = call_learner(ex, no_grad, shown_input="no_grad()")
+    call_learner(ex, manager.__enter__, shown_input="entering `with no_grad():`")
+    result = body()
+    exc_info = (type(error), error, None) if error is not None else (None, None, None)
+    if call_learner(ex, manager.__exit__, *exc_info, shown_input="leaving `with no_grad():`") and error is not None:
+        raise CheckFailure(ex, "an exception raised inside `with no_grad():` was swallowed: no_grad must restore the "
+                               "mode and let the exception go on (do not catch it, and do not return True from "
+                               "__exit__).")
+    return result
+
+
+def _check_no_grad(ex, apply_op, no_grad, rules, x, y):
+    def recorded():
+        out = call_learner(ex, apply_op, np.multiply, rules, x, y, shown_input="apply_op(np.multiply, ..., x, y)")
+        return out.requires_grad or out.recipe is not None
+
+    def outer():
+        if recorded():
+            raise CheckFailure(ex, "inside `with no_grad():` nothing should be recorded: apply_op must read "
+                                   "GradMode.enabled and give results requires_grad=False and no recipe.")
+        _in_block(ex, no_grad, lambda: None)
+        if recorded():
+            raise CheckFailure(ex, "after a nested `with no_grad():` ends, the outer block is still in no-grad mode: "
+                                   "restore the mode that was on before, not True.")
+
+    _in_block(ex, no_grad, outer)
+    if not recorded():
+        raise CheckFailure(ex, "after `with no_grad():` ends, recording must be back on.")
+    _in_block(ex, no_grad, lambda: None, error=KeyError("raised inside the block"))
+    if not recorded():
+        raise CheckFailure(ex, "an exception inside `with no_grad():` left recording off: restore the mode in "
+                               "__exit__ (or in a finally: block), which runs however the block ends.")
+
+
+# ------------------------------------------------------------------------------------------------ operators
+
+@exercise("operators", builds_on=("apply_op",))
+def check_operators(Tensor) -> None:
+    ex = "operators"
+    x = np.array([[0.5, -1.0, 2.0], [1.5, 3.0, -0.5]])
+    b = np.array([1.0, -2.0, 4.0])
+    w = np.array([[1.0, 0.5], [-1.0, 2.0], [0.5, 0.25]])
+    cases = [  # (shown, function of (x, b, w) on tensors, what the exercise text says about it)
+        ("x + b", lambda x, b, w: x + b, ""), ("2.0 + x", lambda x, b, w: 2.0 + x, "needs __radd__"),
+        ("x - b", lambda x, b, w: x - b, ""), ("2.0 - x", lambda x, b, w: 2.0 - x,
+                                                "is 2 - x, not x - 2: in __rsub__ the tensor is the right operand"),
+        ("x * b", lambda x, b, w: x * b, ""), ("x / b", lambda x, b, w: x / b, ""),
+        ("1.0 / b", lambda x, b, w: 1.0 / b, "is 1 / b, not b / 1: in __rtruediv__ the tensor is the right operand"),
+        ("-x", lambda x, b, w: -x, ""), ("x @ w", lambda x, b, w: x @ w, ""), ("b @ w", lambda x, b, w: b @ w, ""),
+        ("b.exp()", lambda x, b, w: b.exp(), ""), ("(x * x).log()", lambda x, b, w: (x * x).log(), ""),
+        ("x.relu()", lambda x, b, w: x.relu(), ""), ("x.sum()", lambda x, b, w: x.sum(), ""),
+        ("x.sum(dim=1)", lambda x, b, w: x.sum(dim=1), "removes axis 1"),
+        ("x.sum(dim=0, keepdim=True)", lambda x, b, w: x.sum(dim=0, keepdim=True), "keeps axis 0 as size 1"),
+        ("x.mean()", lambda x, b, w: x.mean(), ""), ("x.mean(dim=-1)", lambda x, b, w: x.mean(dim=-1), ""),
+        ("x.mean(dim=1, keepdim=True)", lambda x, b, w: x.mean(dim=1, keepdim=True), "keeps axis 1 as size 1"),
+        ("x.reshape((3, 2))", lambda x, b, w: x.reshape((3, 2)), ""), ("x[1]", lambda x, b, w: x[1], ""),
+        ("x[:, 0]", lambda x, b, w: x[:, 0], ""),
+        ("b[[0, 0, 2]]", lambda x, b, w: b[[0, 0, 2]],
+         "picks b[0] twice: its gradient must add both copies. `grad[index] += grad_out` keeps only one of repeated "
+         "indices; np.add.at(grad, index, grad_out) adds them all"),
+    ]
+    for shown, fn, note in cases:
+        _check_operator(ex, Tensor, shown, fn, (x, b, w), note)
+
+    @RANDOM_CASES
+    @given(programs(max_steps=12))
+    def random_case(program):
+        leaves = [Tensor(v.copy(), requires_grad=rg) for v, rg in program.leaves]
+        values = call_learner(ex, program.replay, leaves, shown_input=program.listing)
+        want_out, want_grads = torch_run(program)
+        out = values[-1]
+        if not isinstance(out, Tensor) or not np.allclose(np.asarray(out.array, dtype=np.float64), want_out,
+                                                          rtol=1e-10, atol=1e-12):
+            raise CheckFailure(ex, f"the program's result differs from torch:\n  {program.listing}\nexpected "
+                                   f"{fmt(want_out)}, received {fmt(getattr(out, 'array', out))}.")
+        seed = np.ones(want_out.shape) if program.seed is None else program.seed
+        grads = reference_gradients(out, seed)
+        for n, (leaf, want) in enumerate(zip(leaves, want_grads)):
+            got = grads.get(id(leaf))
+            if (want is None) != (got is None) or (want is not None and not np.allclose(got, want, rtol=1e-8, atol=1e-10)):
+                raise CheckFailure(ex, f"the graph your operators record gives v{n} the gradient {fmt(got)}, torch "
+                                       f"{fmt(want)}, for the program\n  {program.listing}\nCheck which backward "
+                                       "functions each operator records, and that inputs are in the order of "
+                                       "the arguments of forward.")
+
+    random_case()
+
+
+def _swapped_inputs(shown, got, arrays):
+    """A hint when a binary operator computed its inputs the other way round (y - x for x - y)."""
+    x, b, w = arrays
+    swaps = {"x - b": b - x, "x / b": b / x, "2.0 - x": x - 2.0, "1.0 / b": b / 1.0}
+    if shown in swaps and got.shape == np.shape(swaps[shown]) and np.allclose(got, swaps[shown], rtol=1e-12):
+        return " That is the operation with its inputs swapped: forward(x, y) must compute x op y, in that order."
+    return ""
+
+
+def _check_operator(ex, Tensor, shown, fn, arrays, note):
+    tensors = [Tensor(a.copy(), requires_grad=True) for a in arrays]
+    out = call_learner(ex, fn, *tensors, shown_input=shown)
+    leaves = [torch.tensor(a, requires_grad=True) for a in arrays]
+    want = fn(*leaves)
+    hint = f" ({shown} {note}.)" if note else ""
+    if not isinstance(out, Tensor):
+        raise CheckFailure(ex, f"{shown} returned {type(out).__name__}; an operator returns a Tensor (from apply_op).")
+    got = np.asarray(out.array)
+    if got.shape != tuple(want.shape) or not np.allclose(got, want.detach().numpy(), rtol=1e-12):
+        swapped = _swapped_inputs(shown, got, arrays)
+        raise CheckFailure(ex, f"{shown}: expected {fmt(want.detach().numpy())}, received {fmt(got)}.{hint}{swapped}")
+    if not out.requires_grad or out.recipe is None:
+        raise CheckFailure(ex, f"{shown} was not recorded (no recipe), though its inputs require grad: build it "
+                               "with apply_op.")
+    seed = np.arange(1.0, want.numel() + 1).reshape(tuple(want.shape))
+    want.backward(torch.tensor(seed))
+    grads = reference_gradients(out, seed)
+    for name, tensor, leaf in zip("xbw", tensors, leaves):
+        expected = None if leaf.grad is None else leaf.grad.numpy()
+        got = grads.get(id(tensor))
+        if expected is None:
+            continue
+        if got is None or got.shape != expected.shape or not np.allclose(got, expected, rtol=1e-12):
+            shape = ("" if got is None or got.shape == expected.shape else
+                     f" That gradient has shape {got.shape}, but {name} has shape {expected.shape}: the backward "
+                     "functions are probably in the wrong order (backwards[i] belongs to inputs[i]).")
+            raise CheckFailure(ex, f"{shown}: with upstream gradient {fmt(seed)}, the recorded backward functions give "
+                                   f"{name} the gradient {fmt(got)}; torch gives {fmt(expected)}.{hint}{shape}")
