@@ -17,7 +17,8 @@ from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from autograder.checks import exercise
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, fmt
+from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, CheckFailure,
+                                    call_learner, close, fmt)
 from autograder.oracles import central_differences
 
 
@@ -91,11 +92,11 @@ def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True
     got = as_gradient(ex, name, result, np.shape(inputs[index]), shown)
     # A float32 input carries ~7 significant digits into any formula that uses it as it is (np.square(y) stays
     # float32): hold such results to float32's precision, and float64 ones to float64's.
-    rtol = 1e-6 if any(np.asarray(v).dtype == np.float32 for v in inputs) else 1e-9
-    if not np.allclose(got, expected, rtol=rtol, atol=1e-12):
+    tolerance = FLOAT32_INPUTS if any(np.asarray(v).dtype == np.float32 for v in inputs) else AGAINST_TORCH
+    if not close(got, expected, tolerance):
         raise CheckFailure(ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
     numeric = numeric_vjp(forward, inputs, index, grad_out, **kwargs) if smooth else got
-    if not np.allclose(got, numeric, rtol=1e-4, atol=1e-5):
+    if not close(got, numeric, AGAINST_DIFFERENCES):
         raise CheckFailure(ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
     return got
 
@@ -188,8 +189,8 @@ def check_unbroadcast(unbroadcast) -> None:
             got, shown = run(broadcasted, shape)
         except CheckFailure as failure:
             raise CheckFailure(ex, f"{why}\n{failure.message}") from None
-        if not np.allclose(got, expected):
-            if np.allclose(got, broadcasted.sum()):
+        if not close(got, expected):
+            if close(got, np.full(np.shape(expected), broadcasted.sum())):
                 why = "every entry is the sum of the whole upstream gradient: sum only over the axes broadcasting " \
                       "added or stretched, not over every axis."
             raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(expected)}, received {fmt(got)}.")
@@ -213,7 +214,7 @@ def check_unbroadcast(unbroadcast) -> None:
         got, shown = run(upstream, original_shape)
         expected = torch_vjp(lambda o: o.expand(*shapes.result_shape) if shapes.result_shape else o,
                              [np.zeros(original_shape)], 0, upstream)[1]
-        if not np.allclose(got, expected, rtol=1e-9, atol=1e-12):
+        if not close(got, expected):
             raise CheckFailure(ex, f"{shown}: summing the upstream gradient over what broadcasting copied gives "
                                    f"{fmt(expected)} (torch.autograd agrees), received {fmt(got)}.")
 
@@ -464,7 +465,7 @@ def check_forward_and_back(forward_and_back) -> None:
         for name, index, got in zip(("dg/da", "dg/db", "dg/dc"), range(3), result):
             got = as_gradient(ex, name, got, shape, shown)
             _, expected = torch_vjp(graph, [a, b, c], index, np.ones(shape))
-            if not np.allclose(got, expected, rtol=1e-9):
+            if not close(got, expected):
                 raise CheckFailure(ex, f"{name} for {shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
 
     random_case()

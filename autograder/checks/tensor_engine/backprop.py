@@ -13,7 +13,7 @@ from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH
 from autograder.checks.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
 from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, programs, torch_run
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, fmt
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, close, fmt
 from autograder.remote import beside
 
 
@@ -61,11 +61,6 @@ def check_backprop(backprop, Tensor) -> None:
     random_case()
 
 
-def _close(received, expected):
-    return received is not None and np.shape(received) == np.shape(expected) and np.allclose(received, expected,
-                                                                                               rtol=1e-9, atol=1e-12)
-
-
 def _probe_seed_numbers(ex, run, grad, Node):
     x, y, z = (Node(np.array([v]), requires_grad=True) for v in (1.0, 3.0, 2.0))
     shown = "f = x.log() + y.exp() * z at x, y, z = [1.], [3.], [2.]"
@@ -76,7 +71,7 @@ def _probe_seed_numbers(ex, run, grad, Node):
                                "(df/df = 1), since every backward function multiplies by it, and walk "
                                "reversed(topological_sort(end_node)), so the end node is processed first.")
     want = [np.array([1.0]), np.array([3 * 0 + 2 * math.exp(3.0)]), np.array([math.exp(3.0)])]
-    if not all(_close(g, w) for g, w in zip(got, want)):
+    if not all(close(g, w) for g, w in zip(got, want)):
         raise CheckFailure(ex, f"{shown}: expected x.grad, y.grad, z.grad = [1.], [40.1711], [20.0855] (torch agrees), "
                                f"received {', '.join(fmt(g) for g in got)}.")
 
@@ -89,7 +84,7 @@ def _probe_data_leaf(ex, run, grad, Node):
     if grad(data, "x.grad") is not None:
         raise CheckFailure(ex, f"{shown}: x has requires_grad=False, so x.grad must stay None (torch: data gets no "
                                "gradient). Store gradients only on leaves that require grad.")
-    if not _close(grad(w, "w.grad"), [30.0]):
+    if not close(grad(w, "w.grad"), [30.0]):
         raise CheckFailure(ex, f"{shown}: expected w.grad = [30.] (2(wx - 1)x = 2·5·3), received {w.grad!r}.")
 
 
@@ -97,11 +92,11 @@ def _probe_shared_and_order(ex, run, grad, Node):
     a = Node(3.0, requires_grad=True)
     run(a * a, None, "a = 3; y = a * a")
     got = grad(a, "a.grad")
-    if _close(got, 3.0):
+    if close(got, 3.0):
         raise CheckFailure(ex, "y = a * a at a = 3 gave a.grad = 3, not 6. a is both inputs of the multiply, so two "
                                "gradients arrive at it: add them (pending = pending + contribution, a new array), do "
                                "not let the second overwrite the first.")
-    if not _close(got, 6.0):
+    if not close(got, 6.0):
         raise CheckFailure(ex, f"y = a * a at a = 3: expected a.grad = 6, received {fmt(got)}.")
 
     x = Node(2.0, requires_grad=True)
@@ -111,7 +106,7 @@ def _probe_shared_and_order(ex, run, grad, Node):
     got = grad(x, "x.grad")
     if got is not None and 0 < float(np.sum(got)) < 16.0:
         raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}. a feeds y and a * 3, and {EARLY_NODE}")
-    if not _close(got, 16.0):
+    if not close(got, 16.0):
         raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}.")
 
 
@@ -130,7 +125,7 @@ def _probe_leaf_semantics(ex, run, grad, Node):
                    "zero": "zero took part in the loss, so it gets a gradient; that it is 0 does not make it None",
                    "x": "x is a leaf that requires grad"}[name]
             raise CheckFailure(ex, f"{shown}: {name}.grad is None; {why}. Expected {value}.")
-        if not _close(got, value):
+        if not close(got, value):
             raise CheckFailure(ex, f"{shown}: expected {name}.grad = {value}, received {fmt(got)}.")
     if unused.grad is not None:
         raise CheckFailure(ex, f"{shown}: unused.grad should stay None (it took no part), received {unused.grad!r}.")
@@ -161,15 +156,15 @@ def _probe_explicit_seeds(ex, run, grad, Node):
              (13.0, 9.0): "end_grad was applied twice (the gradient for the seed [4, 1] = v·v): seed the end node "
                           "with end_grad once and let the walk carry it."}
     for wrong, why in slips.items():
-        if _close(got, np.array(wrong)):
+        if close(got, np.array(wrong)):
             raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), received "
                                    f"{fmt(got)}. {why}")
-    if not _close(got, np.array([5.0, 3.0])):
+    if not close(got, np.array([5.0, 3.0])):
         raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), received {fmt(got)}.")
 
     a = Node(3.0, requires_grad=True)
     run(a * a, Node(2.0), "a = 3; backprop(a * a, end_grad=Tensor(2.))")
-    if not _close(grad(a, "a.grad"), 12.0):
+    if not close(grad(a, "a.grad"), 12.0):
         raise CheckFailure(ex, f"a = 3; backprop(a * a, end_grad=Tensor(2.)): expected a.grad = 12 (2 · 2a), "
                                f"received {fmt(grad(a, 'a.grad'))}. A scalar output with an explicit end_grad uses it.")
     for seed in (np.array(1.0), np.array([[1.0, 1.0]])):  # one numpy would broadcast, one of the right size
@@ -194,27 +189,27 @@ def _probe_accumulation(ex, run, grad, Node):
     first = grad(w, "w.grad")
     run(3.0 * w, None, "then backprop(3 * w) without clearing")
     second = grad(w, "w.grad")
-    if _close(first, 4.0) and _close(second, 3.0):
+    if close(first, 4.0) and close(second, 3.0):
         raise CheckFailure(ex, "w = 2: backprop(w * w) then backprop(3 * w) should leave w.grad = 4 + 3 = 7, as torch "
                                "does (which is why training loops call zero_grad()); the second call overwrote it with 3.")
-    if not (_close(first, 4.0) and _close(second, 7.0)):
+    if not (close(first, 4.0) and close(second, 7.0)):
         raise CheckFailure(ex, f"w = 2: backprop(w * w) then backprop(3 * w): expected w.grad 4 then 7, received "
                                f"{fmt(first)} then {fmt(second)}.")
     w.grad = None
     run(3.0 * w, None, "w.grad = None; backprop(3 * w)")
-    if not _close(grad(w, "w.grad"), 3.0):
+    if not close(grad(w, "w.grad"), 3.0):
         raise CheckFailure(ex, f"after w.grad = None, backprop(3 * w) should give w.grad = 3, received {w.grad!r}.")
 
     a, b = Node(np.array([1.0, 2.0]), requires_grad=True), Node(np.array([3.0, 4.0]), requires_grad=True)
     seed = Node(np.array([1.0, -1.0]))
     run(a + b, seed, "backprop(a + b, end_grad=Tensor([1., -1.]))")
     run((a * 3.0).sum(), None, "then backprop((a * 3).sum())")
-    if not np.array_equal(seed.array, [1.0, -1.0]) or not _close(grad(b, "b.grad"), np.array([1.0, -1.0])):
+    if not np.array_equal(seed.array, [1.0, -1.0]) or not close(grad(b, "b.grad"), np.array([1.0, -1.0])):
         raise CheckFailure(ex, "after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), b.grad or "
                                f"end_grad changed (b.grad = {b.grad!r}, end_grad = {seed!r}). add_back passes its "
                                "gradient through, so a.grad, b.grad and end_grad can share one array: accumulate with "
                                "a new array (old + new), never in place (+= on an array).")
-    if not _close(grad(a, "a.grad"), np.array([4.0, 2.0])):
+    if not close(grad(a, "a.grad"), np.array([4.0, 2.0])):
         raise CheckFailure(ex, f"after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), "
                                f"expected a.grad = [4., 2.], received {a.grad!r}.")
 
@@ -224,13 +219,13 @@ def _probe_pending_and_end(ex, run, grad, Node):
     p = 3.0 * x
     shown = "x = 1; p = 3x; y = (x + p) + 2p"
     run((x + p) + p * 2.0, None, shown)
-    if not _close(grad(x, "x.grad"), 10.0):
+    if not close(grad(x, "x.grad"), 10.0):
         raise CheckFailure(ex, f"{shown}: expected x.grad = 10, received {fmt(grad(x, 'x.grad'))}. add_back passes its "
                                "array through, so two pending gradients can be one array: add them into a new array "
                                "(pending = pending + contribution), never with += in place.")
     w = Node(np.array([2.0, 3.0]), requires_grad=True)
     run(w, Node(np.array([1.0, -1.0])), "backprop(w, end_grad=Tensor([1., -1.])) on a leaf w")
-    if not _close(grad(w, "w.grad"), np.array([1.0, -1.0])):
+    if not close(grad(w, "w.grad"), np.array([1.0, -1.0])):
         raise CheckFailure(ex, "backprop on a leaf that requires grad should store end_grad in its .grad (torch: "
                                f"w.backward(v) gives w.grad = v); received {w.grad!r}.")
     h = Node(2.0, requires_grad=True) * 3.0
@@ -238,7 +233,7 @@ def _probe_pending_and_end(ex, run, grad, Node):
     run(h * h, None, "h = 3w; h.retain_grad(); backprop(h * h)")
     run(2.0 * h, None, "then backprop(2 * h)")
     run(h, None, "then backprop(h)")
-    if not _close(grad(h, "h.grad"), 12.0 + 2.0 + 1.0):
+    if not close(grad(h, "h.grad"), 12.0 + 2.0 + 1.0):
         raise CheckFailure(ex, "a retained non-leaf accumulates like a leaf, and the end node itself gets its seed: "
                                "h = 6 with retain_grad(), backprop(h * h), backprop(2 * h), backprop(h) gives h.grad = "
                                f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.")
@@ -269,10 +264,10 @@ def _probe_paths(ex, run, grad, Node):
         raise CheckFailure(ex, f"a's backward function ran {a.backward_calls} times in one pass (a = x.exp() feeds two "
                                f"products): {EVERY_PATH}")
     got = grad(x, "x.grad")
-    if any(_close(got, -share * math.exp(0.5)) for share in (2.0, 3.0)):  # a ran after one of its two consumers
+    if any(close(got, -share * math.exp(0.5)) for share in (2.0, 3.0)):  # a ran after one of its two consumers
         raise CheckFailure(ex, f"a = x.exp(); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(-5 * math.exp(0.5))}, "
                                f"received {fmt(got)}, the share of one product only: {EARLY_NODE}")
-    if not _close(got, -5 * math.exp(0.5)):
+    if not close(got, -5 * math.exp(0.5)):
         raise CheckFailure(ex, f"a = x.exp(); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(-5 * math.exp(0.5))}, "
                                f"received {x.grad!r}.")
 
@@ -317,11 +312,11 @@ def check_jacobian(jacobian, Tensor) -> None:
         got = np.asarray(got, dtype=np.float64) if isinstance(got, (np.ndarray, list)) else got
         if not isinstance(got, np.ndarray):
             raise CheckFailure(ex, f"{shown}: return an ndarray of shape (m, n), got {type(got).__name__}.")
-        if got.shape == want.T.shape and np.allclose(got.T, want, rtol=1e-9, atol=1e-12):
+        if close(got.T, want):
             raise CheckFailure(ex, f"{shown}: rows and columns are swapped. Expected shape {want.shape}, one row per "
                                    "output: row i is the gradient of output i, from the pass seeded with e_i.")
-        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-9, atol=1e-12):
-            if got.shape == want.shape and np.allclose(got, np.cumsum(want, axis=0), rtol=1e-9, atol=1e-12):
+        if not close(got, want):
+            if close(got, np.cumsum(want, axis=0)):
                 raise CheckFailure(ex, f"{shown}: each row is the sum of all rows so far: x.grad accumulates across "
                                        "passes, so clear it (x.grad = None) before each one.")
             raise CheckFailure(ex, f"{shown}: expected\n{fmt(want)}\nreceived\n{fmt(got)}")
@@ -347,7 +342,7 @@ def _check_whole_engine(ex, Tensor):
         leaves = [Tensor(v.copy(), requires_grad=rg) for v, rg in program.leaves]
         values = call_learner(ex, program.replay, leaves, shown_input=program.listing)
         want_out, want_grads = torch_run(program)
-        if not np.allclose(np.asarray(values[-1].array, dtype=np.float64), want_out, rtol=1e-10, atol=1e-12):
+        if not close(values[-1].array, want_out):
             raise CheckFailure(ex, f"{whole} computes a different result from torch for the program\n  {program.listing}")
         seed = None if program.seed is None else Tensor(program.seed.copy())
         call_learner(ex, values[-1].backward, seed, shown_input=program.listing)
@@ -362,5 +357,5 @@ def _check_whole_engine(ex, Tensor):
 def _expect_grads(ex, Tensor, expected, shown, why):
     for name, node, want in expected:
         got = None if node.grad is None else grad_array(ex, Tensor, node.grad, f"{name}.grad")
-        if not _close(got, want):
+        if not close(got, want):
             raise CheckFailure(ex, f"{shown}: expected {name}.grad = {fmt(want)}, received {fmt(got)}: {why}")

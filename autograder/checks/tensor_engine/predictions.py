@@ -2,13 +2,12 @@
 running it; each guess is compared with torch run here."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
 
 from autograder.checks import exercise
-from autograder.diagnostics import CheckFailure
+from autograder.diagnostics import CheckFailure, close
 
 
 NOT_ANSWERED = "not answered yet: replace each ... with your prediction."
@@ -29,7 +28,7 @@ def _compare_predictions(ex, predicted, actual: dict, reasons: dict):
 
 def _number_equal(guess, value):
     try:
-        return math.isclose(float(guess), value, rel_tol=1e-9, abs_tol=1e-12)
+        return close(float(guess), value)
     except (TypeError, ValueError):
         return False
 

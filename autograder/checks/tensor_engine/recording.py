@@ -7,8 +7,8 @@ from hypothesis import given
 
 from autograder.checks import exercise
 from autograder.checks.reference_engine import REFERENCE_RULES
-from autograder.checks.tensor_engine.programs import programs, reference_gradients, torch_run
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, fmt
+from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, programs, reference_gradients, torch_run
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, close, fmt
 
 
 @exercise("apply_op")
@@ -147,15 +147,14 @@ def check_operators(Tensor) -> None:
         values = call_learner(ex, program.replay, leaves, shown_input=program.listing)
         want_out, want_grads = torch_run(program)
         out = values[-1]
-        if not isinstance(out, Tensor) or not np.allclose(np.asarray(out.array, dtype=np.float64), want_out,
-                                                          rtol=1e-10, atol=1e-12):
+        if not isinstance(out, Tensor) or not close(out.array, want_out):
             raise CheckFailure(ex, f"the program's result differs from torch:\n  {program.listing}\nexpected "
                                    f"{fmt(want_out)}, received {fmt(getattr(out, 'array', out))}.")
         seed = np.ones(want_out.shape) if program.seed is None else program.seed
         grads = reference_gradients(out, seed)
         for n, (leaf, want) in enumerate(zip(leaves, want_grads)):
             got = grads.get(id(leaf))
-            if (want is None) != (got is None) or (want is not None and not np.allclose(got, want, rtol=1e-8, atol=1e-10)):
+            if (want is None) != (got is None) or (want is not None and not close(got, want, LONG_PROGRAMS)):
                 raise CheckFailure(ex, f"the graph your operators record gives v{n} the gradient {fmt(got)}, torch "
                                        f"{fmt(want)}, for the program\n  {program.listing}\nCheck which backward "
                                        "functions each operator records, and that inputs are in the order of "
@@ -168,7 +167,7 @@ def _swapped_inputs(shown, got, arrays):
     """A hint when a binary operator computed its inputs the other way round (y - x for x - y)."""
     x, b, w = arrays
     swaps = {"x - b": b - x, "x / b": b / x, "2.0 - x": x - 2.0, "1.0 / b": b / 1.0}
-    if shown in swaps and got.shape == np.shape(swaps[shown]) and np.allclose(got, swaps[shown], rtol=1e-12):
+    if shown in swaps and close(got, swaps[shown]):
         return " That is the operation with its inputs swapped: forward(x, y) must compute x op y, in that order."
     return ""
 
@@ -182,7 +181,7 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
     if not isinstance(out, Tensor):
         raise CheckFailure(ex, f"{shown} returned {type(out).__name__}; an operator returns a Tensor (from apply_op).")
     got = np.asarray(out.array)
-    if got.shape != tuple(want.shape) or not np.allclose(got, want.detach().numpy(), rtol=1e-12):
+    if not close(got, want.detach().numpy()):
         swapped = _swapped_inputs(shown, got, arrays)
         raise CheckFailure(ex, f"{shown}: expected {fmt(want.detach().numpy())}, received {fmt(got)}.{hint}{swapped}")
     if not out.requires_grad or out.recipe is None:
@@ -196,7 +195,7 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
         got = grads.get(id(tensor))
         if expected is None:
             continue
-        if got is None or got.shape != expected.shape or not np.allclose(got, expected, rtol=1e-12):
+        if got is None or not close(got, expected):
             shape = ("" if got is None or got.shape == expected.shape else
                      f" That gradient has shape {got.shape}, but {name} has shape {expected.shape}: the backward "
                      "functions are probably in the wrong order (backwards[i] belongs to inputs[i]).")
