@@ -172,7 +172,9 @@ def sum_to(broadcasted, original):
     lead = broadcasted.ndim - len(shape)
     axes = tuple(lead + i for i, size in enumerate(shape) if size == 1)
     result = broadcasted.sum(tuple(range(lead)) + axes, keepdims=True)
-    return (np.squeeze(result, tuple(range(lead))) if lead > 0 else result).astype(np.float64) * 1.0
+    result = (np.squeeze(result, tuple(range(lead))) if lead > 0 else result).astype(np.float64) * 1.0
+    assert np.shape(result) == shape  # as the exercise asks
+    return result
 
 
 def sum_back_as_a_view(g, out, x, dim=None, keepdim=False):
@@ -283,3 +285,27 @@ def multiply_back0_in_place(g, out, x, y):
 ])
 def test_backward_rules_reject_red_team_answers(exercise_id, answer, phrases):
     rejects(exercise_id, learner(exercise_id, answer), *phrases)
+
+
+# ------------------------------------------------------------------------------------------- slips of the solution
+
+def solution(edits):
+    """The solution notebook's namespace with text edits of its answer cells: a learner's slip, as it looks."""
+    from autograder.course import solution_namespace
+
+    return solution_namespace("03_backward_functions", edits)
+
+
+@pytest.mark.parametrize("exercise_id, edits, phrases", [
+    ("unbroadcast", {"unbroadcast": [('    assert result.shape == shape, f"unbroadcast produced {result.shape}, '
+                                      'expected {shape}"\n', "")]}, ["assert that the result has the original's shape"]),
+    ("unbroadcast", {"unbroadcast": [("result = np.asarray(result, dtype=np.float64)",
+                                      "result = np.asarray(result, dtype=np.float64 if result.dtype.kind in 'iub' "
+                                      "else result.dtype)")]}, ["float32 upstream gradient", "float64"]),
+    ("sum_back", {"sum_back": [("    return np.broadcast_to(grad_out, np.shape(x)).copy()",
+                                "    buffer = np.zeros_like(x)\n    buffer[...] = grad_out\n    return buffer")]},
+     ["integer gradient buffer"]),
+    ("forward_and_back", {"log_back": [("grad_out / x", "grad_out * x")]}, ["Fix log_back first"]),
+])
+def test_stated_requirements_reject_the_slips_that_break_them(exercise_id, edits, phrases):
+    rejects(exercise_id, solution(edits), *phrases)

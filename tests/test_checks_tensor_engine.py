@@ -36,6 +36,24 @@ class no_grad:
 '''
 
 
+PRIVATE_SWITCH = '''
+_recording = [True]
+
+class no_grad:
+    def __enter__(self):
+        self.previous, _recording[0] = _recording[0], False
+    def __exit__(self, *exc_info):
+        _recording[0] = self.previous
+'''
+
+
+def test_apply_op_and_no_grad_must_share_gradmode_as_the_switch():
+    """A pair that agrees on a flag of its own passes every with-block probe; the notebook asks for GradMode.enabled,
+    which other code (notebook 5's checkpointing) also sets."""
+    ns = engine({"apply_op": [("    if GradMode.enabled and", "    if _recording[0] and")]}, extra=PRIVATE_SWITCH)
+    rejects("apply_op", ns, "GradMode.enabled should be False inside")
+
+
 def test_apply_op_accepts_a_class_based_no_grad():
     check("apply_op", engine(extra=NO_GRAD_AS_CLASS))
 

@@ -197,7 +197,8 @@ def check_unbroadcast(unbroadcast) -> None:
 
     for broadcasted, original, why in (
             (np.ones((2, 3)), 7.0, "original may be a Python number (np.shape(7.0) is ()): use np.shape(original)."),
-            (np.ones((2, 3), dtype=np.int64), np.zeros(3), "an integer upstream gradient must come back as float64.")):
+            (np.ones((2, 3), dtype=np.int64), np.zeros(3), "an integer upstream gradient must come back as float64."),
+            (np.ones((2, 3), dtype=np.float32), np.zeros(3), "a float32 upstream gradient must come back as float64.")):
         shown = f"unbroadcast({broadcasted.dtype} array of shape {broadcasted.shape}, {original!r})"
         try:
             result = call_learner(ex, unbroadcast, broadcasted, original, shown_input=shown,
@@ -206,6 +207,17 @@ def check_unbroadcast(unbroadcast) -> None:
             as_gradient(ex, "unbroadcast", result, np.shape(original), shown)
         except CheckFailure as failure:
             raise CheckFailure(ex, f"{why}\n{failure.message}") from None
+    shown = "unbroadcast(array of shape (2, 3), original of shape (4,))"
+    try:
+        result = call_learner(ex, unbroadcast, np.ones((2, 3)), np.zeros(4), shown_input=shown)
+    except CheckFailure as failure:
+        if failure.cause is None:  # a loop or a crash of the sandbox, not an exception of the learner's code
+            raise
+    else:
+        raise CheckFailure(ex, f"{shown} returned {describe(result)}, but (4,) was never broadcast to (2, 3): the "
+                               "exercise asks you to assert that the result has the original's shape, so a mistake "
+                               "upstream fails here, loudly, instead of three operations later.")
+
     @RANDOM_CASES
     @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4), st.integers(0, 2 ** 16))
     def random_case(shapes, seed):
@@ -322,12 +334,13 @@ def reductions(draw):
 
 
 def reduction_exercise(ex, back, reduce):
-    """Random reductions of random arrays: everything, any axes in any order (negative too), keepdim or not."""
+    """Random reductions of random arrays: everything, any axes in any order (negative too), keepdim or not, of float
+    and of integer arrays (a gradient buffer made with np.zeros_like(x) would truncate)."""
     @RANDOM_CASES
-    @given(reductions(), st.integers(0, 2 ** 16))
-    def random_case(reduction, seed):
+    @given(reductions(), st.integers(0, 2 ** 16), st.sampled_from(["float64", "int"]))
+    def random_case(reduction, seed, dtype):
         shape, dim, keepdim = reduction
-        x = np.random.default_rng(seed).uniform(-1, 1, size=shape)
+        x = cast(np.random.default_rng(seed).uniform(-1, 1, size=shape), dtype)
         check_vjp(ex, ex, back, lambda t, dim, keepdim: reduce(t, dim=dim, keepdim=keepdim), [x], 0,
                   dim=dim, keepdim=keepdim)
 
@@ -445,7 +458,7 @@ def check_relu_back(relu_back) -> None:
 
 # ------------------------------------------------------------------------------------------------ forward_and_back
 
-@exercise("forward_and_back")
+@exercise("forward_and_back", builds_on=("log_back", "multiply_back"))
 def check_forward_and_back(forward_and_back) -> None:
     ex = "forward_and_back"
 

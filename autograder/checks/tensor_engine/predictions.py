@@ -2,7 +2,6 @@
 running it; each guess is compared with torch run here."""
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 

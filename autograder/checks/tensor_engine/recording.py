@@ -12,7 +12,7 @@ from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, clo
 
 
 @exercise("apply_op")
-def check_apply_op(apply_op, no_grad, Tensor) -> None:
+def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
     ex = "apply_op"
     multiply = REFERENCE_RULES["multiply"][1]
 
@@ -65,6 +65,27 @@ def check_apply_op(apply_op, no_grad, Tensor) -> None:
         raise CheckFailure(ex, f"{shown}: pass the keyword arguments to forward and keep them in recipe.kwargs, so the "
                                "backward functions receive them too.")
     _check_no_grad(ex, apply_op, no_grad, multiply, x, y)
+    _check_grad_mode_is_the_switch(ex, apply_op, no_grad, GradMode, multiply, x, y)
+
+
+def _check_grad_mode_is_the_switch(ex, apply_op, no_grad, GradMode, rules, x, y):
+    """GradMode.enabled is the one switch, as the notebook says: no_grad() turns it off and back on, and apply_op
+    obeys it whoever set it (other code, such as notebook 5's checkpointing, sets it directly)."""
+    seen = []
+    _in_block(ex, no_grad, lambda: seen.append(GradMode.enabled))
+    if seen != [False] or GradMode.enabled is not True:
+        raise CheckFailure(ex, f"GradMode.enabled should be False inside `with no_grad():` and True again after it; "
+                               f"it was {seen[0] if seen else '?'!r} inside and {GradMode.enabled!r} after. no_grad must "
+                               "switch GradMode.enabled itself, not a flag of its own.")
+    GradMode.enabled = False
+    try:
+        out = call_learner(ex, apply_op, np.multiply, rules, x, y, shown_input="GradMode.enabled = False; "
+                                                                                "apply_op(np.multiply, ..., x, y)")
+    finally:
+        GradMode.enabled = True
+    if out.requires_grad or out.recipe is not None:
+        raise CheckFailure(ex, "with GradMode.enabled = False, apply_op still recorded: read GradMode.enabled, the "
+                               "switch no_grad() turns, rather than a flag of your own.")
 
 
 def _expect_tensor(ex, Tensor, out, expected, shown):
