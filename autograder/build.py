@@ -11,13 +11,15 @@ import nbformat
 from autograder.course import CELL_TIMEOUT_S, MEASURED_TAG, KERNEL_ARGS, REPO, assignments, configure, solution_version
 
 
-def release(dest: Path = REPO / "notebooks", keep_edited: bool = False) -> list[Path]:
-    """Run nbgrader generate_assignment for every assignment, writing ``dest/<name>/<name>.ipynb``.
+def release(dest: Path = REPO / "notebooks", keep_edited: bool = False, names: list[str] | None = None) -> list[Path]:
+    """Run nbgrader generate_assignment for every assignment (or those in ``names``), writing
+    ``dest/<name>/<name>.ipynb``.
 
     Args:
         dest: the release folder.
         keep_edited: leave alone a notebook that has uncommitted changes (a learner's answers); ``make demo`` sets
             it, ``make release`` does not.
+        names: the assignments to release; all of them when None.
 
     Returns:
         The notebooks written (a kept notebook is not among them).
@@ -35,7 +37,7 @@ def release(dest: Path = REPO / "notebooks", keep_edited: bool = False) -> list[
         config.CourseDirectory.root = str(REPO)
         config.CourseDirectory.db_url = f"sqlite:///{scratch}/gradebook.db"  # keep the repository free of a gradebook
         api = NbGraderAPI(config=config)
-        for name in assignments():
+        for name in names or assignments():
             outcome = api.generate_assignment(name)
             if not outcome["success"]:
                 raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n{outcome.get('error') or outcome.get('log')}")

@@ -110,7 +110,14 @@ def check(exercise_id: str, namespace: Mapping, quiet: bool = False,
         return
     if (exercise_id, _cell_run()) == _passed_last:  # a source notebook's hidden block, then run_check: once is enough
         return
-    _verify(exercise_id, namespace, {} if settled is None else settled)
+    if settled is None:  # a learner's kernel or a test: reuse what this process found, for the same objects
+        settled = _still_valid(namespace)
+        try:
+            _verify(exercise_id, namespace, settled)
+        finally:
+            _keep(settled, namespace)
+    else:
+        _verify(exercise_id, namespace, settled)
     _remember_pass(exercise_id)
     if not quiet:
         print(f"{exercise_id}: all hidden checks passed.")
@@ -139,6 +146,28 @@ def _verify(exercise_id: str, namespace: Mapping, settled: dict[str, CheckFailur
         settled[exercise_id] = failure
         raise
     settled[exercise_id] = None
+
+
+# exercise id -> (the objects its check judged, its verdict): the latest check of each exercise in this process.
+_latest: dict[str, tuple[tuple, CheckFailure | None]] = {}
+
+
+def _still_valid(namespace: Mapping) -> dict[str, CheckFailure | None]:
+    """The latest verdicts whose names in ``namespace`` still hold the very objects judged: a test cell then does
+    not check again the exercises it builds on. The objects are kept alive, so an identity cannot be reused."""
+    valid = {}
+    for exercise_id, (objects, verdict) in _latest.items():
+        names = _CHECKS[exercise_id].names
+        if all(name in namespace and namespace[name] is obj for name, obj in zip(names, objects)):
+            valid[exercise_id] = verdict
+    return valid
+
+
+def _keep(settled: dict[str, CheckFailure | None], namespace: Mapping) -> None:
+    for exercise_id, verdict in settled.items():
+        names = _CHECKS[exercise_id].names
+        if all(name in namespace for name in names):
+            _latest[exercise_id] = (tuple(namespace[name] for name in names), verdict)
 
 
 def _bind(spec: Check, namespace: Mapping) -> dict:
