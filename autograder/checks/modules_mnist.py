@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from autograder.checks import exercise, reference_modules
-from autograder.diagnostics import AGAINST_TORCH, SAME_ARITHMETIC, CheckFailure, Tolerance, call_learner, close, fmt
+from autograder.diagnostics import (AGAINST_TORCH, SAME_ARITHMETIC, CheckFailure, Probe, Tolerance, call_learner, close,
+                                   fmt, run_probes)
 from autograder.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
@@ -35,6 +36,11 @@ NETWORK_GRADIENTS = Tolerance(1e-8, 1e-12)
 
 def _ids(params):
     return [id(p) for p in params]
+
+
+def _array_of(out):
+    """A Tensor's array, or what came back when it is not a Tensor (a probe compares it and shows it)."""
+    return getattr(out, "array", out)
 
 
 # ------------------------------------------------------------------------------------------------ module
@@ -219,9 +225,10 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown):
 def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     ex = "sequential"
     relu = call_learner(ex, ReLU, shown_input="ReLU()")
-    out = call_learner(ex, relu, Tensor(np.array([-2.0, 0.0, 3.0])), shown_input="ReLU()([-2, 0, 3])")
-    if np.asarray(getattr(out, "array", out)).tolist() != [0.0, 0.0, 3.0]:
-        raise CheckFailure(ex, f"ReLU()([-2, 0, 3]) should be [0, 0, 3], got {out!r}.")
+    x = np.array([-2.0, 0.0, 3.0])
+    run_probes(ex, [Probe("ReLU()(Tensor([-2, 0, 3])).array", lambda: _array_of(relu(Tensor(x.copy()))),
+                          np.array([0.0, 0.0, 3.0]), ((x, "ReLU returned its input unchanged: its forward is x.relu()."),),
+                          tolerance=SAME_ARITHMETIC)])
     if call_learner(ex, relu.parameters, shown_input="ReLU().parameters()") != []:
         raise CheckFailure(ex, "ReLU has no parameters.")
     beside(Tensor, reference_modules).seed(4)
@@ -296,54 +303,61 @@ def check_cross_entropy(cross_entropy, Tensor) -> None:
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: shifting by the maximum of the whole batch (1001) pushes the "
                                "first row to e^-1000, which underflows to 0, and log(0) = -inf. Shift each row by its "
                                f"own maximum (max over axis 1, keepdims=True). Expected {fmt(want)}.")
-    shown, loss, grad, want, want_grad = run([[0.0, 1000.0]], [0])
-    if not np.all(np.isfinite(loss)):
-        raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: the softmax probability of class 0 is e^-1000, which "
-                               "underflows to 0 before the log sees it. Compute log-sum-exp(row) - row[label] directly "
-                               "instead of log(softmax). Expected 1000.")
-    for what, got, expected in (("loss", loss, want), ("gradient", grad, want_grad)):
-        if got is None or not close(got, expected, AGAINST_TORCH):
-            hint = _batch_axis_hint(np.array([[0.0, 1000.0]]), np.array([0]), loss)
-            raise CheckFailure(ex, f"{shown}: expected {what} {fmt(expected)}, received {fmt(got)}.{hint}")
-
+    # A row whose true logit is 1000 below the other: log(softmax) fails here, before any other case shows it
+    _run_cross_entropy_probes(ex, cross_entropy, Tensor, [(np.array([[0.0, 1000.0]]), np.array([0]), np.ones(1))])
     shown, loss, _, want, _ = run([[0.0, 2000.0], [-3000.0, 5.0]], [1, 0])
     if not np.all(np.isfinite(loss)):
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: some exp() overflowed. Shift each row by its maximum, which "
                                "makes the largest exponent exactly 0 whatever the spread of the row (a mean or a "
                                f"midpoint does not). Expected {fmt(want)}.")
     rng = np.random.default_rng(6)
-    for batch, classes in ((1, 2), (3, 4), (8, 10), (5, 3)):
-        logits = rng.normal(0, 3, (batch, classes)).round(3)
-        labels = rng.integers(0, classes, batch)
-        seed = rng.uniform(0.5, 2, batch).round(2)
-        try:
-            shown, loss, grad, want, want_grad = run(logits, labels, seed)
-        except CheckFailure as failure:
-            if isinstance(failure.cause, ValueError) and "broadcast" in str(failure.cause):
-                raise CheckFailure(ex, f"{failure.message}\n{NO_KEEPDIMS}") from None
-            raise
-        if not close(loss, want, AGAINST_TORCH):
-            raise CheckFailure(ex, f"{shown}: expected {fmt(want)} (torch's F.cross_entropy, reduction='none'), "
-                                   f"received {fmt(loss)}.{_batch_axis_hint(logits, labels, loss)}")
-        if grad is None or not close(grad, want_grad, AGAINST_TORCH):
-            raise CheckFailure(ex, f"{shown}, backward with seed {fmt(seed)}: expected logits.grad {fmt(want_grad)}, "
-                                   f"received {fmt(grad)}.")
+    cases = [(rng.normal(0, 3, (batch, classes)).round(3), rng.integers(0, classes, batch),
+              rng.uniform(0.5, 2, batch).round(2)) for batch, classes in ((1, 2), (3, 4), (8, 10), (5, 3))]
+    _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases)
 
+
+def _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases) -> None:
+    """Each case's loss and gradient, against torch; numpy's refusal to broadcast a max without keepdims explained."""
+    try:
+        run_probes(ex, [probe for case in cases for probe in _cross_entropy_probes(cross_entropy, Tensor, *case)])
+    except CheckFailure as failure:
+        if isinstance(failure.cause, ValueError) and "broadcast" in str(failure.cause):
+            raise CheckFailure(ex, f"{failure.message}\n{NO_KEEPDIMS}") from None
+        raise
 
 NO_KEEPDIMS = ("logits.max(axis=1) has shape (batch,), and subtracting it from (batch, classes) logits lines it up "
                "with the classes axis: row i's maximum is subtracted from column i of every row (and for a batch "
                "whose size differs from the number of classes numpy refuses to broadcast). Keep the axis, "
                "max(axis=1, keepdims=True), so each row is shifted by its own maximum.")
+BATCH_AXIS = ("That is a softmax over the batch axis (axis 0): normalise each row over its classes (axis 1), since "
+              "every example is its own distribution.")
+LOG_OF_SOFTMAX = ("The softmax probability of class 0 is e^-1000, which underflows to 0 before the log sees it. "
+                  "Compute log-sum-exp(row) - row[label] directly instead of log(softmax).")
+CROSS_ENTROPY = "Each loss is log-sum-exp of its row minus the row's true logit: torch's F.cross_entropy, reduction='none'."
 
 
-def _batch_axis_hint(logits, labels, loss) -> str:
-    """A hint when the loss is what a softmax over the batch axis (axis 0) gives."""
+def _cross_entropy_probes(cross_entropy, Tensor, logits, labels, seed) -> list[Probe]:
+    """The loss and the gradient of one batch, against torch; the known wrong losses (a softmax over the batch axis,
+    log of an underflowed probability) named."""
+    want, want_grad = _torch_cross_entropy(logits, labels, seed)
+    shown = f"cross_entropy(logits={fmt(logits)}, labels={labels.tolist()})"
+
+    def loss():
+        out = cross_entropy(Tensor(logits.copy(), requires_grad=True), labels.copy())
+        return getattr(out, "array", out)
+
+    def gradient():
+        z = Tensor(logits.copy(), requires_grad=True)
+        cross_entropy(z, labels.copy()).backward(Tensor(seed.copy()))
+        return None if z.grad is None else z.grad.array
+
     shifted = logits - logits.max(axis=0, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
-    if close(loss, -log_probs[np.arange(len(labels)), labels], AGAINST_TORCH):
-        return (" That is a softmax over the batch axis (axis 0): normalise each row over its classes (axis 1), "
-                "since every example is its own distribution.")
-    return ""
+    over_batch = -(shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True)))[np.arange(len(labels)), labels]
+    slips = ((over_batch, BATCH_AXIS),)
+    if np.ptp(logits) >= 1000:  # e^-1000 underflows: log(softmax) gives log(0)
+        slips += ((np.full(len(labels), np.inf), LOG_OF_SOFTMAX),)
+    return [Probe(shown, loss, want, slips, why=CROSS_ENTROPY),
+            Probe(f"{shown}.backward({fmt(seed)}), then logits.grad", gradient, want_grad)]
 
 
 # ------------------------------------------------------------------------------------------------ sgd
@@ -370,19 +384,22 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
             why = (" The update went into .grad: subtract lr * grad from p.array." if changed else
                    " Update each parameter in place (p.array -= ...): rebinding a loop variable changes nothing.")
             raise CheckFailure(ex, f"optimizer.step() left every parameter unchanged.{why}")
-        for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads)):
-            if not close(p.array, t.detach().numpy(), SAME_ARITHMETIC):
-                wrong_way = n != 2 and close(p.array, b + 0.3 * g, SAME_ARITHMETIC)
-                hint = (" A parameter whose .grad is None took no part and stays put." if n == 2 else
-                        " It moved along the gradient: the rule is p <- p - lr * grad, against it." if wrong_way else "")
-                raise CheckFailure(ex, f"after step {step + 1}, parameter {n} is {fmt(np.asarray(p.array))} but "
-                                       f"torch.optim.SGD gives {fmt(t.detach().numpy())}.{hint}")
+        run_probes(ex, [Probe(f"parameter {n} after step {step + 1} (expected: torch.optim.SGD's)",
+                              lambda p=p: p.array, t.detach().numpy(),
+                              () if n == 2 else ((b + 0.3 * g, WRONG_WAY), (b - g, NO_LR)),
+                              why=NOT_TAKING_PART if n == 2 else "", tolerance=SAME_ARITHMETIC)
+                        for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads))])
         for p in mine:
             if not p.is_leaf or not p.requires_grad:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
                                        "array in place under no_grad(), do not replace it with the result of an "
                                        "operation.")
     _check_zero_grad(ex, optimizer.zero_grad, mine, Tensor, "optimizer.zero_grad()")
+
+
+WRONG_WAY = "It moved along the gradient: the rule is p <- p - lr * grad, against it."
+NO_LR = "It moved by the whole gradient: the step is lr times the gradient, p <- p - lr * grad."
+NOT_TAKING_PART = "A parameter whose .grad is None took no part and stays put."
 
 
 # ------------------------------------------------------------------------------------------------ training
