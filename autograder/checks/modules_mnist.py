@@ -377,6 +377,8 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
             p.grad, t.grad = Tensor(g.copy()), torch.tensor(g)
         mine[2].grad, theirs[2].grad = None, None  # took no part in this step: must not move
         before = [np.array(p.array) for p in mine]
+        # p.detach() shares p's array (notebook 4's engine): it sees the step only if the array itself is updated
+        sharing = [call_learner(ex, p.detach, shown_input="p.detach()") for p in mine]
         call_learner(ex, optimizer.step, shown_input=f"step {step + 1}: optimizer.step()")
         reference.step()
         if all(np.array_equal(b, p.array) for b, p in zip(before, mine)):
@@ -389,6 +391,13 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
                               () if n == 2 else ((b + 0.3 * g, WRONG_WAY), (b - g, NO_LR)),
                               why=NOT_TAKING_PART if n == 2 else "", tolerance=SAME_ARITHMETIC)
                         for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads))])
+        for n, (p, alias) in enumerate(zip(mine, sharing)):
+            if not np.array_equal(np.asarray(alias.array), np.asarray(p.array)):
+                raise CheckFailure(ex, f"optimizer.step() gave parameter {n} a new array instead of updating its own in "
+                                       "place: a p.detach() taken before the step, which shares p's array, still shows "
+                                       "the old values. Subtract into the array itself, p.array -= lr * p.grad.array, "
+                                       "as the notebook asks (torch's optimizers also update a parameter's storage in "
+                                       "place).")
         for p in mine:
             if not p.is_leaf or not p.requires_grad:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
@@ -411,7 +420,8 @@ class _ReferenceModel:
     recorded forward pass logs which rows it saw; and it knows each row's label, to compute the gradient that
     optimizer.step() should find: that of the mean cross-entropy of the current batch. It stays on the checking
     side under trusted grading: the learner's train_epoch calls it (autograder.remote's trusted objects), so what
-    it records cannot be forged.
+    it records cannot be forged. The parameters' values are kept here too (``current``, moved only by
+    _SpyOptimizer): the expected gradients and losses never depend on what the learner's process reports.
     """
 
     __remote_methods__ = ("parameters", "zero_grad")
@@ -421,8 +431,10 @@ class _ReferenceModel:
         self.Tensor, self.labels = Tensor, labels
         self.initial = [rng.uniform(-0.036, 0.036, (784, 16)), np.zeros(16), rng.uniform(-0.25, 0.25, (16, 10)),
                         np.zeros(10)]
-        self.params = [Tensor(array, requires_grad=True) for array in self.initial]
-        self.row_of = {row.tobytes(): n for n, row in enumerate(images)}
+        self.current = [array.copy() for array in self.initial]
+        self.params = [Tensor(array.copy(), requires_grad=True) for array in self.initial]
+        self.images = np.array(images, dtype=np.float64)
+        self.row_of = {row.tobytes(): n for n, row in enumerate(self.images)}
         self.batches, self.recorded, self.foreign_rows = [], [], False
 
     def parameters(self):
@@ -444,26 +456,26 @@ class _ReferenceModel:
             self.batches.append(rows)
         return out
 
-    def batch_gradients(self, rows):
-        """Gradients of the mean cross-entropy over ``rows`` at the current parameters, by torch."""
-        tensors = [torch.tensor(np.asarray(p.array), requires_grad=True) for p in self.params]
-        x = torch.tensor(np.stack([np.frombuffer(key, dtype=np.float64) for key in self._keys(rows)]))
-        logits = torch.relu(x @ tensors[0] + tensors[1]) @ tensors[2] + tensors[3]
-        torch.nn.functional.cross_entropy(logits, torch.tensor(self.labels[rows])).backward()
-        return [t.grad.numpy() for t in tensors]
-
-    def _keys(self, rows):
-        keys = {n: key for key, n in self.row_of.items()}
-        return [keys[n] for n in rows]
+    def batch_loss(self, rows, gradients=False):
+        """The mean cross-entropy over ``rows`` at the current parameters, by torch; with its gradients if asked."""
+        tensors = [torch.tensor(array, requires_grad=gradients) for array in self.current]
+        logits = torch.relu(torch.tensor(self.images[rows]) @ tensors[0] + tensors[1]) @ tensors[2] + tensors[3]
+        loss = torch.nn.functional.cross_entropy(logits, torch.tensor(self.labels[rows]))
+        if not gradients:
+            return loss.item()
+        loss.backward()
+        return loss.item(), [t.grad.numpy() for t in tensors]
 
 
 class _SpyOptimizer:
-    """Plain SGD that, at every step, checks the gradients are those of the current batch's mean loss."""
+    """Plain SGD that, at every step, checks the gradients are those of the current batch's mean loss, and notes
+    that loss before the step (what train_epoch should report for the batch) and after it (a known slip)."""
 
     __remote_methods__ = ("zero_grad", "step")
 
     def __init__(self, model, lr):
         self.model, self.lr, self.steps, self.problems, self.previous = model, lr, 0, [], None
+        self.losses_before, self.losses_after, self.sizes = [], [], []
 
     def zero_grad(self):
         self.model.zero_grad()
@@ -476,7 +488,7 @@ class _SpyOptimizer:
             self.problems.append("missing")
         else:
             rows = self.model.batches[-1]
-            want = self.model.batch_gradients(rows)
+            loss, want = self.model.batch_loss(rows, gradients=True)
             if not all(close(g, w, NETWORK_GRADIENTS) for g, w in zip(found, want)):
                 if self.previous is not None and all(close(g, w + v, NETWORK_GRADIENTS)
                                                      for g, w, v in zip(found, want, self.previous)):
@@ -485,10 +497,14 @@ class _SpyOptimizer:
                     self.problems.append("sum")
                 else:
                     self.problems.append("different")
+            for array, w in zip(self.model.current, want):
+                array -= self.lr * w
+            self.losses_before.append(loss)
+            self.sizes.append(len(rows))
+            self.losses_after.append(self.model.batch_loss(rows))
+            for p, array in zip(params, self.model.current):
+                p.array = array.copy()
         self.previous = found
-        for p, g in zip(params, found):
-            if g is not None:
-                p.array -= self.lr * g
 
 
 PROTOCOL_PROBLEMS = {
@@ -528,6 +544,7 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
         raise CheckFailure(ex, f"{shown}: optimizer.step() ran {optimizer.steps} times; once per batch makes 4.")
     if optimizer.problems:
         raise CheckFailure(ex, f"{shown}: {PROTOCOL_PROBLEMS[optimizer.problems[0]]}")
+    run_probes(ex, [_losses_probe(shown, losses, optimizer)])
     first = model.batches
     _check_visits(ex, first, len(labels), shown)
     model.batches = []
@@ -557,6 +574,22 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
             raise CheckFailure(ex, "accuracy() recorded a graph: evaluate inside `with no_grad():`, since nothing "
                                    "will be differentiated.")
     _check_learning(ex, (train_epoch, Sequential, Linear, ReLU, SGD), kit, data)
+
+
+def _losses_probe(shown, losses, optimizer) -> Probe:
+    """train_epoch's list against the mean cross-entropy of each batch at the parameters before its step, computed
+    here by torch from the rows the model saw; the usual wrong lists named."""
+    want, sizes = np.array(optimizer.losses_before), np.array(optimizer.sizes, dtype=np.float64)
+    return Probe(f"the losses returned by {shown}", lambda: losses, want, (
+        (want * sizes, "Those are the sums of each batch's losses: report the mean, the loss you called "
+                                 "backward() on (loss.item())."),
+        (np.array(optimizer.losses_after), "Those are the losses after optimizer.step() moved the parameters: report "
+                                           "loss.item() of the loss you called backward() on, computed before the step."),
+        (np.cumsum(want) / np.arange(1, len(want) + 1), "That is a running mean over the epoch: report each batch's "
+                                                         "own loss, one entry per batch."),
+        (sizes, "Those are the batch sizes: report each batch's loss, loss.item()."),
+    ), why="train_epoch returns the loss of each batch: loss.item() of the mean cross-entropy of that batch, the loss "
+           "you called backward() on, in the order of the batches.")
 
 
 ACCURACY_SEEDS = (9, 12)
