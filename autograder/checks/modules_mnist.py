@@ -2,10 +2,11 @@
 
 Modules are checked for registration (Parameters and sub-Modules on assignment, nothing else), recursion, each
 parameter once, and zero_grad; Linear, Sequential and cross_entropy against torch.nn.functional in float64 with the
-learner's own weights; SGD against torch.optim.SGD; the training loop first for its protocol (every row once per
-epoch in a new shuffled order drawn from the given rng, at each step exactly the gradient of that batch's mean loss,
-one float loss per batch, evaluation without recording), then by training a small network with all the learner's
-classes on real digits, which must beat TRAINING_FLOOR.
+learner's own weights; SGD against torch.optim.SGD, each array updated in place; the training loop first for its
+protocol (every row once per epoch in a new shuffled order drawn from the given rng, at each step exactly the gradient
+of that batch's mean loss, that loss as it was before the step returned for each batch, evaluation without
+recording), then by training a small network with all the learner's classes on real digits, which must beat
+TRAINING_FLOOR.
 
 Numbers: logits [0, 1000] with label 0 give loss 1000 and gradient [-1, 1] (notebook-5 issue); logits
 [[0, 1], [1000, 1001]] expose a shift by the batch maximum; Linear's initial range is ±1/sqrt(in_features)
