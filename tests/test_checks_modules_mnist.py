@@ -91,7 +91,7 @@ class SGD:
     def step(self):
         for p in self.params:
             if p.grad is not None:
-                p.array = p.array - self.lr * p.grad.array
+                np.subtract(p.array, self.lr * p.grad.array, out=p.array)
 ''',
 }
 
@@ -122,7 +122,7 @@ SLIPS = [
     ("sequential", "            setattr(self, f\"layer{i}\", layer)", "            self.layers = layers",
      "Register each layer"),
     ("sequential", "for layer in self._modules.values():", "for layer in reversed(self._modules.values()):", "raised"),
-    ("sequential", "        return x.relu()", "        return x", "[0, 0, 3]"),
+    ("sequential", "        return x.relu()", "        return x", "returned its input unchanged"),
     ("cross_entropy", "shifted = logits - logits.array.max(axis=1, keepdims=True)", "shifted = logits",
      "overflows to inf"),
     ("cross_entropy", "shifted = logits - logits.array.max(axis=1, keepdims=True)", "shifted = logits - logits.array.max()",
@@ -143,11 +143,24 @@ SLIPS = [
     ("sgd", "p.array -= self.lr * p.grad.array", "p.grad.array -= self.lr * p.grad.array", "went into .grad"),
     ("sgd", "p.array -= self.lr * p.grad.array", "p = p - self.lr * p.grad", "rebinding a loop variable"),
     ("sgd", "p.array -= self.lr * p.grad.array", "p.array += self.lr * p.grad.array", "moved along the gradient"),
+    ("sgd", "p.array -= self.lr * p.grad.array", "p.array -= p.grad.array", "moved by the whole gradient"),
+    ("sgd", "p.array -= self.lr * p.grad.array", "p.array = p.array - self.lr * p.grad.array",
+     "instead of updating its own in place"),
     ("sgd", "                if p.grad is not None:\n                    p.array -= self.lr * p.grad.array",
      "                p.array -= self.lr * p.grad.array", "raised AttributeError"),
     ("training", "        optimizer.zero_grad()\n", "", "held the previous batch's too"),
     ("training", "    order = rng.permutation(len(labels))", "    order = np.arange(len(labels))", "stored order"),
     ("training", "        losses.append(loss.item())", "        losses.append(loss)", "plain finite floats"),
+    # the loss of each batch, at the parameters before its step (audit 14: any finite floats used to pass)
+    ("training", "        losses.append(loss.item())", "        losses.append(float(len(batch)))", "the batch sizes"),
+    ("training", "        losses.append(loss.item())", "        losses.append(loss.item() * len(batch))",
+     "sums of each batch's losses"),
+    ("training", "        losses.append(loss.item())",
+     "        with no_grad():\n            losses.append(cross_entropy(model(Tensor(images[batch])), labels[batch]).mean().item())",
+     "after optimizer.step()"),
+    ("training", "        losses.append(loss.item())",
+     "        losses.append((loss.item() + losses[-1] * len(losses)) / (len(losses) + 1) if losses else loss.item())",
+     "running mean"),
     ("training", "    with no_grad():\n        logits = model(Tensor(images))", "    logits = model(Tensor(images))",
      "recorded a graph"),
     ("training", "    return float(np.mean(logits.array.argmax(axis=1) == labels))",

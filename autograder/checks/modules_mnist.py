@@ -2,10 +2,11 @@
 
 Modules are checked for registration (Parameters and sub-Modules on assignment, nothing else), recursion, each
 parameter once, and zero_grad; Linear, Sequential and cross_entropy against torch.nn.functional in float64 with the
-learner's own weights; SGD against torch.optim.SGD; the training loop first for its protocol (every row once per
-epoch in a new shuffled order drawn from the given rng, at each step exactly the gradient of that batch's mean loss,
-one float loss per batch, evaluation without recording), then by training a small network with all the learner's
-classes on real digits, which must beat TRAINING_FLOOR.
+learner's own weights; SGD against torch.optim.SGD, each array updated in place; the training loop first for its
+protocol (every row once per epoch in a new shuffled order drawn from the given rng, at each step exactly the gradient
+of that batch's mean loss, that loss as it was before the step returned for each batch, evaluation without
+recording), then by training a small network with all the learner's classes on real digits, which must beat
+TRAINING_FLOOR.
 
 Numbers: logits [0, 1000] with label 0 give loss 1000 and gradient [-1, 1] (notebook-5 issue); logits
 [[0, 1], [1000, 1001]] expose a shift by the batch maximum; Linear's initial range is ±1/sqrt(in_features)
@@ -19,7 +20,8 @@ import numpy as np
 import torch
 
 from autograder.checks import exercise, reference_modules
-from autograder.diagnostics import CheckFailure, call_learner, fmt
+from autograder.diagnostics import (AGAINST_TORCH, SAME_ARITHMETIC, CheckFailure, Probe, Tolerance, call_learner, close,
+                                   fmt, run_probes)
 from autograder.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
@@ -27,9 +29,19 @@ from autograder.remote import beside
 TRAINING_FLOOR = 0.80
 TRAINING_SLICE, TRAINING_TEST_SLICE, TRAINING_EPOCHS, TRAINING_LR = 4000, 500, 3, 0.1
 
+# Gradients of the training check's 784-16-10 network found by the notebook's engine against torch's: products over
+# 784 inputs and 64 rows, summed in other orders by each library's BLAS; the slips they tell apart (the sum instead of
+# the mean, the previous batch's gradient added) are off by a factor or by a whole gradient.
+NETWORK_GRADIENTS = Tolerance(1e-8, 1e-12)
+
 
 def _ids(params):
     return [id(p) for p in params]
+
+
+def _array_of(out):
+    """A Tensor's array, or what came back when it is not a Tensor (a probe compares it and shows it)."""
+    return getattr(out, "array", out)
 
 
 # ------------------------------------------------------------------------------------------------ module
@@ -195,8 +207,7 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown):
     b = None if layer.bias is None else torch.tensor(np.asarray(layer.bias.array), requires_grad=True)
     xtorch = torch.tensor(x, requires_grad=True)
     want = torch.nn.functional.linear(xtorch, w, b)
-    if not hasattr(out, "array") or np.shape(out.array) != (6, 4) or not np.allclose(out.array, want.detach().numpy(),
-                                                                                     rtol=1e-12):
+    if not hasattr(out, "array") or not close(out.array, want.detach().numpy(), AGAINST_TORCH):
         raise CheckFailure(ex, f"{shown} on x of shape (6, 5) should equal x @ weight.T + bias = torch's F.linear with "
                                f"the same weights, shape (6, 4); got {fmt(np.asarray(getattr(out, 'array', out)))}.")
     want.backward(torch.tensor(seed))
@@ -204,7 +215,7 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown):
     pairs = [("weight", layer.weight, w), ("input", xt, xtorch)] + ([("bias", layer.bias, b)] if b is not None else [])
     for name, mine, theirs in pairs:
         got = None if mine.grad is None else np.asarray(mine.grad.array)
-        if got is None or not np.allclose(got, theirs.grad.numpy(), rtol=1e-10):
+        if got is None or not close(got, theirs.grad.numpy(), AGAINST_TORCH):
             raise CheckFailure(ex, f"{shown}: the gradient for the {name} differs from torch's F.linear: expected "
                                    f"{fmt(theirs.grad.numpy())}, received {fmt(got)}.")
 
@@ -215,9 +226,10 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown):
 def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     ex = "sequential"
     relu = call_learner(ex, ReLU, shown_input="ReLU()")
-    out = call_learner(ex, relu, Tensor(np.array([-2.0, 0.0, 3.0])), shown_input="ReLU()([-2, 0, 3])")
-    if np.asarray(getattr(out, "array", out)).tolist() != [0.0, 0.0, 3.0]:
-        raise CheckFailure(ex, f"ReLU()([-2, 0, 3]) should be [0, 0, 3], got {out!r}.")
+    x = np.array([-2.0, 0.0, 3.0])
+    run_probes(ex, [Probe("ReLU()(Tensor([-2, 0, 3])).array", lambda: _array_of(relu(Tensor(x.copy()))),
+                          np.array([0.0, 0.0, 3.0]), ((x, "ReLU returned its input unchanged: its forward is x.relu()."),),
+                          tolerance=SAME_ARITHMETIC)])
     if call_learner(ex, relu.parameters, shown_input="ReLU().parameters()") != []:
         raise CheckFailure(ex, "ReLU has no parameters.")
     beside(Tensor, reference_modules).seed(4)
@@ -236,7 +248,7 @@ def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     for layer, act in ((first, True), (second, True), (third, False)):
         h = h @ np.asarray(layer.weight.array).T + np.asarray(layer.bias.array)
         h = np.maximum(h, 0) if act else h
-    if np.shape(getattr(out, "array", None)) != (7, 2) or not np.allclose(out.array, h, rtol=1e-12):
+    if not hasattr(out, "array") or not close(out.array, h, AGAINST_TORCH):
         raise CheckFailure(ex, "the Sequential's output differs from applying its layers one after the other, in the "
                                "order given: the forward pass must feed each layer's output to the next.")
     seed = np.random.default_rng(6).uniform(-1, 1, (7, 2))
@@ -248,7 +260,7 @@ def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
         h = torch.relu(h) if n < 2 else h
     h.backward(torch.tensor(seed))
     for p, t in zip(expected, weights):
-        if p.grad is None or not np.allclose(np.asarray(p.grad.array), t.grad.numpy(), rtol=1e-10):
+        if p.grad is None or not close(p.grad.array, t.grad.numpy(), AGAINST_TORCH):
             raise CheckFailure(ex, "the parameters' gradients after model(x).backward(seed) differ from torch's for the "
                                    "same network: every layer, ReLU included, must build its output with Tensor "
                                    "operations (x.relu(), linear(...)), so the graph reaches the weights.")
@@ -292,54 +304,61 @@ def check_cross_entropy(cross_entropy, Tensor) -> None:
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: shifting by the maximum of the whole batch (1001) pushes the "
                                "first row to e^-1000, which underflows to 0, and log(0) = -inf. Shift each row by its "
                                f"own maximum (max over axis 1, keepdims=True). Expected {fmt(want)}.")
-    shown, loss, grad, want, want_grad = run([[0.0, 1000.0]], [0])
-    if not np.all(np.isfinite(loss)):
-        raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: the softmax probability of class 0 is e^-1000, which "
-                               "underflows to 0 before the log sees it. Compute log-sum-exp(row) - row[label] directly "
-                               "instead of log(softmax). Expected 1000.")
-    for what, got, expected in (("loss", loss, want), ("gradient", grad, want_grad)):
-        if got is None or not np.allclose(got, expected, rtol=1e-9, atol=1e-12):
-            hint = _batch_axis_hint(np.array([[0.0, 1000.0]]), np.array([0]), loss)
-            raise CheckFailure(ex, f"{shown}: expected {what} {fmt(expected)}, received {fmt(got)}.{hint}")
-
+    # A row whose true logit is 1000 below the other: log(softmax) fails here, before any other case shows it
+    _run_cross_entropy_probes(ex, cross_entropy, Tensor, [(np.array([[0.0, 1000.0]]), np.array([0]), np.ones(1))])
     shown, loss, _, want, _ = run([[0.0, 2000.0], [-3000.0, 5.0]], [1, 0])
     if not np.all(np.isfinite(loss)):
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: some exp() overflowed. Shift each row by its maximum, which "
                                "makes the largest exponent exactly 0 whatever the spread of the row (a mean or a "
                                f"midpoint does not). Expected {fmt(want)}.")
     rng = np.random.default_rng(6)
-    for batch, classes in ((1, 2), (3, 4), (8, 10), (5, 3)):
-        logits = rng.normal(0, 3, (batch, classes)).round(3)
-        labels = rng.integers(0, classes, batch)
-        seed = rng.uniform(0.5, 2, batch).round(2)
-        try:
-            shown, loss, grad, want, want_grad = run(logits, labels, seed)
-        except CheckFailure as failure:
-            if isinstance(failure.cause, ValueError) and "broadcast" in str(failure.cause):
-                raise CheckFailure(ex, f"{failure.message}\n{NO_KEEPDIMS}") from None
-            raise
-        if not np.allclose(loss, want, rtol=1e-9, atol=1e-12):
-            raise CheckFailure(ex, f"{shown}: expected {fmt(want)} (torch's F.cross_entropy, reduction='none'), "
-                                   f"received {fmt(loss)}.{_batch_axis_hint(logits, labels, loss)}")
-        if grad is None or not np.allclose(grad, want_grad, rtol=1e-9, atol=1e-12):
-            raise CheckFailure(ex, f"{shown}, backward with seed {fmt(seed)}: expected logits.grad {fmt(want_grad)}, "
-                                   f"received {fmt(grad)}.")
+    cases = [(rng.normal(0, 3, (batch, classes)).round(3), rng.integers(0, classes, batch),
+              rng.uniform(0.5, 2, batch).round(2)) for batch, classes in ((1, 2), (3, 4), (8, 10), (5, 3))]
+    _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases)
 
+
+def _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases) -> None:
+    """Each case's loss and gradient, against torch; numpy's refusal to broadcast a max without keepdims explained."""
+    try:
+        run_probes(ex, [probe for case in cases for probe in _cross_entropy_probes(cross_entropy, Tensor, *case)])
+    except CheckFailure as failure:
+        if isinstance(failure.cause, ValueError) and "broadcast" in str(failure.cause):
+            raise CheckFailure(ex, f"{failure.message}\n{NO_KEEPDIMS}") from None
+        raise
 
 NO_KEEPDIMS = ("logits.max(axis=1) has shape (batch,), and subtracting it from (batch, classes) logits lines it up "
                "with the classes axis: row i's maximum is subtracted from column i of every row (and for a batch "
                "whose size differs from the number of classes numpy refuses to broadcast). Keep the axis, "
                "max(axis=1, keepdims=True), so each row is shifted by its own maximum.")
+BATCH_AXIS = ("That is a softmax over the batch axis (axis 0): normalise each row over its classes (axis 1), since "
+              "every example is its own distribution.")
+LOG_OF_SOFTMAX = ("The softmax probability of class 0 is e^-1000, which underflows to 0 before the log sees it. "
+                  "Compute log-sum-exp(row) - row[label] directly instead of log(softmax).")
+CROSS_ENTROPY = "Each loss is log-sum-exp of its row minus the row's true logit: torch's F.cross_entropy, reduction='none'."
 
 
-def _batch_axis_hint(logits, labels, loss) -> str:
-    """A hint when the loss is what a softmax over the batch axis (axis 0) gives."""
+def _cross_entropy_probes(cross_entropy, Tensor, logits, labels, seed) -> list[Probe]:
+    """The loss and the gradient of one batch, against torch; the known wrong losses (a softmax over the batch axis,
+    log of an underflowed probability) named."""
+    want, want_grad = _torch_cross_entropy(logits, labels, seed)
+    shown = f"cross_entropy(logits={fmt(logits)}, labels={labels.tolist()})"
+
+    def loss():
+        out = cross_entropy(Tensor(logits.copy(), requires_grad=True), labels.copy())
+        return getattr(out, "array", out)
+
+    def gradient():
+        z = Tensor(logits.copy(), requires_grad=True)
+        cross_entropy(z, labels.copy()).backward(Tensor(seed.copy()))
+        return None if z.grad is None else z.grad.array
+
     shifted = logits - logits.max(axis=0, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True))
-    if np.allclose(loss, -log_probs[np.arange(len(labels)), labels], rtol=1e-6, atol=1e-9):
-        return (" That is a softmax over the batch axis (axis 0): normalise each row over its classes (axis 1), "
-                "since every example is its own distribution.")
-    return ""
+    over_batch = -(shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True)))[np.arange(len(labels)), labels]
+    slips = ((over_batch, BATCH_AXIS),)
+    if np.ptp(logits) >= 1000:  # e^-1000 underflows: log(softmax) gives log(0)
+        slips += ((np.full(len(labels), np.inf), LOG_OF_SOFTMAX),)
+    return [Probe(shown, loss, want, slips, why=CROSS_ENTROPY),
+            Probe(f"{shown}.backward({fmt(seed)}), then logits.grad", gradient, want_grad)]
 
 
 # ------------------------------------------------------------------------------------------------ sgd
@@ -359,6 +378,8 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
             p.grad, t.grad = Tensor(g.copy()), torch.tensor(g)
         mine[2].grad, theirs[2].grad = None, None  # took no part in this step: must not move
         before = [np.array(p.array) for p in mine]
+        # p.detach() shares p's array (notebook 4's engine): it sees the step only if the array itself is updated
+        sharing = [call_learner(ex, p.detach, shown_input="p.detach()") for p in mine]
         call_learner(ex, optimizer.step, shown_input=f"step {step + 1}: optimizer.step()")
         reference.step()
         if all(np.array_equal(b, p.array) for b, p in zip(before, mine)):
@@ -366,19 +387,29 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
             why = (" The update went into .grad: subtract lr * grad from p.array." if changed else
                    " Update each parameter in place (p.array -= ...): rebinding a loop variable changes nothing.")
             raise CheckFailure(ex, f"optimizer.step() left every parameter unchanged.{why}")
-        for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads)):
-            if not np.allclose(p.array, t.detach().numpy(), rtol=1e-12, atol=1e-15):
-                wrong_way = n != 2 and np.allclose(p.array, b + 0.3 * g, rtol=1e-9)
-                hint = (" A parameter whose .grad is None took no part and stays put." if n == 2 else
-                        " It moved along the gradient: the rule is p <- p - lr * grad, against it." if wrong_way else "")
-                raise CheckFailure(ex, f"after step {step + 1}, parameter {n} is {fmt(np.asarray(p.array))} but "
-                                       f"torch.optim.SGD gives {fmt(t.detach().numpy())}.{hint}")
+        run_probes(ex, [Probe(f"parameter {n} after step {step + 1} (expected: torch.optim.SGD's)",
+                              lambda p=p: p.array, t.detach().numpy(),
+                              () if n == 2 else ((b + 0.3 * g, WRONG_WAY), (b - g, NO_LR)),
+                              why=NOT_TAKING_PART if n == 2 else "", tolerance=SAME_ARITHMETIC)
+                        for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads))])
+        for n, (p, alias) in enumerate(zip(mine, sharing)):
+            if not np.array_equal(np.asarray(alias.array), np.asarray(p.array)):
+                raise CheckFailure(ex, f"optimizer.step() gave parameter {n} a new array instead of updating its own in "
+                                       "place: a p.detach() taken before the step, which shares p's array, still shows "
+                                       "the old values. Subtract into the array itself, p.array -= lr * p.grad.array, "
+                                       "as the notebook asks (torch's optimizers also update a parameter's storage in "
+                                       "place).")
         for p in mine:
             if not p.is_leaf or not p.requires_grad:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
                                        "array in place under no_grad(), do not replace it with the result of an "
                                        "operation.")
     _check_zero_grad(ex, optimizer.zero_grad, mine, Tensor, "optimizer.zero_grad()")
+
+
+WRONG_WAY = "It moved along the gradient: the rule is p <- p - lr * grad, against it."
+NO_LR = "It moved by the whole gradient: the step is lr times the gradient, p <- p - lr * grad."
+NOT_TAKING_PART = "A parameter whose .grad is None took no part and stays put."
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -390,7 +421,8 @@ class _ReferenceModel:
     recorded forward pass logs which rows it saw; and it knows each row's label, to compute the gradient that
     optimizer.step() should find: that of the mean cross-entropy of the current batch. It stays on the checking
     side under trusted grading: the learner's train_epoch calls it (autograder.remote's trusted objects), so what
-    it records cannot be forged.
+    it records cannot be forged. The parameters' values are kept here too (``current``, moved only by
+    _SpyOptimizer): the expected gradients and losses never depend on what the learner's process reports.
     """
 
     __remote_methods__ = ("parameters", "zero_grad")
@@ -400,8 +432,10 @@ class _ReferenceModel:
         self.Tensor, self.labels = Tensor, labels
         self.initial = [rng.uniform(-0.036, 0.036, (784, 16)), np.zeros(16), rng.uniform(-0.25, 0.25, (16, 10)),
                         np.zeros(10)]
-        self.params = [Tensor(array, requires_grad=True) for array in self.initial]
-        self.row_of = {row.tobytes(): n for n, row in enumerate(images)}
+        self.current = [array.copy() for array in self.initial]
+        self.params = [Tensor(array.copy(), requires_grad=True) for array in self.initial]
+        self.images = np.array(images, dtype=np.float64)
+        self.row_of = {row.tobytes(): n for n, row in enumerate(self.images)}
         self.batches, self.recorded, self.foreign_rows = [], [], False
 
     def parameters(self):
@@ -423,26 +457,26 @@ class _ReferenceModel:
             self.batches.append(rows)
         return out
 
-    def batch_gradients(self, rows):
-        """Gradients of the mean cross-entropy over ``rows`` at the current parameters, by torch."""
-        tensors = [torch.tensor(np.asarray(p.array), requires_grad=True) for p in self.params]
-        x = torch.tensor(np.stack([np.frombuffer(key, dtype=np.float64) for key in self._keys(rows)]))
-        logits = torch.relu(x @ tensors[0] + tensors[1]) @ tensors[2] + tensors[3]
-        torch.nn.functional.cross_entropy(logits, torch.tensor(self.labels[rows])).backward()
-        return [t.grad.numpy() for t in tensors]
-
-    def _keys(self, rows):
-        keys = {n: key for key, n in self.row_of.items()}
-        return [keys[n] for n in rows]
+    def batch_loss(self, rows, gradients=False):
+        """The mean cross-entropy over ``rows`` at the current parameters, by torch; with its gradients if asked."""
+        tensors = [torch.tensor(array, requires_grad=gradients) for array in self.current]
+        logits = torch.relu(torch.tensor(self.images[rows]) @ tensors[0] + tensors[1]) @ tensors[2] + tensors[3]
+        loss = torch.nn.functional.cross_entropy(logits, torch.tensor(self.labels[rows]))
+        if not gradients:
+            return loss.item()
+        loss.backward()
+        return loss.item(), [t.grad.numpy() for t in tensors]
 
 
 class _SpyOptimizer:
-    """Plain SGD that, at every step, checks the gradients are those of the current batch's mean loss."""
+    """Plain SGD that, at every step, checks the gradients are those of the current batch's mean loss, and notes
+    that loss before the step (what train_epoch should report for the batch) and after it (a known slip)."""
 
     __remote_methods__ = ("zero_grad", "step")
 
     def __init__(self, model, lr):
         self.model, self.lr, self.steps, self.problems, self.previous = model, lr, 0, [], None
+        self.losses_before, self.losses_after, self.sizes = [], [], []
 
     def zero_grad(self):
         self.model.zero_grad()
@@ -455,19 +489,23 @@ class _SpyOptimizer:
             self.problems.append("missing")
         else:
             rows = self.model.batches[-1]
-            want = self.model.batch_gradients(rows)
-            if not all(np.allclose(g, w, rtol=1e-8, atol=1e-12) for g, w in zip(found, want)):
-                if self.previous is not None and all(np.allclose(g, w + v, rtol=1e-8, atol=1e-12)
+            loss, want = self.model.batch_loss(rows, gradients=True)
+            if not all(close(g, w, NETWORK_GRADIENTS) for g, w in zip(found, want)):
+                if self.previous is not None and all(close(g, w + v, NETWORK_GRADIENTS)
                                                      for g, w, v in zip(found, want, self.previous)):
                     self.problems.append("accumulated")
-                elif all(np.allclose(g, len(rows) * w, rtol=1e-8, atol=1e-12) for g, w in zip(found, want)):
+                elif all(close(g, len(rows) * w, NETWORK_GRADIENTS) for g, w in zip(found, want)):
                     self.problems.append("sum")
                 else:
                     self.problems.append("different")
+            for array, w in zip(self.model.current, want):
+                array -= self.lr * w
+            self.losses_before.append(loss)
+            self.sizes.append(len(rows))
+            self.losses_after.append(self.model.batch_loss(rows))
+            for p, array in zip(params, self.model.current):
+                p.array = array.copy()
         self.previous = found
-        for p, g in zip(params, found):
-            if g is not None:
-                p.array -= self.lr * g
 
 
 PROTOCOL_PROBLEMS = {
@@ -507,6 +545,7 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
         raise CheckFailure(ex, f"{shown}: optimizer.step() ran {optimizer.steps} times; once per batch makes 4.")
     if optimizer.problems:
         raise CheckFailure(ex, f"{shown}: {PROTOCOL_PROBLEMS[optimizer.problems[0]]}")
+    run_probes(ex, [_losses_probe(shown, losses, optimizer)])
     first = model.batches
     _check_visits(ex, first, len(labels), shown)
     model.batches = []
@@ -529,14 +568,29 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
         evaluated = _ReferenceModel(Tensor, images, labels, seed=seed)
         got = call_learner(ex, accuracy, evaluated, images, labels, shown_input="accuracy(model, 300 images, labels)")
         want = reference_accuracy(evaluated.initial, images, labels)
-        if isinstance(got, bool) or not isinstance(got, (float, np.floating)) or \
-                not math.isclose(float(got), want, abs_tol=1e-12):
+        if isinstance(got, bool) or not isinstance(got, (float, np.floating)) or not close(got, want, SAME_ARITHMETIC):
             raise CheckFailure(ex, f"accuracy(...) should be the fraction {want} (a float in [0, 1]) of rows whose "
                                    f"largest logit is the true label; got {got!r}.")
         if any(evaluated.recorded):
             raise CheckFailure(ex, "accuracy() recorded a graph: evaluate inside `with no_grad():`, since nothing "
                                    "will be differentiated.")
     _check_learning(ex, (train_epoch, Sequential, Linear, ReLU, SGD), kit, data)
+
+
+def _losses_probe(shown, losses, optimizer) -> Probe:
+    """train_epoch's list against the mean cross-entropy of each batch at the parameters before its step, computed
+    here by torch from the rows the model saw; the usual wrong lists named."""
+    want, sizes = np.array(optimizer.losses_before), np.array(optimizer.sizes, dtype=np.float64)
+    return Probe(f"the losses returned by {shown}", lambda: losses, want, (
+        (want * sizes, "Those are the sums of each batch's losses: report the mean, the loss you called "
+                                 "backward() on (loss.item())."),
+        (np.array(optimizer.losses_after), "Those are the losses after optimizer.step() moved the parameters: report "
+                                           "loss.item() of the loss you called backward() on, computed before the step."),
+        (np.cumsum(want) / np.arange(1, len(want) + 1), "That is a running mean over the epoch: report each batch's "
+                                                         "own loss, one entry per batch."),
+        (sizes, "Those are the batch sizes: report each batch's loss, loss.item()."),
+    ), why="train_epoch returns the loss of each batch: loss.item() of the mean cross-entropy of that batch, the loss "
+           "you called backward() on, in the order of the batches.")
 
 
 ACCURACY_SEEDS = (9, 12)
