@@ -277,7 +277,7 @@ def test_backprop_accepts_alternatives(extra):
 
 @pytest.mark.parametrize("right, wrong, phrase", [
     ("grads[id(x)] = grads[id(x)] + contribution if id(x) in grads else contribution",
-     "grads[id(x)] = contribution", "not 6"),
+     "grads[id(x)] = contribution", "do not let the second overwrite the first"),
     ("for node in reversed(topological_sort(end_node)):", "for node in topological_sort(end_node):",
      "no gradient reached the leaves"),
     ("        if end_node.array.size != 1:", "        if False:", "should raise RuntimeError"),

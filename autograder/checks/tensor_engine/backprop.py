@@ -13,7 +13,7 @@ from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH
 from autograder.checks.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
 from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, programs, torch_run
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, close, fmt
+from autograder.diagnostics import RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt, run_probes
 from autograder.remote import beside
 
 
@@ -88,26 +88,33 @@ def _probe_data_leaf(ex, run, grad, Node):
         raise CheckFailure(ex, f"{shown}: expected w.grad = [30.] (2(wx - 1)x = 2·5·3), received {w.grad!r}.")
 
 
-def _probe_shared_and_order(ex, run, grad, Node):
-    a = Node(3.0, requires_grad=True)
-    run(a * a, None, "a = 3; y = a * a")
-    got = grad(a, "a.grad")
-    if close(got, 3.0):
-        raise CheckFailure(ex, "y = a * a at a = 3 gave a.grad = 3, not 6. a is both inputs of the multiply, so two "
-                               "gradients arrive at it: add them (pending = pending + contribution, a new array), do "
-                               "not let the second overwrite the first.")
-    if not close(got, 6.0):
-        raise CheckFailure(ex, f"y = a * a at a = 3: expected a.grad = 6, received {fmt(got)}.")
+def _grad_after(run, grad, build, shown):
+    """Build a fresh graph, backprop from its end, and read the leaf's gradient (None when none arrived)."""
+    leaf, end = build()
+    run(end, None, shown)
+    return grad(leaf, "the leaf's .grad")
 
-    x = Node(2.0, requires_grad=True)
-    a = x * x
-    shown = "x = 2; a = x * x; y = a + a * 3"
-    run(a + a * 3.0, None, shown)
-    got = grad(x, "x.grad")
-    if got is not None and 0 < float(np.sum(got)) < 16.0:
-        raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}. a feeds y and a * 3, and {EARLY_NODE}")
-    if not close(got, 16.0):
-        raise CheckFailure(ex, f"{shown}: expected x.grad = 16, received {fmt(got)}.")
+
+def _probe_shared_and_order(ex, run, grad, Node):
+    def square():
+        a = Node(3.0, requires_grad=True)
+        return a, a * a
+
+    def reused():
+        x = Node(2.0, requires_grad=True)
+        a = x * x
+        return x, a + a * 3.0
+
+    overwritten = ("a is both inputs of the multiply, so two gradients arrive at it: add them (pending = pending + "
+                   "contribution, a new array), do not let the second overwrite the first.")
+    early = f"a feeds y and a * 3, and {EARLY_NODE}"
+    run_probes(ex, [
+        Probe("a = 3; y = a * a; a.grad", lambda: _grad_after(run, grad, square, "a = 3; y = a * a"), 6.0,
+              slips=((3.0, overwritten),)),
+        Probe("x = 2; a = x * x; y = a + a * 3; x.grad",
+              lambda: _grad_after(run, grad, reused, "x = 2; a = x * x; y = a + a * 3"), 16.0,
+              slips=((4.0, early), (12.0, early))),  # a's rule ran after only one of its two consumers
+    ])
 
 
 def _probe_leaf_semantics(ex, run, grad, Node):
@@ -263,13 +270,9 @@ def _probe_paths(ex, run, grad, Node):
     if a.backward_calls > 1:
         raise CheckFailure(ex, f"a's backward function ran {a.backward_calls} times in one pass (a = x.exp() feeds two "
                                f"products): {EVERY_PATH}")
-    got = grad(x, "x.grad")
-    if any(close(got, -share * math.exp(0.5)) for share in (2.0, 3.0)):  # a ran after one of its two consumers
-        raise CheckFailure(ex, f"a = x.exp(); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(-5 * math.exp(0.5))}, "
-                               f"received {fmt(got)}, the share of one product only: {EARLY_NODE}")
-    if not close(got, -5 * math.exp(0.5)):
-        raise CheckFailure(ex, f"a = x.exp(); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(-5 * math.exp(0.5))}, "
-                               f"received {x.grad!r}.")
+    share_only = f"x.grad is the share of one product only: {EARLY_NODE}"  # a ran after one of its two consumers
+    run_probes(ex, [Probe("a = x.exp(); y = -2a - 3a at x = 0.5; x.grad", lambda: grad(x, "x.grad"),
+                          -5 * math.exp(0.5), slips=tuple((-share * math.exp(0.5), share_only) for share in (2, 3)))])
 
 
 # ------------------------------------------------------------------------------------------------ jacobian
