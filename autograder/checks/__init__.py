@@ -153,13 +153,14 @@ _latest: dict[str, tuple[tuple, CheckFailure | None]] = {}
 
 
 def _still_valid(namespace: Mapping) -> dict[str, CheckFailure | None]:
-    """The latest verdicts whose names in ``namespace`` still hold the very objects judged: a test cell then does
-    not check again the exercises it builds on. The objects are kept alive, so an identity cannot be reused."""
+    """The latest passes whose names in ``namespace`` still hold the very objects judged: a test cell then does not
+    check again the exercises it builds on. A failure is always checked again (the learner may have patched the
+    same class since). The objects are kept alive, so an identity cannot be reused."""
     valid = {}
     for exercise_id, (objects, verdict) in _latest.items():
         names = _CHECKS[exercise_id].names
-        if all(name in namespace and namespace[name] is obj for name, obj in zip(names, objects)):
-            valid[exercise_id] = verdict
+        if verdict is None and all(name in namespace and namespace[name] is obj for name, obj in zip(names, objects)):
+            valid[exercise_id] = None
     return valid
 
 
