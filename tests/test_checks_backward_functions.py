@@ -291,9 +291,13 @@ def test_backward_rules_reject_red_team_answers(exercise_id, answer, phrases):
 
 def solution(edits):
     """The solution notebook's namespace with text edits of its answer cells: a learner's slip, as it looks."""
+    import matplotlib.pyplot as plt
+
     from autograder.course import solution_namespace
 
-    return solution_namespace("03_backward_functions", edits)
+    namespace = solution_namespace("03_backward_functions", edits)
+    plt.close("all")  # each run draws section 3.1's two broadcast figures again: more than 20 open ones warn
+    return namespace
 
 
 @pytest.mark.parametrize("exercise_id, edits, phrases", [
