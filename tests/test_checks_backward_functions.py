@@ -291,9 +291,13 @@ def test_backward_rules_reject_red_team_answers(exercise_id, answer, phrases):
 
 def solution(edits):
     """The solution notebook's namespace with text edits of its answer cells: a learner's slip, as it looks."""
+    import matplotlib.pyplot as plt
+
     from autograder.course import solution_namespace
 
-    return solution_namespace("03_backward_functions", edits)
+    namespace = solution_namespace("03_backward_functions", edits)
+    plt.close("all")  # each run draws section 3.1's two broadcast figures again: more than 20 open ones warn
+    return namespace
 
 
 @pytest.mark.parametrize("exercise_id, edits, phrases", [
@@ -309,3 +313,66 @@ def solution(edits):
 ])
 def test_stated_requirements_reject_the_slips_that_break_them(exercise_id, edits, phrases):
     rejects(exercise_id, solution(edits), *phrases)
+
+
+# ------------------------------------------------------------------------------------------- expand_back
+
+def expand_back_loop(g, out, x, shape):
+    """Without unbroadcast: add up the copies one leading axis at a time, then each stretched size-1 axis."""
+    g = np.array(g, dtype=np.float64)
+    while g.ndim > np.ndim(x):
+        g = sum(g[i] for i in range(len(g)))
+    for axis, size in enumerate(np.shape(x)):
+        if size == 1 and g.shape[axis] != 1:
+            g = np.sum(g, axis=axis, keepdims=True)
+    return np.asarray(g, dtype=np.float64)
+
+
+def expand_back_from_shape(g, out, x, shape):
+    """Reads `shape` instead of grad_out's shape: the axes are the leading ones and those x has as size 1."""
+    lead = len(shape) - np.ndim(x)
+    stretched = tuple(lead + i for i, size in enumerate(np.shape(x)) if size == 1 and shape[lead + i] != 1)
+    summed = np.sum(np.asarray(g, dtype=np.float64), axis=tuple(range(lead)) + stretched, keepdims=True)
+    return summed.reshape(np.shape(x))
+
+
+def test_expand_back_solution_passes():
+    check("expand_back", solution({}))
+
+
+@pytest.mark.parametrize("answer", [expand_back_loop, expand_back_from_shape])
+def test_expand_back_accepts_correct_alternatives(answer):
+    check("expand_back", learner("expand_back", answer))
+
+
+RIGHT_EXPAND = "    return unbroadcast(grad_out, x)"
+
+
+@pytest.mark.parametrize("wrong, phrases", [
+    ("    return grad_out", ["sum grad_out over the rows", "returned shape (2, 3), but the input has shape (3,)"]),
+    ("    return np.full(np.shape(x), np.sum(grad_out))", ["not over every axis", "received [21., 21., 21.]"]),
+    ("    return unbroadcast(grad_out, x) * np.size(x) / np.size(grad_out)", ["not their average"]),
+    ("    return np.broadcast_to(grad_out, np.shape(x))", ["expand_back raised ValueError", "x's shape (3,)"]),
+    ("    return np.sum(grad_out, axis=0)", ["copied along axis 1 only", "returned shape (3,)"]),
+    ("    return unbroadcast(grad_out, x).astype(np.asarray(x).dtype)", ["expand_back returned dtype"]),  # random cases
+])
+def test_expand_back_rejects_slips_with_their_messages(wrong, phrases):
+    rejects("expand_back", solution({"expand_back": [(RIGHT_EXPAND, wrong)]}), *phrases)
+
+
+def test_expand_back_earns_nothing_while_unbroadcast_fails():
+    """The page says so: the check runs unbroadcast's check first (builds_on)."""
+    edits = {"unbroadcast": [("result.sum(axis=stretched, keepdims=True)", "result.sum(axis=stretched)")]}
+    rejects("expand_back", solution(edits), "runs your code from unbroadcast", "Fix unbroadcast first")
+
+
+def test_expand_back_page_states_what_numpy_and_torch_do():
+    """The numbers on the exercise page: broadcast_to's example, torch's stride-0 view, and its summing backward."""
+    import torch
+
+    assert np.broadcast_to(np.array([1.0, 2.0, 3.0]), (2, 3)).tolist() == [[1, 2, 3], [1, 2, 3]]
+    x = torch.tensor([[0.5], [2.0]], dtype=torch.float64, requires_grad=True)
+    expanded = x.expand(2, 3)
+    assert expanded.stride() == (1, 0)  # the copies along axis 1 repeat each element in memory with stride 0
+    expanded.backward(torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=torch.float64))
+    assert x.grad.tolist() == [[6.0], [15.0]]  # the test cell's numbers: each row's three copies add up

@@ -410,6 +410,61 @@ def check_permute_back(permute_back) -> None:
     random_case()
 
 
+@exercise("expand_back", builds_on=("unbroadcast",))
+def check_expand_back(expand_back) -> None:
+    ex = "expand_back"
+    expand = lambda t, shape: torch.broadcast_to(t, shape)  # noqa: E731  (x.expand(*shape), also for a 0-d x)
+    upstream = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+
+    def received(x):
+        """The learner's gradient for x broadcast to (2, 3), or None when it is no float64 array of x's shape (the
+        probe's check_vjp then says so)."""
+        shown = f"expand_back(grad_out of shape (2, 3), out, {describe(x)}, shape=(2, 3))"
+        try:
+            result = call_learner(ex, expand_back, upstream.copy(), np.broadcast_to(x, (2, 3)).copy(),
+                                  np.array(x) if isinstance(x, np.ndarray) else x, shape=(2, 3), shown_input=shown)
+            return as_gradient(ex, ex, result, np.shape(x), shown)
+        except CheckFailure:
+            return None
+
+    probes = [
+        (np.array([0.5, 1.0, 2.0]), np.array([5.0, 7.0, 9.0]),
+         "np.broadcast_to(x, (2, 3)) copies x of shape (3,) into both rows: sum grad_out over the rows, back to x's "
+         "shape (3,), which is unbroadcast(grad_out, x). grad_out as it is has the output's shape, not x's."),
+        (np.array([[0.5], [2.0]]), np.array([[6.0], [15.0]]),
+         "x of shape (2, 1) was copied along axis 1 only: sum each row, keeping the axis, back to (2, 1)."),
+        (1.5, np.array(21.0),
+         "a 0-d x (here the Python number 1.5) was copied into every entry: its gradient is the sum of all of "
+         "grad_out, as a 0-d array (shape ())."),
+    ]
+    for x, expected, why in probes:
+        got = received(x)
+        everything = np.full(np.shape(x), upstream.sum())
+        if got is not None and close(got, everything) and not close(expected, everything):
+            why = ("every entry is the sum of the whole grad_out: sum only over the axes that broadcasting added or "
+                   "copied along, not over every axis.")
+        elif got is not None and close(got, expected * np.size(x) / upstream.size):
+            why = ("this is the mean over the copies: each copy of an element passes on its whole gradient, so the "
+                   "element's gradient is their sum, not their average.")
+        else:
+            probe_vjp(ex, why, ex, expand_back, expand, [x], 0, grad_out=upstream, shape=(2, 3))
+            continue
+        raise CheckFailure(ex, f"{why}\nexpand_back(grad_out of shape (2, 3), out, {describe(x)}, shape=(2, 3)): "
+                               f"torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
+
+    @RANDOM_CASES
+    @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=3), st.integers(0, 2 ** 16),
+           st.sampled_from(["float64", "float32", "int", "python"]))
+    def random_case(shapes, seed, dtype):
+        # x has the first shape (0-d, size-1 axes, fewer axes) and is broadcast to the shape of both together
+        rng = np.random.default_rng(seed)
+        x_shape = shapes.input_shapes[0]
+        x = cast(rng.uniform(0.5, 2.0, size=x_shape) * rng.choice([-1.0, 1.0], size=x_shape), dtype)
+        check_vjp(ex, ex, expand_back, expand, [x], 0, shape=tuple(shapes.result_shape))
+
+    random_case()
+
+
 @exercise("matmul_back")
 def check_matmul_back(matmul_back0, matmul_back1) -> None:
     ex = "matmul_back"
