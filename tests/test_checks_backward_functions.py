@@ -251,7 +251,7 @@ def test_backward_rules_reject_wrong_implementations(exercise_id, answer, phrase
 
 
 def test_a_name_missing_from_the_notebook_is_named():
-    rejects("multiply_back", {"multiply_back0": RIGHT["multiply_back0"]}, "`multiply_back1` is not defined")
+    rejects("matmul_back", {"matmul_back0": matmul_back0}, "`matmul_back1` is not defined")
 
 
 # ------------------------------------------------------------------------------------------- found by red-teaming

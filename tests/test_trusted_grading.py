@@ -260,7 +260,7 @@ CHOSEN_EXPECTATIONS = {  # write into the check's arrays, so that what it expect
                          "    out = apply_op(lambda x: loss.copy(), (lambda g, out, x: np.zeros_like(x),), logits)\n"
                          "    _next.append(True)\n"
                          "    return out\n",
-                         "expected gradient"),
+                         "then logits.grad: expected"),
 }
 NO_RELU_HIDDEN_BY_BIASES = ("class Neuron(Module):\n"
                             "    def __init__(self, n_inputs, nonlinear=True):\n"

@@ -270,7 +270,7 @@ def check_log_back(log_back) -> None:
     unary_exercise(ex, "log_back", log_back, torch.log, 0.1, 5.0)
 
 
-@exercise("multiply_back")
+@exercise("multiply_back", builds_on=("unbroadcast",))
 def check_multiply_back(multiply_back0, multiply_back1) -> None:
     ex = "multiply_back"
     probes = [
@@ -306,17 +306,17 @@ def arithmetic_exercise(ex, back0, back1, forward):
     pair_exercise(ex, [(f"{ex}0", back0), (f"{ex}1", back1)], forward, 0.5, 2.0, probes)
 
 
-@exercise("add_back")
+@exercise("add_back", builds_on=("unbroadcast",))
 def check_add_back(add_back0, add_back1) -> None:
     arithmetic_exercise("add_back", add_back0, add_back1, torch.add)
 
 
-@exercise("subtract_back")
+@exercise("subtract_back", builds_on=("unbroadcast",))
 def check_subtract_back(subtract_back0, subtract_back1) -> None:
     arithmetic_exercise("subtract_back", subtract_back0, subtract_back1, torch.sub)
 
 
-@exercise("divide_back")
+@exercise("divide_back", builds_on=("unbroadcast",))
 def check_divide_back(divide_back0, divide_back1) -> None:
     arithmetic_exercise("divide_back", divide_back0, divide_back1, torch.div)
 
@@ -487,7 +487,7 @@ def check_matmul_back(matmul_back0, matmul_back1) -> None:
     random_case()
 
 
-@exercise("maximum_back")
+@exercise("maximum_back", builds_on=("unbroadcast",))
 def check_maximum_back(maximum_back0, maximum_back1) -> None:
     ex = "maximum_back"
     probes = [
