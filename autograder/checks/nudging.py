@@ -14,7 +14,8 @@ import torch
 from hypothesis import given, strategies as st
 
 from autograder.checks import exercise
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, Tolerance, as_float, call_learner, close, fmt
+from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, SAME_ARITHMETIC,
+                                    CheckFailure, Tolerance, as_float, call_learner, close, fmt)
 from autograder.oracles import central_differences, torch_gradients
 
 # Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
@@ -24,6 +25,10 @@ SCALAR_FUNCTIONS = {
     "tanh(x)**3": lambda m, x: m.tanh(x) ** 3,
     "x**3 - 2x": lambda m, x: x ** 3 - 2 * x,
 }
+
+# The same central difference computed in another order (x + h·e_i, (up - down) / 2 / h, ...): the round-off of f,
+# ~ε·|f| / h, differs between the two, and reaches ~1e-9 for |f| ~ 400 at h = 1e-4.
+SAME_DIFFERENCE = Tolerance(1e-8, 1e-9)
 
 
 # ---------------------------------------------------------------------------------------------- central_difference
@@ -49,11 +54,11 @@ def check_central_difference(central_difference) -> None:
         ((cube(x + h) - cube(x - h)) / h,
          "twice the slope: the two nudged points x-h and x+h are 2h apart, so divide by 2h, not h."),
     ]
-    if not math.isclose(got, right, rel_tol=1e-9):
+    if not close(got, right, SAME_DIFFERENCE):
         for value, why in mistakes:
-            if math.isclose(got, value, rel_tol=1e-9):
+            if close(got, value, SAME_DIFFERENCE):
                 raise CheckFailure(ex, f"{why}\nInput: f(x) = x**3, x = 2.0, h = 0.1. Expected {fmt(right)}, received {fmt(got)}.")
-        if math.isclose(got, 12.0, rel_tol=1e-6):
+        if close(got, 12.0, AGAINST_DIFFERENCES):  # the true slope, measured with a nudge of its own
             raise CheckFailure(ex, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 "
                                    f"is 12.01 (it carries an h² error on purpose), received {fmt(got)}.")
         raise CheckFailure(ex, f"for f(x) = x**3, x = 2.0, h = 0.1 expected (f(x+h) - f(x-h)) / (2h) = {fmt(right)}, "
@@ -68,10 +73,10 @@ def check_central_difference(central_difference) -> None:
         got = run(lambda v: fn(np, v), x, h, shown)
         reference = central_differences(lambda v: fn(np, v), x, h=h)[0]
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
-        if not close(got, reference, Tolerance(1e-8, 1e-9)):
+        if not close(got, reference, SAME_DIFFERENCE):
             raise CheckFailure(ex, f"{shown}: expected {fmt(float(reference))}, received {fmt(got)}.")
         # With a small nudge the measured slope must also match the true derivative (torch.autograd, float64).
-        if h <= 1e-3 and not close(got, exact, Tolerance(1e-5, 1e-5)):
+        if h <= 1e-3 and not close(got, exact, AGAINST_DIFFERENCES):
             raise CheckFailure(ex, f"{shown}: the true derivative is {fmt(float(exact))}, received {fmt(got)}.")
 
     random_case()
@@ -120,8 +125,8 @@ def check_numerical_gradient(numerical_gradient) -> None:
     w = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
     x = np.arange(6.0).reshape(2, 3) / 4
     got = run(lambda v: float((w * v).sum()), x, 1e-5, "f(x) = sum(w * x), x of shape (2, 3)")
-    if not close(got, w, Tolerance(1e-6, 1e-6)):
-        if close(got, np.full_like(w, w.sum()), Tolerance(1e-6, 1e-6)):
+    if not close(got, w, AGAINST_DIFFERENCES):
+        if close(got, np.full_like(w, w.sum()), AGAINST_DIFFERENCES):
             raise CheckFailure(ex, "every entry equals the change when all elements move together: you nudged the whole "
                                    "array at once. A partial derivative nudges one element and holds the others still.")
         raise CheckFailure(ex, f"for f(x) = sum(w * x) the gradient is w = {fmt(w)}, received {fmt(got)}.")
@@ -130,10 +135,10 @@ def check_numerical_gradient(numerical_gradient) -> None:
     x = np.array([1.0, -2.0])
     got = run(lambda v: float((v ** 3).sum()), x, 0.1, "f(x) = sum(x**3), x = [1, -2], h = 0.1")
     right = 3 * x ** 2 + 0.01
-    if not close(got, right, Tolerance(1e-9, 1e-9)):
-        if close(got, 3 * x ** 2 + 3 * x * 0.1 + 0.01, Tolerance(1e-9, 1e-9)):
+    if not close(got, right, SAME_DIFFERENCE):
+        if close(got, 3 * x ** 2 + 3 * x * 0.1 + 0.01, SAME_DIFFERENCE):
             why = "this is the forward difference (f(x+h) - f(x)) / h; nudge each element both ways and divide by 2h."
-        elif close(got, 3 * x ** 2, Tolerance(1e-6, 1e-6)):
+        elif close(got, 3 * x ** 2, AGAINST_DIFFERENCES):
             why = "your result ignores the h argument (it matches a tiny nudge, not h = 0.1)."
         else:
             why = "each entry should be (f(x + h·e_i) - f(x - h·e_i)) / (2h)."
@@ -142,7 +147,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
     # Probe 3: a coupled function at a large h. If an element is not restored, later partials drift by ~h.
     x = np.array([1.0, 2.0, 3.0])
     got = run(lambda v: float(v.sum() ** 2), x, 0.1, "f(x) = sum(x)**2, x = [1, 2, 3], h = 0.1")
-    if not close(got, [12.0, 12.0, 12.0], Tolerance(1e-9, 1e-9)):
+    if not close(got, [12.0, 12.0, 12.0], SAME_DIFFERENCE):
         drift = " Later entries drift: an earlier element was not put back before the next one was nudged." \
             if got[0] != got[-1] else ""
         raise CheckFailure(ex, "for f(x) = sum(x)**2 at x = [1, 2, 3] with h = 0.1 every partial is exactly 12 "
@@ -167,7 +172,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
     x32 = np.array([0.5, 1.0, 1.5], dtype=np.float32)
     got = run(lambda v: float(np.sin(v).sum()), x32, 1e-5, "f(x) = sum(sin(x)), x = [0.5, 1, 1.5] as float32")
     exact = np.cos(x32.astype(np.float64))
-    if not close(got, exact, Tolerance(1e-6, 1e-7)):
+    if not close(got, exact, FLOAT32_INPUTS):
         raise CheckFailure(ex, f"float32 input: expected cos(x) = {fmt(exact)}, received {fmt(got)}. A float32 holds "
                                "about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: do the nudging on a "
                                "float64 copy, np.array(x, dtype=np.float64).")
@@ -186,7 +191,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
         reference = central_differences(lambda v: fn(np, v), x, h=1e-5)[0]
         for expected, source in ((reference, "central differences"), (exact, "torch.autograd")):
-            if not close(got, expected, Tolerance(1e-5, 1e-6)):
+            if not close(got, expected, AGAINST_DIFFERENCES):
                 raise CheckFailure(ex, f"{shown}: {source} gives {fmt(expected)}, received {fmt(got)}.")
 
     random_case()
@@ -247,10 +252,10 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
     answers = [run(args) for args in points]
     models = [_tanh_net_mistakes(*args) for args in points]
     for (got, shown), (_, right) in zip(answers, models):
-        if close(got, right, Tolerance(1e-9, 1e-12)):
+        if close(got, right, SAME_ARITHMETIC):
             continue
         for k, (_, why) in enumerate(models[0][0]):
-            if all(close(g, m[0][k][0], Tolerance(1e-6, 1e-9)) for (g, _), m in zip(answers, models)):
+            if all(close(g, m[0][k][0], AGAINST_TORCH) for (g, _), m in zip(answers, models)):
                 raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(np.array(right))}, received {fmt(np.array(got))}.")
         raise CheckFailure(ex, f"{shown}: expected (dL/dw1, dL/db1, dL/dw2) = {fmt(np.array(right))}, "
                                f"received {fmt(np.array(got))}.")
@@ -263,8 +268,9 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
         got, shown = run((x, w1, b1, w2, t))
         exact = torch_gradients(lambda a, b, c: _tanh_net(torch, x, a, b, c, t), w1, b1, w2)
         numeric = central_differences(lambda a, b, c: _tanh_net(np, x, a, b, c, t), w1, b1, w2)
-        for expected, source, rtol in ((exact, "torch.autograd", 1e-9), (numeric, "central differences", 1e-5)):
-            if not close(got, np.array(expected), Tolerance(rtol, 1e-7)):
+        for expected, source, tolerance in ((exact, "torch.autograd", AGAINST_TORCH),
+                                            (numeric, "central differences", AGAINST_DIFFERENCES)):
+            if not close(got, np.array(expected), tolerance):
                 raise CheckFailure(ex, f"{shown}: {source} gives {fmt(np.array(expected, dtype=float))}, "
                                        f"received {fmt(np.array(got))}.")
 
@@ -290,20 +296,20 @@ def check_log_square_trace(log_square_trace) -> None:
     def diagnose(x, got, shown):
         e = x * x
         expected = {"e": e, "y": math.log(e), "grad_e": 1 / e, "grad_x": 2 / x}
-        if not math.isclose(got["e"], e, rel_tol=1e-12) or not math.isclose(got["y"], math.log(e), rel_tol=1e-12, abs_tol=1e-15):
+        if not close(got["e"], e, SAME_ARITHMETIC) or not close(got["y"], math.log(e), SAME_ARITHMETIC):
             raise CheckFailure(ex, f"forward pass: {shown} should give e = x*x = {fmt(e)} and y = log(e) = "
                                    f"{fmt(math.log(e))}, received e = {fmt(got['e'])}, y = {fmt(got['y'])}.")
-        if not math.isclose(got["grad_e"], 1 / e, rel_tol=1e-9):
+        if not close(got["grad_e"], 1 / e, SAME_ARITHMETIC):
             why = "log's local derivative is 1 / (its input), and its input is e = x*x, not x." \
-                if math.isclose(got["grad_e"], 1 / x, rel_tol=1e-9) else "grad_e = grad_y × (local derivative of log at e) = 1 / e."
+                if close(got["grad_e"], 1 / x, SAME_ARITHMETIC) else "grad_e = grad_y × (local derivative of log at e) = 1 / e."
             raise CheckFailure(ex, f"{why}\n{shown}: expected grad_e = {fmt(1 / e)}, received {fmt(got['grad_e'])}.")
-        if not math.isclose(got["grad_x"], 2 / x, rel_tol=1e-9):
-            if math.isclose(got["grad_x"], -2 / x, rel_tol=1e-9):
+        if not close(got["grad_x"], 2 / x, SAME_ARITHMETIC):
+            if close(got["grad_x"], -2 / x, SAME_ARITHMETIC):
                 why = "the sign is wrong for this x: dy/dx = 2/x is negative when x is (log(x*x) falls as x grows towards 0 from below)."
-            elif math.isclose(got["grad_x"], 1 / x, rel_tol=1e-9):
+            elif close(got["grad_x"], 1 / x, SAME_ARITHMETIC):
                 why = ("only one of the two edges into x was counted. x is a shared node: it feeds the multiply twice, "
                        "so its gradient is the sum of both edges; the second one needs += (an = overwrote the first).")
-            elif math.isclose(got["grad_x"], 2 / e, rel_tol=1e-9) or math.isclose(got["grad_x"], 1 / e, rel_tol=1e-9):
+            elif close(got["grad_x"], 2 / e, SAME_ARITHMETIC) or close(got["grad_x"], 1 / e, SAME_ARITHMETIC):
                 why = "each edge through the multiply carries grad_e × (the other input), and the other input is x."
             else:
                 why = "grad_x = grad_e·x (first edge) + grad_e·x (second edge)."
@@ -321,8 +327,9 @@ def check_log_square_trace(log_square_trace) -> None:
         diagnose(x, got, shown)
         exact = torch_gradients(lambda v: torch.log(v * v), x)[0]
         numeric = central_differences(lambda v: np.log(v * v), x)[0]
-        for expected, source, rtol in ((exact, "torch.autograd", 1e-9), (numeric, "central differences", 1e-5)):
-            if not close(got["grad_x"], expected, Tolerance(rtol, 0.0)):
+        for expected, source, tolerance in ((exact, "torch.autograd", AGAINST_TORCH),
+                                            (numeric, "central differences", AGAINST_DIFFERENCES)):
+            if not close(got["grad_x"], expected, tolerance):
                 raise CheckFailure(ex, f"{shown}: {source} gives grad_x = {fmt(float(expected))}, received {fmt(got['grad_x'])}.")
 
     random_case()

@@ -16,7 +16,8 @@ from hypothesis import given, strategies as st
 
 from autograder.checks import exercise, reference_nodes
 from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, call_on_deep_graph, fmt
+from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC, CheckFailure,
+                                    as_float, call_learner, call_on_deep_graph, close, fmt)
 from autograder.oracles import central_differences
 from autograder.checks.recorded import RecordedGraph
 from autograder.remote import beside
@@ -114,19 +115,19 @@ def compare_program(ex, Value, leaves, steps, with_differences=False):
     out = nodes[-1]
     expected_data, expected_grads = torch_program(leaves, steps)
     got = as_float(ex, out.data, "the output's .data")
-    if not math.isclose(got, expected_data, rel_tol=1e-9, abs_tol=1e-12):
+    if not close(got, expected_data, AGAINST_TORCH):
         raise CheckFailure(ex, f"forward value differs from torch for the program\n  {listing}\n"
                                f"expected {fmt(expected_data)}, received {fmt(got)}.")
     call_learner(ex, out.backward, shown_input=listing)
     grads = [as_float(ex, leaf.grad, "a leaf's .grad") for leaf in values]
     for i, (g, e) in enumerate(zip(grads, expected_grads)):
-        if not math.isclose(g, e, rel_tol=1e-9, abs_tol=1e-9):
+        if not close(g, e, AGAINST_TORCH):
             raise CheckFailure(ex, f"gradient of v{i} differs from torch.autograd for the program\n  {listing}\n"
                                    f"expected {fmt(e)}, received {fmt(g)} (output = v{len(nodes) - 1}).")
     if with_differences:
         numeric = central_differences(lambda *xs: run_program(list(xs), steps, lambda v: torch.tensor(float(v), dtype=torch.float64), "torch")[1][-1].item(), *leaves)
         for i, (g, n) in enumerate(zip(grads, numeric)):
-            if not math.isclose(g, float(n), rel_tol=1e-4, abs_tol=1e-5):
+            if not close(g, float(n), AGAINST_DIFFERENCES):
                 raise CheckFailure(ex, f"gradient of v{i} differs from central differences for\n  {listing}\n"
                                        f"expected about {fmt(float(n))}, received {fmt(g)}.")
 
@@ -281,10 +282,10 @@ def check_backward(backward) -> None:
                                f"products): {EVERY_PATH}")
     expected = -5 * (1 - math.tanh(0.5) ** 2)
     got = as_float(ex, x.grad, "x.grad")
-    if any(math.isclose(got, expected * share / 5, rel_tol=1e-9) for share in (2, 3)):  # a ran after one consumer
+    if any(close(got, expected * share / 5, AGAINST_TORCH) for share in (2, 3)):  # a ran after one consumer
         raise CheckFailure(ex, f"a = tanh(x); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(expected)}, received "
                                f"{fmt(got)}, the share of one product only: {EARLY_NODE}")
-    if not math.isclose(got, expected, rel_tol=1e-9):
+    if not close(got, expected, AGAINST_TORCH):
         raise CheckFailure(ex, f"a = tanh(x); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(expected)}, "
                                f"received {fmt(x.grad)}.")
 
@@ -296,7 +297,7 @@ def check_backward(backward) -> None:
     for _ in range(CHAIN_LENGTH):
         value = math.tanh(value)
         expected *= 1 - value ** 2
-    if not math.isclose(chain_x.grad, expected, rel_tol=1e-9, abs_tol=1e-300):
+    if not close(chain_x.grad, expected, AGAINST_TORCH):
         raise CheckFailure(ex, f"chain of {CHAIN_LENGTH} tanh nodes: expected x.grad = {expected!r}, received {chain_x.grad!r}")
 
 
@@ -320,7 +321,7 @@ def check_derived_operators(Value) -> None:
     for shown, make, want, why in probes:
         out = call_learner(ex, make, shown_input=shown)
         got = as_float(ex, getattr(out, "data", None), f"({shown}).data")
-        if not math.isclose(got, want, rel_tol=1e-12):
+        if not close(got, want, SAME_ARITHMETIC):
             raise CheckFailure(ex, f"{why}\n{shown}: expected data {want}, received {got}.")
 
     slopes = [
@@ -338,7 +339,7 @@ def check_derived_operators(Value) -> None:
         y = call_learner(ex, fn, x, shown_input=shown)
         call_learner(ex, y.backward, shown_input=f"({shown}).backward()")
         got = as_float(ex, x.grad, "x.grad")
-        if not math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-15):
+        if not close(got, want, SAME_ARITHMETIC):
             raise CheckFailure(ex, f"{why}\n{shown}: expected x.grad = {fmt(want)}, received {fmt(got)}.")
 
     @RANDOM_CASES
@@ -379,14 +380,14 @@ def check_nonlinearities(Value) -> None:
                 raise CheckFailure(ex, f"{shown} raised OverflowError. {overflow}") from None
             raise
         got = as_float(ex, getattr(out, "data", None), f"{shown}.data")
-        if math.isnan(got) or not math.isclose(got, want_data, rel_tol=1e-12, abs_tol=1e-300):
+        if not close(got, want_data, SAME_ARITHMETIC):
             hint = f" {overflow}" if op == "tanh" and abs(x0) > 100 else ""
             raise CheckFailure(ex, f"{shown} should be {want_data!r}, received {got!r}.{hint}")
         call_learner(ex, out.backward, shown_input=f"{shown}.backward()")
         grad = as_float(ex, x.grad, "x.grad")
-        if not math.isclose(grad, want_grad, rel_tol=1e-9, abs_tol=1e-12):
+        if not close(grad, want_grad, AGAINST_TORCH):
             for wrong, why in slips.items():
-                if math.isclose(grad, wrong, rel_tol=1e-9):
+                if close(grad, wrong, AGAINST_TORCH):
                     raise CheckFailure(ex, f"{why}\n{shown}: expected x.grad = {fmt(want_grad)}, received {fmt(grad)}.")
             raise CheckFailure(ex, f"{shown}: expected x.grad = {fmt(want_grad)}, received {fmt(grad)}.")
 
@@ -439,7 +440,7 @@ def check_architecture(ex, MLP, n_in, sizes):
         outs = out if isinstance(out, list) else [out]
         expected = _torch_mlp(flat, inputs, n_in, sizes)
         got = np.array([as_float(ex, o.data, "an output's data") for o in outs])
-        if got.shape != expected.shape or not np.allclose(got, expected.detach().numpy(), rtol=1e-9, atol=1e-12):
+        if not close(got, expected.detach().numpy(), AGAINST_TORCH):
             raise CheckFailure(ex, f"{shown}: model({inputs}) = {fmt(got)}, but the same weights in torch give "
                                    f"{fmt(expected.detach().numpy())}. Expected: each neuron computes sum(w·x) + b, ReLU on "
                                    "every layer except the last, and parameters() lists each neuron's weights then its "
@@ -451,7 +452,7 @@ def check_architecture(ex, MLP, n_in, sizes):
         call_learner(ex, loss.backward, shown_input=f"sum(model({inputs})).backward()")
         (want,) = torch.autograd.grad(expected.sum(), flat)
         grads = np.array([as_float(ex, p.grad, "a parameter's grad") for p in params])
-        if not np.allclose(grads, want.numpy(), rtol=1e-9, atol=1e-12):
+        if not close(grads, want.numpy(), AGAINST_TORCH):
             raise CheckFailure(ex, f"{shown}: parameter gradients differ from torch: expected {fmt(want.numpy())}, "
                                    f"received {fmt(grads)}")
     call_learner(ex, model.zero_grad, shown_input="model.zero_grad()")
