@@ -30,7 +30,7 @@ def test_central_difference_accepts_correct_alternatives(answer, capsys):
 
 
 @pytest.mark.parametrize("answer, phrases", [
-    (lambda f, x, h: (f(x + h) - f(x)) / h, ["forward difference", "Expected 12.01"]),
+    (lambda f, x, h: (f(x + h) - f(x)) / h, ["forward difference", "expected 12.01"]),
     (lambda f, x, h: (f(x) - f(x - h)) / h, ["backward difference"]),
     (lambda f, x, h: (f(x + h) - f(x - h)) / h, ["2h apart"]),
     (lambda f, x, h: (f(x + 1e-6) - f(x - 1e-6)) / 2e-6, ["ignores the h argument"]),

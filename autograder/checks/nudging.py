@@ -15,7 +15,7 @@ from hypothesis import given, strategies as st
 
 from autograder.checks import exercise
 from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, SAME_ARITHMETIC,
-                                    CheckFailure, Tolerance, as_float, call_learner, close, fmt)
+                                    CheckFailure, Probe, Tolerance, as_float, call_learner, close, fmt, run_probes)
 from autograder.oracles import central_differences, torch_gradients
 
 # Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
@@ -40,12 +40,13 @@ def check_central_difference(central_difference) -> None:
     def run(f, x, h, shown):
         return as_float(ex, call_learner(ex, central_difference, f, x, h, shown_input=shown), "the slope")
 
-    # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number.
+    # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number. The slips are
+    # 0.01 or more apart, so they are told apart as differences; the random cases below hold the answer to SAME_DIFFERENCE.
     cube = lambda x: x ** 3
     x, h = 2.0, 0.1
-    got = run(cube, x, h, "f(x) = x**3, x = 2.0, h = 0.1")
+    shown = "f(x) = x**3, x = 2.0, h = 0.1"
     right = (cube(x + h) - cube(x - h)) / (2 * h)  # 12.01
-    mistakes = [
+    run_probes(ex, [Probe(shown, lambda: run(cube, x, h, shown), right, slips=(
         ((cube(x + h) - cube(x)) / h,
          "this is the forward difference (f(x+h) - f(x)) / h. Its error shrinks only like h; nudging both ways, "
          "(f(x+h) - f(x-h)) / (2h), cancels the curvature term and the error shrinks like h²."),
@@ -53,16 +54,12 @@ def check_central_difference(central_difference) -> None:
          "this is the backward difference (f(x) - f(x-h)) / h. Nudge both ways: (f(x+h) - f(x-h)) / (2h)."),
         ((cube(x + h) - cube(x - h)) / h,
          "twice the slope: the two nudged points x-h and x+h are 2h apart, so divide by 2h, not h."),
-    ]
-    if not close(got, right, SAME_DIFFERENCE):
-        for value, why in mistakes:
-            if close(got, value, SAME_DIFFERENCE):
-                raise CheckFailure(ex, f"{why}\nInput: f(x) = x**3, x = 2.0, h = 0.1. Expected {fmt(right)}, received {fmt(got)}.")
-        if close(got, 12.0, AGAINST_DIFFERENCES):  # the true slope, measured with a nudge of its own
-            raise CheckFailure(ex, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 "
-                                   f"is 12.01 (it carries an h² error on purpose), received {fmt(got)}.")
-        raise CheckFailure(ex, f"for f(x) = x**3, x = 2.0, h = 0.1 expected (f(x+h) - f(x-h)) / (2h) = {fmt(right)}, "
-                               f"received {fmt(got)}.")
+        (right * h * h,
+         "the right slope multiplied by h²: `... / 2 * h` divides by 2 and then multiplies by h, since Python evaluates "
+         "/ and * from left to right. Write `/ (2 * h)`."),
+        (12.0, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 is 12.01 (it "
+               "carries an h² error on purpose), not the true slope 12."),
+    ), why="expected (f(x+h) - f(x-h)) / (2h).", tolerance=AGAINST_DIFFERENCES)])
 
     @RANDOM_CASES
     @given(name=st.sampled_from(sorted(SCALAR_FUNCTIONS)), x=st.floats(-20, 20),
@@ -121,37 +118,38 @@ def check_numerical_gradient(numerical_gradient) -> None:
             raise CheckFailure(ex, f"returned dtype {result.dtype}; return float64 whatever x's dtype ({shown}).")
         return result
 
-    # Probe 1: a linear function with distinct weights. Nudging all elements at once gives sum(w) everywhere.
+    def probe(shown, f, x, h, expected, slips=(), why="", tolerance=SAME_DIFFERENCE):
+        return Probe(shown, lambda: run(f, x, h, shown), expected, slips, why, tolerance)
+
+    drift = ("later entries drift: an earlier element was not put back before the next one was nudged, so every later "
+             "partial is measured one step of h further from x.")
     w = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
-    x = np.arange(6.0).reshape(2, 3) / 4
-    got = run(lambda v: float((w * v).sum()), x, 1e-5, "f(x) = sum(w * x), x of shape (2, 3)")
-    if not close(got, w, AGAINST_DIFFERENCES):
-        if close(got, np.full_like(w, w.sum()), AGAINST_DIFFERENCES):
-            raise CheckFailure(ex, "every entry equals the change when all elements move together: you nudged the whole "
-                                   "array at once. A partial derivative nudges one element and holds the others still.")
-        raise CheckFailure(ex, f"for f(x) = sum(w * x) the gradient is w = {fmt(w)}, received {fmt(got)}.")
-
-    # Probe 2: a cubic at a large h, where the central difference carries an exact h² term.
-    x = np.array([1.0, -2.0])
-    got = run(lambda v: float((v ** 3).sum()), x, 0.1, "f(x) = sum(x**3), x = [1, -2], h = 0.1")
-    right = 3 * x ** 2 + 0.01
-    if not close(got, right, SAME_DIFFERENCE):
-        if close(got, 3 * x ** 2 + 3 * x * 0.1 + 0.01, SAME_DIFFERENCE):
-            why = "this is the forward difference (f(x+h) - f(x)) / h; nudge each element both ways and divide by 2h."
-        elif close(got, 3 * x ** 2, AGAINST_DIFFERENCES):
-            why = "your result ignores the h argument (it matches a tiny nudge, not h = 0.1)."
-        else:
-            why = "each entry should be (f(x + h·e_i) - f(x - h·e_i)) / (2h)."
-        raise CheckFailure(ex, f"{why}\nFor f(x) = sum(x**3), x = [1, -2], h = 0.1 expected {fmt(right)}, received {fmt(got)}.")
-
-    # Probe 3: a coupled function at a large h. If an element is not restored, later partials drift by ~h.
-    x = np.array([1.0, 2.0, 3.0])
-    got = run(lambda v: float(v.sum() ** 2), x, 0.1, "f(x) = sum(x)**2, x = [1, 2, 3], h = 0.1")
-    if not close(got, [12.0, 12.0, 12.0], SAME_DIFFERENCE):
-        drift = " Later entries drift: an earlier element was not put back before the next one was nudged." \
-            if got[0] != got[-1] else ""
-        raise CheckFailure(ex, "for f(x) = sum(x)**2 at x = [1, 2, 3] with h = 0.1 every partial is exactly 12 "
-                               f"(central differences are exact on quadratics), received {fmt(got)}.{drift}")
+    x2 = np.array([1.0, -2.0])
+    x32 = np.array([0.5, 1.0, 1.5], dtype=np.float32)
+    run_probes(ex, [
+        # A linear function with distinct weights. Nudging all elements at once gives sum(w) everywhere.
+        probe("f(x) = sum(w * x), x of shape (2, 3)", lambda v: float((w * v).sum()), np.arange(6.0).reshape(2, 3) / 4,
+              1e-5, w, slips=((np.full_like(w, w.sum()),
+                               "every entry equals the change when all elements move together: you nudged the whole "
+                               "array at once. A partial derivative nudges one element and holds the others still."),),
+              why="for f(x) = sum(w * x) the gradient is w.", tolerance=AGAINST_DIFFERENCES),
+        # A cubic at a large h, where the central difference carries an exact h² term (0.01 apart from the slope).
+        probe("f(x) = sum(x**3), x = [1, -2], h = 0.1", lambda v: float((v ** 3).sum()), x2, 0.1, 3 * x2 ** 2 + 0.01,
+              slips=((3 * x2 ** 2 + 3 * x2 * 0.1 + 0.01, "this is the forward difference (f(x+h) - f(x)) / h; nudge "
+                                                         "each element both ways and divide by 2h."),
+                     (3 * x2 ** 2, "your result ignores the h argument (it matches a tiny nudge, not h = 0.1).")),
+              why="each entry should be (f(x + h·e_i) - f(x - h·e_i)) / (2h).", tolerance=AGAINST_DIFFERENCES),
+        # A coupled function at a large h. If an element is not restored, later partials drift by 2h each.
+        probe("f(x) = sum(x)**2, x = [1, 2, 3], h = 0.1", lambda v: float(v.sum() ** 2), np.array([1.0, 2.0, 3.0]), 0.1,
+              [12.0, 12.0, 12.0], slips=(([12.0, 11.8, 11.6], drift), ([12.0, 12.2, 12.4], drift)),
+              why="every partial of sum(x)**2 at x = [1, 2, 3] is exactly 12 (central differences are exact on "
+                  "quadratics)."),
+        # float32 holds ~7 digits, so a 1e-5 nudge keeps ~2 of them. The answer must be computed in float64.
+        probe("f(x) = sum(sin(x)), x = [0.5, 1, 1.5] as float32", lambda v: float(np.sin(v).sum()), x32, 1e-5,
+              np.cos(x32.astype(np.float64)),
+              why="float32 input: a float32 holds about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: "
+                  "do the nudging on a float64 copy, np.array(x, dtype=np.float64).", tolerance=FLOAT32_INPUTS),
+    ])
 
     # Probe 4: integer and boolean arrays cannot hold a nudge of 1e-5; refuse them, naming the dtype.
     for bad in (np.array([1, 2, 3]), np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.uint8),
@@ -167,15 +165,6 @@ def check_numerical_gradient(numerical_gradient) -> None:
             raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}). Writing x + 1e-5 back "
                                    f"into a {bad.dtype} array truncates it, so the nudge is lost; raise a TypeError "
                                    "naming the dtype.")
-
-    # Probe 5: float32 holds ~7 digits, so a 1e-5 nudge keeps ~2 of them. The answer must be computed in float64.
-    x32 = np.array([0.5, 1.0, 1.5], dtype=np.float32)
-    got = run(lambda v: float(np.sin(v).sum()), x32, 1e-5, "f(x) = sum(sin(x)), x = [0.5, 1, 1.5] as float32")
-    exact = np.cos(x32.astype(np.float64))
-    if not close(got, exact, FLOAT32_INPUTS):
-        raise CheckFailure(ex, f"float32 input: expected cos(x) = {fmt(exact)}, received {fmt(got)}. A float32 holds "
-                               "about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: do the nudging on a "
-                               "float64 copy, np.array(x, dtype=np.float64).")
 
     shapes = st.lists(st.integers(1, 5), min_size=0, max_size=4).map(tuple)
 
@@ -246,19 +235,15 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
             raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}")
         return values, shown
 
-    # Probes: the worked example, then a point where its coincidences (z = 1, so 1 - z = 1 - z² = 0) vanish.
-    # A slip is named only when it explains the answers at both points.
+    # Probe: the worked example and a point where its coincidences (z = 1, so 1 - z = 1 - z² = 0) vanish, as one
+    # probe: a slip is named only when it explains the answers at both points.
     points = ((1.5, 0.8, -0.2, 1.3, 3.0), (0.7, -1.2, 0.3, 0.9, -0.5))
-    answers = [run(args) for args in points]
     models = [_tanh_net_mistakes(*args) for args in points]
-    for (got, shown), (_, right) in zip(answers, models):
-        if close(got, right, SAME_ARITHMETIC):
-            continue
-        for k, (_, why) in enumerate(models[0][0]):
-            if all(close(g, m[0][k][0], AGAINST_TORCH) for (g, _), m in zip(answers, models)):
-                raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(np.array(right))}, received {fmt(np.array(got))}.")
-        raise CheckFailure(ex, f"{shown}: expected (dL/dw1, dL/db1, dL/dw2) = {fmt(np.array(right))}, "
-                               f"received {fmt(np.array(got))}.")
+    slips = tuple((np.concatenate([m[0][k][0] for m in models]), why) for k, (_, why) in enumerate(models[0][0]))
+    shown = "(dL/dw1, dL/db1, dL/dw2) at (x, w1, b1, w2, t) = " + " and at ".join(
+        "(" + ", ".join(f"{a:g}" for a in args) + ")" for args in points)
+    run_probes(ex, [Probe(shown, lambda: np.concatenate([run(args)[0] for args in points]),
+                          np.concatenate([right for _, right in models]), slips, tolerance=SAME_ARITHMETIC)])
 
     unit = st.floats(-8, 8)
 
@@ -295,26 +280,22 @@ def check_log_square_trace(log_square_trace) -> None:
 
     def diagnose(x, got, shown):
         e = x * x
-        expected = {"e": e, "y": math.log(e), "grad_e": 1 / e, "grad_x": 2 / x}
-        if not close(got["e"], e, SAME_ARITHMETIC) or not close(got["y"], math.log(e), SAME_ARITHMETIC):
-            raise CheckFailure(ex, f"forward pass: {shown} should give e = x*x = {fmt(e)} and y = log(e) = "
-                                   f"{fmt(math.log(e))}, received e = {fmt(got['e'])}, y = {fmt(got['y'])}.")
-        if not close(got["grad_e"], 1 / e, SAME_ARITHMETIC):
-            why = "log's local derivative is 1 / (its input), and its input is e = x*x, not x." \
-                if close(got["grad_e"], 1 / x, SAME_ARITHMETIC) else "grad_e = grad_y × (local derivative of log at e) = 1 / e."
-            raise CheckFailure(ex, f"{why}\n{shown}: expected grad_e = {fmt(1 / e)}, received {fmt(got['grad_e'])}.")
-        if not close(got["grad_x"], 2 / x, SAME_ARITHMETIC):
-            if close(got["grad_x"], -2 / x, SAME_ARITHMETIC):
-                why = "the sign is wrong for this x: dy/dx = 2/x is negative when x is (log(x*x) falls as x grows towards 0 from below)."
-            elif close(got["grad_x"], 1 / x, SAME_ARITHMETIC):
-                why = ("only one of the two edges into x was counted. x is a shared node: it feeds the multiply twice, "
-                       "so its gradient is the sum of both edges; the second one needs += (an = overwrote the first).")
-            elif close(got["grad_x"], 2 / e, SAME_ARITHMETIC) or close(got["grad_x"], 1 / e, SAME_ARITHMETIC):
-                why = "each edge through the multiply carries grad_e × (the other input), and the other input is x."
-            else:
-                why = "grad_x = grad_e·x (first edge) + grad_e·x (second edge)."
-            raise CheckFailure(ex, f"{why}\n{shown}: expected grad_x = {fmt(expected['grad_x'])}, "
-                                   f"received {fmt(got['grad_x'])}.")
+        run_probes(ex, [
+            Probe(f"{shown}: (e, y)", lambda: np.array([got["e"], got["y"]]), np.array([e, math.log(e)]),
+                  why="forward pass: e = x*x and y = log(e).", tolerance=SAME_ARITHMETIC),
+            Probe(f"{shown}: grad_e", lambda: got["grad_e"], 1 / e,
+                  slips=((1 / x, "log's local derivative is 1 / (its input), and its input is e = x*x, not x."),),
+                  why="grad_e = grad_y × (local derivative of log at e) = 1 / e.", tolerance=SAME_ARITHMETIC),
+            Probe(f"{shown}: grad_x", lambda: got["grad_x"], 2 / x, slips=(
+                (-2 / x, "the sign is wrong for this x: dy/dx = 2/x is negative when x is (log(x*x) falls as x grows "
+                         "towards 0 from below)."),
+                (1 / x, "only one of the two edges into x was counted. x is a shared node: it feeds the multiply "
+                        "twice, so its gradient is the sum of both edges; the second one needs += (an = overwrote the "
+                        "first)."),
+                (2 / e, "each edge through the multiply carries grad_e × (the other input), and the other input is x."),
+                (1 / e, "each edge through the multiply carries grad_e × (the other input), and the other input is x."),
+            ), why="grad_x = grad_e·x (first edge) + grad_e·x (second edge).", tolerance=SAME_ARITHMETIC),
+        ])
 
     got, shown = run(3.0)
     diagnose(3.0, got, shown)

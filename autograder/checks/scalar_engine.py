@@ -17,7 +17,7 @@ from hypothesis import given, strategies as st
 from autograder.checks import exercise, reference_nodes
 from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order
 from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC, CheckFailure,
-                                    as_float, call_learner, call_on_deep_graph, close, fmt)
+                                    Probe, as_float, call_learner, call_on_deep_graph, close, fmt, run_probes)
 from autograder.oracles import central_differences
 from autograder.checks.recorded import RecordedGraph
 from autograder.remote import beside
@@ -152,50 +152,50 @@ def check_value_node(Value) -> None:
         if set(getattr(out, "_prev", ())) != {x, y}:
             raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
         out.grad = 5.0
-        call_learner(ex, out._backward, shown_input=f"out = Value({a}) {op} Value({b}); out.grad = 5; out._backward()")
-        got = (x.grad, y.grad)
-        want = (5.0 * grads[0], 5.0 * grads[1])
-        if got != want:
-            rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
-                    "multiply sends each input upstream × the other input's data")
-            raise CheckFailure(ex, f"{rule}. out = Value({a}) {op} Value({b}) with out.grad = 5: expected input grads "
-                                   f"{want}, received {got}.")
+        rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
+                "multiply sends each input upstream × the other input's data")
+        shown = f"out = Value({a}) {op} Value({b}); out.grad = 5; out._backward(); (x.grad, y.grad)"
+        run_probes(ex, [Probe(shown, lambda: _backward_then(ex, out, x, y), (5.0 * grads[0], 5.0 * grads[1]),
+                              why=f"{rule}.", tolerance=SAME_ARITHMETIC)])
 
-    # A shared node: y = a·a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6.
-    a = Value(3.0)
-    y = call_learner(ex, lambda: a * a, shown_input="a * a")
-    y.grad = 1.0
-    call_learner(ex, y._backward, shown_input="a = Value(3.0); y = a * a; y.grad = 1; y._backward()")
-    if a.grad == 3.0:
-        raise CheckFailure(ex, "y = a * a at a = 3 gave a.grad = 3, not 6. a is a shared node: it is both inputs of "
-                               "the multiply, and the second edge overwrote the first. Accumulate with +=.")
-    if a.grad != 6.0:
-        raise CheckFailure(ex, f"y = a * a at a = 3 should give a.grad = 6, received {a.grad!r}.")
-    if y.grad != 1.0:
-        raise CheckFailure(ex, f"y._backward() changed y.grad to {y.grad!r}: a rule reads out.grad and adds to its "
-                               "inputs; it must leave out.grad alone (micrograd's gradients accumulate on every node).")
-    a = Value(3.0)
-    y = call_learner(ex, lambda: a + a, shown_input="a + a")
-    y.grad = 1.0
-    call_learner(ex, y._backward, shown_input="a = Value(3.0); y = a + a; y.grad = 1; y._backward()")
-    if a.grad != 2.0:
-        raise CheckFailure(ex, f"y = a + a should give a.grad = 2 (one per edge), received {a.grad!r}: accumulate with +=.")
-    if y.grad != 1.0:
-        raise CheckFailure(ex, f"y._backward() for y = a + a changed y.grad to {y.grad!r}: a rule must leave out.grad "
-                               "alone (micrograd's gradients accumulate on every node).")
+    # Shared nodes: y = a·a and y = a + a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6, and 1 + 1 = 2.
+    for op, make, want, slips, why in (
+            ("*", lambda p: p * p, 6.0,
+             ((3.0, "a is a shared node: it is both inputs of the multiply, and the second edge overwrote the first. "
+                    "Accumulate with +="),), ""),
+            ("+", lambda p: p + p, 2.0, (), "y = a + a gives one gradient per edge: accumulate with +=.")):
+        a = Value(3.0)
+        y = call_learner(ex, make, a, shown_input=f"a {op} a")
+        y.grad = 1.0
+        run_probes(ex, [Probe(f"a = Value(3.0); y = a {op} a; y.grad = 1; y._backward(); a.grad",
+                              lambda: _backward_then(ex, y, a), want, slips, why, tolerance=SAME_ARITHMETIC)])
+        if y.grad != 1.0:
+            raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads out.grad "
+                                   "and adds to its inputs; it must leave out.grad alone (micrograd's gradients "
+                                   "accumulate on every node).")
 
     # Plain numbers are wrapped in a Value, and the result is still connected to the graph.
     for expr, fn, want, slope in (("Value(2.0) + 1", lambda p: p + 1, 3.0, 1.0),
                                   ("Value(2.0) * 3", lambda p: p * 3, 6.0, 3.0)):
         v = Value(2.0)
         out = call_learner(ex, fn, v, shown_input=expr)
-        if as_float(ex, getattr(out, "data", out), expr) != want:
-            raise CheckFailure(ex, f"{expr} should have data {want}: wrap plain numbers in a Value.")
-        out.grad = 1.0
-        call_learner(ex, out._backward, shown_input=f"out = {expr}; out.grad = 1; out._backward()")
-        if v.grad != slope:
-            raise CheckFailure(ex, f"out = {expr}: after out._backward() the Value should have grad {slope}, received "
-                                   f"{v.grad!r}. Wrap the number and build the node exactly as for two Values.")
+        run_probes(ex, [
+            Probe(f"({expr}).data", lambda: as_float(ex, getattr(out, "data", out), expr), want,
+                  why="wrap plain numbers in a Value.", tolerance=SAME_ARITHMETIC),
+            Probe(f"out = {expr}; out.grad = 1; out._backward(); the Value's grad",
+                  lambda: _backward_then(ex, out, v, seed=1.0), slope,
+                  why="the Value must receive its slope from out's rule. Wrap the number and build the node exactly as "
+                      "for two Values.", tolerance=SAME_ARITHMETIC),
+        ])
+
+
+def _backward_then(ex, out, *inputs, seed=None):
+    """Run out's own rule (after setting out.grad = seed, when given) and return the inputs' gradients."""
+    if seed is not None:
+        out.grad = seed
+    out._backward()
+    grads = [as_float(ex, node.grad, "an input's .grad") for node in inputs]
+    return grads[0] if len(grads) == 1 else tuple(grads)
 
 
 # ------------------------------------------------------------------------------------------------ topological_order
@@ -281,13 +281,9 @@ def check_backward(backward) -> None:
         raise CheckFailure(ex, f"a node's _backward ran {a.backward_calls} times in one pass (a = tanh(x) feeds two "
                                f"products): {EVERY_PATH}")
     expected = -5 * (1 - math.tanh(0.5) ** 2)
-    got = as_float(ex, x.grad, "x.grad")
-    if any(close(got, expected * share / 5, AGAINST_TORCH) for share in (2, 3)):  # a ran after one consumer
-        raise CheckFailure(ex, f"a = tanh(x); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(expected)}, received "
-                               f"{fmt(got)}, the share of one product only: {EARLY_NODE}")
-    if not close(got, expected, AGAINST_TORCH):
-        raise CheckFailure(ex, f"a = tanh(x); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(expected)}, "
-                               f"received {fmt(x.grad)}.")
+    one_product = f"x.grad is the share of one product only: {EARLY_NODE}"
+    run_probes(ex, [Probe("a = tanh(x); y = -2a - 3a at x = 0.5: x.grad", lambda: as_float(ex, x.grad, "x.grad"),
+                          expected, slips=((expected * 2 / 5, one_product), (expected * 3 / 5, one_product)))])
 
     # Deep graph: no recursion anywhere in the pass.
     chain_x, end = RecordedGraph(Node).chain(CHAIN_LENGTH, "tanh")
@@ -297,8 +293,8 @@ def check_backward(backward) -> None:
     for _ in range(CHAIN_LENGTH):
         value = math.tanh(value)
         expected *= 1 - value ** 2
-    if not close(chain_x.grad, expected, AGAINST_TORCH):
-        raise CheckFailure(ex, f"chain of {CHAIN_LENGTH} tanh nodes: expected x.grad = {expected!r}, received {chain_x.grad!r}")
+    run_probes(ex, [Probe(f"a chain of {CHAIN_LENGTH} tanh nodes: x.grad", lambda: as_float(ex, chain_x.grad, "x.grad"),
+                          expected)])
 
 
 # ------------------------------------------------------------------------------------------------ derived_operators
@@ -306,7 +302,18 @@ def check_backward(backward) -> None:
 @exercise("derived_operators", builds_on=("value_node", "backward"))
 def check_derived_operators(Value) -> None:
     ex = "derived_operators"
-    probes = [
+    def data_of(make, shown):
+        return lambda: as_float(ex, getattr(make(), "data", None), f"({shown}).data")
+
+    def slope_of(fn, x0):
+        def call():
+            x = Value(x0)
+            fn(x).backward()
+            return as_float(ex, x.grad, "x.grad")
+        return call
+
+    run_probes(ex, [Probe(f"({shown}).data", data_of(make, shown), want, why=why, tolerance=SAME_ARITHMETIC)
+                    for shown, make, want, why in [
         ("5 - Value(2.0)", lambda: 5 - Value(2.0), 3.0,
          "5 - v must be 5 - v.data = 3, not v - 5: in __rsub__, self is the right operand."),
         ("1 / Value(4.0)", lambda: 1 / Value(4.0), 0.25,
@@ -317,14 +324,10 @@ def check_derived_operators(Value) -> None:
         ("Value(7.0) - 2", lambda: Value(7.0) - 2, 5.0, "v - 2 needs __sub__."),
         ("Value(3.0) / 2", lambda: Value(3.0) / 2, 1.5, "v / 2 needs __truediv__."),
         ("Value(3.0) ** 2", lambda: Value(3.0) ** 2, 9.0, "v ** 2 needs __pow__ with a number exponent."),
-    ]
-    for shown, make, want, why in probes:
-        out = call_learner(ex, make, shown_input=shown)
-        got = as_float(ex, getattr(out, "data", None), f"({shown}).data")
-        if not close(got, want, SAME_ARITHMETIC):
-            raise CheckFailure(ex, f"{why}\n{shown}: expected data {want}, received {got}.")
+    ]])
 
-    slopes = [
+    run_probes(ex, [Probe(f"x.grad for {shown}", slope_of(fn, x0), want, why=why, tolerance=SAME_ARITHMETIC)
+                    for shown, fn, x0, want, why in [
         ("x ** 3 at x = 2", lambda x: x ** 3, 2.0, 12.0, "the local derivative of x**k is k·x**(k-1) = 12."),
         ("x ** 2 at x = 0", lambda x: x ** 2, 0.0, 0.0, "the local derivative of x**2 at 0 is 0 (compute it from x, "
                                                       "not as k·out/x, which divides by zero)."),
@@ -333,14 +336,7 @@ def check_derived_operators(Value) -> None:
         ("sum([x, x]) at x = 2", lambda x: sum([x, x]), 2.0, 2.0,
          "sum() starts from 0, so 0 + x calls __radd__: it must stay connected to x."),
         ("0 * x + 1 * x at x = 2", lambda x: 0 * x + 1 * x, 2.0, 1.0, "__rmul__ must stay connected for every number."),
-    ]
-    for shown, fn, x0, want, why in slopes:
-        x = Value(x0)
-        y = call_learner(ex, fn, x, shown_input=shown)
-        call_learner(ex, y.backward, shown_input=f"({shown}).backward()")
-        got = as_float(ex, x.grad, "x.grad")
-        if not close(got, want, SAME_ARITHMETIC):
-            raise CheckFailure(ex, f"{why}\n{shown}: expected x.grad = {fmt(want)}, received {fmt(got)}.")
+    ]])
 
     @RANDOM_CASES
     @given(programs(BINARY + REFLECTED + ["neg", "**2", "**3", "**-1", "**0.5"]))
@@ -369,27 +365,30 @@ def check_nonlinearities(Value) -> None:
         ("tanh", 1000.0, 1.0, 0.0, {}),
         ("tanh", -1000.0, -1.0, 0.0, {}),
     ]
+    overflow = "A formula through exp(2x) overflows at large inputs; math.tanh does not."
     for op, x0, want_data, want_grad, slips in cases:
         shown = f"Value({x0}).{op}()"
-        x = Value(x0)
-        overflow = "A formula through exp(2x) overflows at large inputs; math.tanh does not."
+        made = {}
+
+        def forward(op=op, x0=x0):
+            made["x"] = Value(x0)
+            made["out"] = getattr(made["x"], op)()
+            return as_float(ex, getattr(made["out"], "data", None), f"{shown}.data")
+
+        def gradient():
+            made["out"].backward()
+            return as_float(ex, made["x"].grad, "x.grad")
+
         try:
-            out = call_learner(ex, lambda: getattr(x, op)(), shown_input=shown)
+            run_probes(ex, [
+                Probe(shown, forward, want_data, why=overflow if op == "tanh" and abs(x0) > 100 else "",
+                      tolerance=SAME_ARITHMETIC),
+                Probe(f"{shown}.backward(): x.grad", gradient, want_grad, slips=tuple(slips.items())),
+            ])
         except CheckFailure as failure:
             if isinstance(failure.cause, OverflowError):
                 raise CheckFailure(ex, f"{shown} raised OverflowError. {overflow}") from None
             raise
-        got = as_float(ex, getattr(out, "data", None), f"{shown}.data")
-        if not close(got, want_data, SAME_ARITHMETIC):
-            hint = f" {overflow}" if op == "tanh" and abs(x0) > 100 else ""
-            raise CheckFailure(ex, f"{shown} should be {want_data!r}, received {got!r}.{hint}")
-        call_learner(ex, out.backward, shown_input=f"{shown}.backward()")
-        grad = as_float(ex, x.grad, "x.grad")
-        if not close(grad, want_grad, AGAINST_TORCH):
-            for wrong, why in slips.items():
-                if close(grad, wrong, AGAINST_TORCH):
-                    raise CheckFailure(ex, f"{why}\n{shown}: expected x.grad = {fmt(want_grad)}, received {fmt(grad)}.")
-            raise CheckFailure(ex, f"{shown}: expected x.grad = {fmt(want_grad)}, received {fmt(grad)}.")
 
     @RANDOM_CASES
     @given(programs(BINARY + REFLECTED + UNARY), st.booleans())
