@@ -219,7 +219,7 @@ def with_sech_squared(x, w1, b1, w2, t):
     z = w1 * x + b1
     g = 2 * (w2 * math.tanh(z) - t)
     dz = g * w2 / math.cosh(z) ** 2
-    return [dz * x, dz, g * math.tanh(z)]
+    return dz * x, dz, g * math.tanh(z)
 
 
 def with_torch(x, w1, b1, w2, t):

@@ -38,7 +38,13 @@ def check_central_difference(central_difference) -> None:
     ex = "central_difference"
 
     def run(f, x, h, shown):
-        return as_float(ex, call_learner(ex, central_difference, f, x, h, shown_input=shown), "the slope")
+        result = call_learner(ex, central_difference, f, x, h, shown_input=shown)
+        slope = as_float(ex, result, "the slope")
+        if not isinstance(result, float):  # np.float64 is a float; a 0-d array or an int is not
+            what = "a 0-d numpy array" if isinstance(result, np.ndarray) else f"a {type(result).__name__}"
+            raise CheckFailure(ex, f"{shown}: the slope came back as {what} ({fmt(slope)}); the exercise returns a float. "
+                                   "Divide numbers, not arrays, or convert with float(...).")
+        return slope
 
     # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number. The slips are
     # 0.01 or more apart, so they are told apart as differences; the random cases below hold the answer to SAME_DIFFERENCE.
@@ -151,10 +157,54 @@ def check_numerical_gradient(numerical_gradient) -> None:
                   "do the nudging on a float64 copy, np.array(x, dtype=np.float64).", tolerance=FLOAT32_INPUTS),
     ])
 
-    # Probe 4: integer and boolean arrays cannot hold a nudge of 1e-5; refuse them, naming the dtype.
+    # The default nudge is the signature's h = 1e-5: an f that records how far each call moved x from where it was.
+    base = np.array([0.25, -0.5])
+    nudges = []
+
+    def recording(v):
+        moved = np.abs(np.asarray(v, dtype=np.float64) - base)
+        if moved.max() > 0:
+            nudges.append(moved.max())
+        return float((np.asarray(v) ** 2).sum())
+
+    shown = "numerical_gradient(f, x) with x = [0.25, -0.5] and no h"
+    run(recording, base.copy(), None, shown)
+    wrong = [n for n in nudges if not close(n, 1e-5, SAME_ARITHMETIC)]
+    if wrong:
+        raise CheckFailure(ex, f"{shown}: your code nudged x by {fmt(wrong[0])}; the exercise's signature is "
+                               "numerical_gradient(f, x, h=1e-5), so without an h the nudge is 1e-5.")
+
+    # The caller's x is never written into: f must not receive it (an alias nudged in place, then put back), and a
+    # read-only x must work, as it does on a copy.
+    x = np.array([1.0, 2.0])
+    aliased = []
+
+    def watching(v):
+        aliased.append(isinstance(v, np.ndarray) and np.shares_memory(v, x))
+        return float((np.asarray(v) ** 2).sum())
+
+    run(watching, x, 1e-5, "f(x) = sum(x**2), x = [1, 2]")
+    read_only = np.array([1.0, 2.0])
+    read_only.flags.writeable = False
+    copy_needed = ("work on a float64 copy and leave the caller's x alone: `work = x` (and np.asarray(x, "
+                   "dtype=np.float64) of a float64 x) is the same array, while x.astype(np.float64) is a new one.")
+    if any(aliased):
+        raise CheckFailure(ex, "f received the caller's own array x, nudged in place (f(x) = sum(x**2), x = [1, 2]): "
+                               + copy_needed)
+    try:
+        run(lambda v: float((np.asarray(v) ** 2).sum()), read_only, 1e-5, "a read-only x = [1, 2]")
+    except CheckFailure as failure:
+        if isinstance(failure.cause, ValueError) and "read-only" in str(failure.cause):
+            raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: " + copy_needed) from None
+        raise
+
+    # Probe 4: arrays whose dtype is not a floating-point one are refused with a TypeError naming the dtype. Integer
+    # and boolean arrays cannot hold a nudge of 1e-5; a complex one is not a point of a function of real numbers.
     for bad in (np.array([1, 2, 3]), np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.uint8),
-                np.array([True, False])):
+                np.array([True, False]), np.array([1 + 0j, 2 + 0j])):
         article = "an" if bad.dtype.name[0] in "aeio" else "a"
+        why = ("the exercise measures slopes of functions of real numbers" if bad.dtype.kind == "c" else
+               f"writing x + 1e-5 back into a {bad.dtype} array truncates it, so the nudge is lost")
         try:
             accepted = call_learner(ex, numerical_gradient, lambda v: float((v * v).sum()), bad, 1e-5)
         except CheckFailure as failure:
@@ -162,9 +212,8 @@ def check_numerical_gradient(numerical_gradient) -> None:
                 raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, whose "
                                        f"message names the dtype ({bad.dtype}); instead {failure.message}") from None
         else:
-            raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}). Writing x + 1e-5 back "
-                                   f"into a {bad.dtype} array truncates it, so the nudge is lost; raise a TypeError "
-                                   "naming the dtype.")
+            raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its dtype "
+                                   "is not a floating-point one, so raise a TypeError naming the dtype.")
 
     shapes = st.lists(st.integers(1, 5), min_size=0, max_size=4).map(tuple)
 
@@ -233,6 +282,9 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
             raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {result!r}") from None
         if len(values) != 3:
             raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}")
+        if not isinstance(result, tuple):
+            raise CheckFailure(ex, f"return the tuple (dL/dw1, dL/db1, dL/dw2), as the exercise asks; got a "
+                                   f"{type(result).__name__} ({shown}). `return a, b, c` makes a tuple.")
         return values, shown
 
     # Probe: the worked example and a point where its coincidences (z = 1, so 1 - z = 1 - z² = 0) vanish, as one
