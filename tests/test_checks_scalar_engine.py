@@ -348,7 +348,7 @@ def make_mlp(hidden_activation="relu", bias_first=False, keeps_grads=False):
     class Neuron(Module):
         def __init__(self, n_inputs, nonlinear=True):
             self.w = [Value(random.uniform(-1, 1)) for _ in range(n_inputs)]
-            self.b = Value(0.1)
+            self.b = Value(0.0)
             self.nonlinear = nonlinear
 
         def __call__(self, x):
@@ -522,4 +522,4 @@ def test_mlp_with_constant_weights_is_rejected():
             super().__init__(n_inputs, sizes)
             for p in self.parameters():
                 p.data = 0.5
-    rejects("mlp", learner("mlp", Constant), "random.uniform(-1, 1)")
+    rejects("mlp", learner("mlp", Constant), "bias should be Value(0.0)")

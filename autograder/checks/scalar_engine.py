@@ -8,6 +8,7 @@ x.grad 32, then 16 and 96 after a second backward() without clearing (micrograd'
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,6 +152,7 @@ def check_value_node(Value) -> None:
             raise CheckFailure(ex, f"Value({a}) {op} Value({b}) should have data {expected}, got {out.data!r}")
         if set(getattr(out, "_prev", ())) != {x, y}:
             raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
+        _check_op_name(ex, out, op, f"Value({a}) {op} Value({b})")
         out.grad = 5.0
         rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
                 "multiply sends each input upstream × the other input's data")
@@ -187,6 +189,14 @@ def check_value_node(Value) -> None:
                   why="the Value must receive its slope from out's rule. Wrap the number and build the node exactly as "
                       "for two Values.", tolerance=SAME_ARITHMETIC),
         ])
+
+
+def _check_op_name(ex, out, name, shown):
+    """The page names each operation's ``_op``; the graph drawings label nodes with it."""
+    got = getattr(out, "_op", None)
+    if got != name:
+        raise CheckFailure(ex, f"{shown} has _op {got!r}; the page names this operation {name!r}, and the graph "
+                               f"drawings label its node with it: build the output as Value(..., ..., {name!r}).")
 
 
 def _backward_then(ex, out, *inputs, seed=None):
@@ -326,6 +336,10 @@ def check_derived_operators(Value) -> None:
         ("Value(3.0) ** 2", lambda: Value(3.0) ** 2, 9.0, "v ** 2 needs __pow__ with a number exponent."),
     ]])
 
+    for k in (2, 0.5, -1):
+        shown = f"Value(3.0) ** {k}"
+        _check_op_name(ex, call_learner(ex, lambda: Value(3.0) ** k, shown_input=shown), f"**{k}", shown)
+
     run_probes(ex, [Probe(f"x.grad for {shown}", slope_of(fn, x0), want, why=why, tolerance=SAME_ARITHMETIC)
                     for shown, fn, x0, want, why in [
         ("x ** 3 at x = 2", lambda x: x ** 3, 2.0, 12.0, "the local derivative of x**k is k·x**(k-1) = 12."),
@@ -347,6 +361,9 @@ def check_derived_operators(Value) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ nonlinearities
+
+OP_NAMES = {"exp": "exp", "log": "log", "tanh": "tanh", "relu": "ReLU"}  # the page's table
+
 
 @exercise("nonlinearities", builds_on=("value_node", "backward"))
 def check_nonlinearities(Value) -> None:
@@ -389,6 +406,7 @@ def check_nonlinearities(Value) -> None:
             if isinstance(failure.cause, OverflowError):
                 raise CheckFailure(ex, f"{shown} raised OverflowError. {overflow}") from None
             raise
+        _check_op_name(ex, made["out"], OP_NAMES[op], shown)
 
     @RANDOM_CASES
     @given(programs(BINARY + REFLECTED + UNARY), st.booleans())
@@ -401,15 +419,17 @@ def check_nonlinearities(Value) -> None:
 # ------------------------------------------------------------------------------------------------ mlp
 
 @exercise("mlp", builds_on=("nonlinearities",))
-def check_mlp(MLP) -> None:
+def check_mlp(MLP, Neuron) -> None:
     ex = "mlp"
-    beside(MLP, reference_nodes).seed(0)  # the learner draws weights with random.uniform: a reproducible grade
-    for n_in, sizes in ((3, [4, 4, 1]), (2, [3, 2])):  # one output (a Value) and two (a list)
-        check_architecture(ex, MLP, n_in, sizes)
+    kit = beside(MLP, reference_nodes)  # the learner draws weights with random.uniform: reseeded where it runs
+    for seed, (n_in, sizes) in enumerate(((3, [4, 4, 1]), (2, [3, 2]))):  # one output (a Value) and two (a list)
+        check_architecture(ex, kit, MLP, n_in, sizes, seed)
+    check_neuron_default(ex, Neuron)
 
 
-def check_architecture(ex, MLP, n_in, sizes):
+def check_architecture(ex, kit, MLP, n_in, sizes, seed):
     shown = f"MLP({n_in}, {sizes})"
+    kit.seed(seed)
     model = call_learner(ex, MLP, n_in, sizes, shown_input=shown)
     params = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters()")
     count = sum((a + 1) * b for a, b in zip([n_in] + sizes, sizes))
@@ -420,11 +440,7 @@ def check_architecture(ex, MLP, n_in, sizes):
     if [id(p) for p in again] != [id(p) for p in params]:
         raise CheckFailure(ex, "parameters() returned different objects (or a different list) on a second call: it "
                                "must list the model's own Values, the same ones every time.")
-    data = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
-    weights = data[[k for k in range(count) if not _is_bias(k, n_in, sizes)]]
-    if np.any(np.abs(weights) > 1) or np.std(weights) < 0.1:
-        raise CheckFailure(ex, f"{shown}: weights should be drawn with random.uniform(-1, 1), each its own number; got "
-                               f"values from {weights.min():.3f} to {weights.max():.3f}.")
+    initial = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
     # Judge the network with weights of our choosing, both signs everywhere: the learner's own could be picked so
     # that no ReLU ever sees a negative input (biases of 50, say), which would hide a missing ReLU.
     data = np.random.default_rng(count).uniform(-1, 1, count)
@@ -457,6 +473,40 @@ def check_architecture(ex, MLP, n_in, sizes):
     call_learner(ex, model.zero_grad, shown_input="model.zero_grad()")
     if not np.array_equal([p.data for p in params], data):
         raise CheckFailure(ex, "zero_grad() changed parameter values: it clears .grad only.")
+    check_initial_parameters(ex, shown, initial, n_in, sizes, seed)
+
+
+def check_initial_parameters(ex, shown, initial, n_in, sizes, seed):
+    """The page's conventions for a new network (micrograd's): each bias Value(0.0), each weight the next
+    random.uniform(-1, 1) draw, in construction order. The order of parameters() is judged before this."""
+    bias = np.array([_is_bias(k, n_in, sizes) for k in range(len(initial))])
+    if np.any(initial[bias] != 0.0):
+        raise CheckFailure(ex, f"{shown}: right after construction every bias should be Value(0.0), as the page "
+                               f"states; the biases were {fmt(initial[bias])}.")
+    draws = random.Random(seed)  # the sequence random.uniform gives after random.seed(seed)
+    expected = np.array([draws.uniform(-1, 1) for _ in range(int(np.sum(~bias)))])
+    if not close(initial[~bias], expected, SAME_ARITHMETIC):
+        raise CheckFailure(ex, f"{shown} built right after random.seed({seed}): its weights should be the next draws of "
+                               "random.uniform(-1, 1), one per weight in construction order (each neuron's weights, "
+                               f"neuron by neuron, layer by layer). Expected {fmt(expected[:4])} first, received "
+                               f"{fmt(initial[~bias][:4])}. Draw with Python's random module (not numpy's), and nothing "
+                               "else from it while building.")
+
+
+def check_neuron_default(ex, Neuron):
+    """The page's signature Neuron(n_inputs, nonlinear=True): a neuron built without `nonlinear` applies ReLU."""
+    shown = "Neuron(2) with weights [1, 1] and bias 0, at x = [-1, -2]"
+    neuron = call_learner(ex, Neuron, 2, shown_input="Neuron(2)")
+    params = call_learner(ex, neuron.parameters, shown_input="Neuron(2).parameters()")
+    if len(params) != 3:
+        raise CheckFailure(ex, f"Neuron(2).parameters() should list its 2 weights and its bias, got {len(params)} values.")
+    for p, value in zip(params, (1.0, 1.0, 0.0)):
+        p.data = value
+    out = call_learner(ex, neuron, [-1.0, -2.0], shown_input=shown)
+    got = as_float(ex, getattr(out, "data", None), "the neuron's output data")
+    if got != 0.0:
+        raise CheckFailure(ex, f"{shown} gave {fmt(got)}, expected 0: the page's signature is Neuron(n_inputs, "
+                               "nonlinear=True), so a neuron built without `nonlinear` applies ReLU to -3.")
 
 
 def _is_bias(k, n_in, sizes):
