@@ -376,3 +376,16 @@ def test_mlp_accepts_correct_alternatives(pairs, extra):
 ])
 def test_mlp_rejects(pairs, phrases):
     rejects("mlp", edited("mlp", *pairs), *phrases)
+
+
+def test_op_names_are_read_from_the_learners_object_under_trusted_grading():
+    """A Remote has an `_op` method of its own: the check must ask the learner's object, not the proxy."""
+    from autograder import CheckFailure, remote
+    from autograder.checks.scalar_engine import _check_op_name
+
+    with remote.Worker() as worker:
+        worker.run("class V:\n    def __init__(self, op):\n        self._op = op\n", "<cell>")
+        V = worker.evaluate("V")
+        _check_op_name("value_node", V("+"), "+", "V('+')")
+        with pytest.raises(CheckFailure, match="has _op 'add'"):
+            _check_op_name("value_node", V("add"), "+", "V('add')")

@@ -21,7 +21,7 @@ from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_C
                                     Probe, as_float, call_learner, call_on_deep_graph, close, fmt, run_probes)
 from autograder.oracles import central_differences
 from autograder.checks.recorded import RecordedGraph
-from autograder.remote import beside
+from autograder.remote import Remote, beside
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 
@@ -193,7 +193,10 @@ def check_value_node(Value) -> None:
 
 def _check_op_name(ex, out, name, shown):
     """The page names each operation's ``_op``; the graph drawings label nodes with it."""
-    got = getattr(out, "_op", None)
+    try:  # a Remote has an _op method of its own: ask the learner's object, not the proxy
+        got = Remote.__getattr__(out, "_op") if isinstance(out, Remote) else getattr(out, "_op", None)
+    except AttributeError:
+        got = None
     if got != name:
         raise CheckFailure(ex, f"{shown} has _op {got!r}; the page names this operation {name!r}, and the graph "
                                f"drawings label its node with it: build the output as Value(..., ..., {name!r}).")
