@@ -389,3 +389,12 @@ def test_op_names_are_read_from_the_learners_object_under_trusted_grading():
         _check_op_name("value_node", V("+"), "+", "V('+')")
         with pytest.raises(CheckFailure, match="has _op 'add'"):
             _check_op_name("value_node", V("add"), "+", "V('add')")
+
+
+def test_central_differences_run_the_program_that_was_graded():
+    """v2 = v0 / (v0 + v0) at v0 = 0.1 divides by 0.2, the edge of the check's safe range: nudged down by h, the
+    oracle used to swap the division for a scaling and report a slope of 349999 (a spurious failure)."""
+    from autograder.checks.scalar_engine import Step, compare_program
+
+    steps = [Step("+", 0, 0, 3.0), Step("/", 0, 1, 3.0)]
+    compare_program("nonlinearities", engine()["Value"], [0.1], steps, with_differences=True)
