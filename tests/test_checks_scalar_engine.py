@@ -304,9 +304,21 @@ TANH_FORWARD = 'out = Value(math.tanh(self.data), (self,), "tanh")'
     # audit 14: the page's table names each operation
     ([('(self,), "ReLU")', '(self,), "relu")')], ["_op 'relu'", "'ReLU'"]),
     ([('(self,), "exp")', '(self,), "e^x")')], ["'exp'"]),
+    ([('(self,), "log")', '(self,), "ln")')], ["'log'"]),
+    ([('(self,), "tanh")', '(self,), "th")')], ["'tanh'"]),
 ])
 def test_nonlinearities_reject(pairs, phrases):
     rejects("nonlinearities", edited("nonlinearities", *pairs), *phrases)
+
+
+@pytest.mark.parametrize("pairs", [
+    [("self.grad += out.data * out.grad", "self.grad += math.exp(self.data) * out.grad")],
+    [("out = Value(self.data if self.data > 0 else 0.0, (self,), \"ReLU\")",
+      "out = Value(max(self.data, 0.0), (self,), \"ReLU\")"),
+     ("self.grad += (out.data > 0) * out.grad", "self.grad += out.grad if self.data > 0 else 0.0")],
+], ids=["exp rule from the input", "relu with max"])
+def test_nonlinearities_accept_other_spellings(pairs):
+    check("nonlinearities", edited("nonlinearities", *pairs))
 
 
 @pytest.mark.parametrize("exercise_id", ["derived_operators", "nonlinearities"])
