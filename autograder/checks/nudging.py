@@ -180,8 +180,8 @@ def check_numerical_gradient(numerical_gradient) -> None:
     x = np.array([1.0, 2.0])
     aliased = []
 
-    def watching(v):
-        aliased.append(isinstance(v, np.ndarray) and np.shares_memory(v, x))
+    def watching(v):  # the caller's own x, with an element moved (reading the untouched x is no harm)
+        aliased.append(isinstance(v, np.ndarray) and np.shares_memory(v, x) and not np.array_equal(v, [1.0, 2.0]))
         return float((np.asarray(v) ** 2).sum())
 
     run(watching, x, 1e-5, "f(x) = sum(x**2), x = [1, 2]")
