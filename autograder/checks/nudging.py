@@ -13,8 +13,10 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
+from autograder import remote
 from autograder.checks import exercise
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, Tolerance, as_float, call_learner, close, fmt
+from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, SAME_ARITHMETIC,
+                                    CheckFailure, Probe, Tolerance, as_float, call_learner, close, fmt, run_probes)
 from autograder.oracles import central_differences, torch_gradients
 
 # Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
@@ -25,6 +27,10 @@ SCALAR_FUNCTIONS = {
     "x**3 - 2x": lambda m, x: x ** 3 - 2 * x,
 }
 
+# The same central difference computed in another order (x + h·e_i, (up - down) / 2 / h, ...): the round-off of f,
+# ~ε·|f| / h, differs between the two, and reaches ~1e-9 for |f| ~ 400 at h = 1e-4.
+SAME_DIFFERENCE = Tolerance(1e-8, 1e-9)
+
 
 # ---------------------------------------------------------------------------------------------- central_difference
 
@@ -33,14 +39,21 @@ def check_central_difference(central_difference) -> None:
     ex = "central_difference"
 
     def run(f, x, h, shown):
-        return as_float(ex, call_learner(ex, central_difference, f, x, h, shown_input=shown), "the slope")
+        result = call_learner(ex, central_difference, f, x, h, shown_input=shown)
+        slope = as_float(ex, result, "the slope")
+        if not isinstance(result, float):  # np.float64 is a float; a 0-d array or an int is not
+            what = "a 0-d numpy array" if isinstance(result, np.ndarray) else f"a {type(result).__name__}"
+            raise CheckFailure(ex, f"{shown}: the slope came back as {what} ({fmt(slope)}); the exercise returns a float. "
+                                   "Divide numbers, not arrays, or convert with float(...).")
+        return slope
 
-    # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number.
+    # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number. The slips are
+    # 0.01 or more apart, so they are told apart as differences; the random cases below hold the answer to SAME_DIFFERENCE.
     cube = lambda x: x ** 3
     x, h = 2.0, 0.1
-    got = run(cube, x, h, "f(x) = x**3, x = 2.0, h = 0.1")
+    shown = "f(x) = x**3, x = 2.0, h = 0.1"
     right = (cube(x + h) - cube(x - h)) / (2 * h)  # 12.01
-    mistakes = [
+    run_probes(ex, [Probe(shown, lambda: run(cube, x, h, shown), right, slips=(
         ((cube(x + h) - cube(x)) / h,
          "this is the forward difference (f(x+h) - f(x)) / h. Its error shrinks only like h; nudging both ways, "
          "(f(x+h) - f(x-h)) / (2h), cancels the curvature term and the error shrinks like h²."),
@@ -48,16 +61,12 @@ def check_central_difference(central_difference) -> None:
          "this is the backward difference (f(x) - f(x-h)) / h. Nudge both ways: (f(x+h) - f(x-h)) / (2h)."),
         ((cube(x + h) - cube(x - h)) / h,
          "twice the slope: the two nudged points x-h and x+h are 2h apart, so divide by 2h, not h."),
-    ]
-    if not math.isclose(got, right, rel_tol=1e-9):
-        for value, why in mistakes:
-            if math.isclose(got, value, rel_tol=1e-9):
-                raise CheckFailure(ex, f"{why}\nInput: f(x) = x**3, x = 2.0, h = 0.1. Expected {fmt(right)}, received {fmt(got)}.")
-        if math.isclose(got, 12.0, rel_tol=1e-6):
-            raise CheckFailure(ex, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 "
-                                   f"is 12.01 (it carries an h² error on purpose), received {fmt(got)}.")
-        raise CheckFailure(ex, f"for f(x) = x**3, x = 2.0, h = 0.1 expected (f(x+h) - f(x-h)) / (2h) = {fmt(right)}, "
-                               f"received {fmt(got)}.")
+        (right * h * h,
+         "the right slope multiplied by h²: `... / 2 * h` divides by 2 and then multiplies by h, since Python evaluates "
+         "/ and * from left to right. Write `/ (2 * h)`."),
+        (12.0, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 is 12.01 (it "
+               "carries an h² error on purpose), not the true slope 12."),
+    ), why="expected (f(x+h) - f(x-h)) / (2h).", tolerance=AGAINST_DIFFERENCES)])
 
     @RANDOM_CASES
     @given(name=st.sampled_from(sorted(SCALAR_FUNCTIONS)), x=st.floats(-20, 20),
@@ -68,10 +77,10 @@ def check_central_difference(central_difference) -> None:
         got = run(lambda v: fn(np, v), x, h, shown)
         reference = central_differences(lambda v: fn(np, v), x, h=h)[0]
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
-        if not close(got, reference, Tolerance(1e-8, 1e-9)):
+        if not close(got, reference, SAME_DIFFERENCE):
             raise CheckFailure(ex, f"{shown}: expected {fmt(float(reference))}, received {fmt(got)}.")
         # With a small nudge the measured slope must also match the true derivative (torch.autograd, float64).
-        if h <= 1e-3 and not close(got, exact, Tolerance(1e-5, 1e-5)):
+        if h <= 1e-3 and not close(got, exact, AGAINST_DIFFERENCES):
             raise CheckFailure(ex, f"{shown}: the true derivative is {fmt(float(exact))}, received {fmt(got)}.")
 
     random_case()
@@ -116,42 +125,89 @@ def check_numerical_gradient(numerical_gradient) -> None:
             raise CheckFailure(ex, f"returned dtype {result.dtype}; return float64 whatever x's dtype ({shown}).")
         return result
 
-    # Probe 1: a linear function with distinct weights. Nudging all elements at once gives sum(w) everywhere.
+    def probe(shown, f, x, h, expected, slips=(), why="", tolerance=SAME_DIFFERENCE):
+        return Probe(shown, lambda: run(f, x, h, shown), expected, slips, why, tolerance)
+
+    drift = ("later entries drift: an earlier element was not put back before the next one was nudged, so every later "
+             "partial is measured one step of h further from x.")
     w = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
-    x = np.arange(6.0).reshape(2, 3) / 4
-    got = run(lambda v: float((w * v).sum()), x, 1e-5, "f(x) = sum(w * x), x of shape (2, 3)")
-    if not close(got, w, Tolerance(1e-6, 1e-6)):
-        if close(got, np.full_like(w, w.sum()), Tolerance(1e-6, 1e-6)):
-            raise CheckFailure(ex, "every entry equals the change when all elements move together: you nudged the whole "
-                                   "array at once. A partial derivative nudges one element and holds the others still.")
-        raise CheckFailure(ex, f"for f(x) = sum(w * x) the gradient is w = {fmt(w)}, received {fmt(got)}.")
+    x2 = np.array([1.0, -2.0])
+    x32 = np.array([0.5, 1.0, 1.5], dtype=np.float32)
+    run_probes(ex, [
+        # A linear function with distinct weights. Nudging all elements at once gives sum(w) everywhere.
+        probe("f(x) = sum(w * x), x of shape (2, 3)", lambda v: float((w * v).sum()), np.arange(6.0).reshape(2, 3) / 4,
+              1e-5, w, slips=((np.full_like(w, w.sum()),
+                               "every entry equals the change when all elements move together: you nudged the whole "
+                               "array at once. A partial derivative nudges one element and holds the others still."),),
+              why="for f(x) = sum(w * x) the gradient is w.", tolerance=AGAINST_DIFFERENCES),
+        # A cubic at a large h, where the central difference carries an exact h² term (0.01 apart from the slope).
+        probe("f(x) = sum(x**3), x = [1, -2], h = 0.1", lambda v: float((v ** 3).sum()), x2, 0.1, 3 * x2 ** 2 + 0.01,
+              slips=((3 * x2 ** 2 + 3 * x2 * 0.1 + 0.01, "this is the forward difference (f(x+h) - f(x)) / h; nudge "
+                                                         "each element both ways and divide by 2h."),
+                     (3 * x2 ** 2, "your result ignores the h argument (it matches a tiny nudge, not h = 0.1).")),
+              why="each entry should be (f(x + h·e_i) - f(x - h·e_i)) / (2h).", tolerance=AGAINST_DIFFERENCES),
+        # A coupled function at a large h. If an element is not restored, later partials drift by 2h each.
+        probe("f(x) = sum(x)**2, x = [1, 2, 3], h = 0.1", lambda v: float(v.sum() ** 2), np.array([1.0, 2.0, 3.0]), 0.1,
+              [12.0, 12.0, 12.0], slips=(([12.0, 11.8, 11.6], drift), ([12.0, 12.2, 12.4], drift)),
+              why="every partial of sum(x)**2 at x = [1, 2, 3] is exactly 12 (central differences are exact on "
+                  "quadratics)."),
+        # float32 holds ~7 digits, so a 1e-5 nudge keeps ~2 of them. The answer must be computed in float64.
+        probe("f(x) = sum(sin(x)), x = [0.5, 1, 1.5] as float32", lambda v: float(np.sin(v).sum()), x32, 1e-5,
+              np.cos(x32.astype(np.float64)),
+              why="float32 input: a float32 holds about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: "
+                  "do the nudging on a float64 copy, np.array(x, dtype=np.float64).", tolerance=FLOAT32_INPUTS),
+    ])
 
-    # Probe 2: a cubic at a large h, where the central difference carries an exact h² term.
-    x = np.array([1.0, -2.0])
-    got = run(lambda v: float((v ** 3).sum()), x, 0.1, "f(x) = sum(x**3), x = [1, -2], h = 0.1")
-    right = 3 * x ** 2 + 0.01
-    if not close(got, right, Tolerance(1e-9, 1e-9)):
-        if close(got, 3 * x ** 2 + 3 * x * 0.1 + 0.01, Tolerance(1e-9, 1e-9)):
-            why = "this is the forward difference (f(x+h) - f(x)) / h; nudge each element both ways and divide by 2h."
-        elif close(got, 3 * x ** 2, Tolerance(1e-6, 1e-6)):
-            why = "your result ignores the h argument (it matches a tiny nudge, not h = 0.1)."
-        else:
-            why = "each entry should be (f(x + h·e_i) - f(x - h·e_i)) / (2h)."
-        raise CheckFailure(ex, f"{why}\nFor f(x) = sum(x**3), x = [1, -2], h = 0.1 expected {fmt(right)}, received {fmt(got)}.")
+    # The default nudge is the signature's h = 1e-5: an f that records how far each call moved x from where it was.
+    base = np.array([0.25, -0.5])
+    nudges = []
 
-    # Probe 3: a coupled function at a large h. If an element is not restored, later partials drift by ~h.
-    x = np.array([1.0, 2.0, 3.0])
-    got = run(lambda v: float(v.sum() ** 2), x, 0.1, "f(x) = sum(x)**2, x = [1, 2, 3], h = 0.1")
-    if not close(got, [12.0, 12.0, 12.0], Tolerance(1e-9, 1e-9)):
-        drift = " Later entries drift: an earlier element was not put back before the next one was nudged." \
-            if got[0] != got[-1] else ""
-        raise CheckFailure(ex, "for f(x) = sum(x)**2 at x = [1, 2, 3] with h = 0.1 every partial is exactly 12 "
-                               f"(central differences are exact on quadratics), received {fmt(got)}.{drift}")
+    def recording(v):
+        moved = np.abs(np.asarray(v, dtype=np.float64) - base)
+        if moved.max() > 0:
+            nudges.append(moved.max())
+        return float((np.asarray(v) ** 2).sum())
 
-    # Probe 4: integer and boolean arrays cannot hold a nudge of 1e-5; refuse them, naming the dtype.
-    for bad in (np.array([1, 2, 3]), np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.uint8),
-                np.array([True, False])):
+    shown = "numerical_gradient(f, x) with x = [0.25, -0.5] and no h"
+    run(recording, base.copy(), None, shown)
+    wrong = [n for n in nudges if not close(n, 1e-5, SAME_ARITHMETIC)]
+    if wrong:
+        raise CheckFailure(ex, f"{shown}: your code nudged x by {fmt(wrong[0])}; the exercise's signature is "
+                               "numerical_gradient(f, x, h=1e-5), so without an h the nudge is 1e-5.")
+
+    # The caller's x is never written into: f must not receive it (an alias nudged in place, then put back), and a
+    # read-only x must work, as it does on a copy.
+    x = np.array([1.0, 2.0])
+    aliased = []
+
+    def watching(v):  # the caller's own x, with an element moved (reading the untouched x is no harm)
+        aliased.append(isinstance(v, np.ndarray) and np.shares_memory(v, x) and not np.array_equal(v, [1.0, 2.0]))
+        return float((np.asarray(v) ** 2).sum())
+
+    run(watching, x, 1e-5, "f(x) = sum(x**2), x = [1, 2]")
+    read_only = np.array([1.0, 2.0])
+    read_only.flags.writeable = False
+    copy_needed = ("work on a float64 copy and leave the caller's x alone: `work = x` (and np.asarray(x, "
+                   "dtype=np.float64) of a float64 x) is the same array, while x.astype(np.float64) is a new one.")
+    if any(aliased):
+        raise CheckFailure(ex, "f received the caller's own array x, nudged in place (f(x) = sum(x**2), x = [1, 2]): "
+                               + copy_needed)
+    try:
+        run(lambda v: float((np.asarray(v) ** 2).sum()), read_only, 1e-5, "a read-only x = [1, 2]")
+    except CheckFailure as failure:
+        if isinstance(failure.cause, ValueError) and "read-only" in str(failure.cause):
+            raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: " + copy_needed) from None
+        raise
+
+    # Probe 4: arrays whose dtype is not a floating-point one are refused with a TypeError naming the dtype. Integer
+    # and boolean arrays cannot hold a nudge of 1e-5; a complex one is not a point of a function of real numbers.
+    # (The sandboxed worker's protocol carries no complex arrays, so under trusted grading that one is left out.)
+    refused = [np.array([1, 2, 3]), np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.uint8),
+               np.array([True, False])]
+    for bad in refused + ([] if remote.in_use() else [np.array([1 + 0j, 2 + 0j])]):
         article = "an" if bad.dtype.name[0] in "aeio" else "a"
+        why = ("the exercise measures slopes of functions of real numbers" if bad.dtype.kind == "c" else
+               f"writing x + 1e-5 back into a {bad.dtype} array truncates it, so the nudge is lost")
         try:
             accepted = call_learner(ex, numerical_gradient, lambda v: float((v * v).sum()), bad, 1e-5)
         except CheckFailure as failure:
@@ -159,18 +215,8 @@ def check_numerical_gradient(numerical_gradient) -> None:
                 raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, whose "
                                        f"message names the dtype ({bad.dtype}); instead {failure.message}") from None
         else:
-            raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}). Writing x + 1e-5 back "
-                                   f"into a {bad.dtype} array truncates it, so the nudge is lost; raise a TypeError "
-                                   "naming the dtype.")
-
-    # Probe 5: float32 holds ~7 digits, so a 1e-5 nudge keeps ~2 of them. The answer must be computed in float64.
-    x32 = np.array([0.5, 1.0, 1.5], dtype=np.float32)
-    got = run(lambda v: float(np.sin(v).sum()), x32, 1e-5, "f(x) = sum(sin(x)), x = [0.5, 1, 1.5] as float32")
-    exact = np.cos(x32.astype(np.float64))
-    if not close(got, exact, Tolerance(1e-6, 1e-7)):
-        raise CheckFailure(ex, f"float32 input: expected cos(x) = {fmt(exact)}, received {fmt(got)}. A float32 holds "
-                               "about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: do the nudging on a "
-                               "float64 copy, np.array(x, dtype=np.float64).")
+            raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its dtype "
+                                   "is not a floating-point one, so raise a TypeError naming the dtype.")
 
     shapes = st.lists(st.integers(1, 5), min_size=0, max_size=4).map(tuple)
 
@@ -186,7 +232,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
         reference = central_differences(lambda v: fn(np, v), x, h=1e-5)[0]
         for expected, source in ((reference, "central differences"), (exact, "torch.autograd")):
-            if not close(got, expected, Tolerance(1e-5, 1e-6)):
+            if not close(got, expected, AGAINST_DIFFERENCES):
                 raise CheckFailure(ex, f"{shown}: {source} gives {fmt(expected)}, received {fmt(got)}.")
 
     random_case()
@@ -239,21 +285,20 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
             raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {result!r}") from None
         if len(values) != 3:
             raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}")
+        if not isinstance(result, tuple):
+            raise CheckFailure(ex, f"return the tuple (dL/dw1, dL/db1, dL/dw2), as the exercise asks; got a "
+                                   f"{type(result).__name__} ({shown}). `return a, b, c` makes a tuple.")
         return values, shown
 
-    # Probes: the worked example, then a point where its coincidences (z = 1, so 1 - z = 1 - z² = 0) vanish.
-    # A slip is named only when it explains the answers at both points.
+    # Probe: the worked example and a point where its coincidences (z = 1, so 1 - z = 1 - z² = 0) vanish, as one
+    # probe: a slip is named only when it explains the answers at both points.
     points = ((1.5, 0.8, -0.2, 1.3, 3.0), (0.7, -1.2, 0.3, 0.9, -0.5))
-    answers = [run(args) for args in points]
     models = [_tanh_net_mistakes(*args) for args in points]
-    for (got, shown), (_, right) in zip(answers, models):
-        if close(got, right, Tolerance(1e-9, 1e-12)):
-            continue
-        for k, (_, why) in enumerate(models[0][0]):
-            if all(close(g, m[0][k][0], Tolerance(1e-6, 1e-9)) for (g, _), m in zip(answers, models)):
-                raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(np.array(right))}, received {fmt(np.array(got))}.")
-        raise CheckFailure(ex, f"{shown}: expected (dL/dw1, dL/db1, dL/dw2) = {fmt(np.array(right))}, "
-                               f"received {fmt(np.array(got))}.")
+    slips = tuple((np.concatenate([m[0][k][0] for m in models]), why) for k, (_, why) in enumerate(models[0][0]))
+    shown = "(dL/dw1, dL/db1, dL/dw2) at (x, w1, b1, w2, t) = " + " and at ".join(
+        "(" + ", ".join(f"{a:g}" for a in args) + ")" for args in points)
+    run_probes(ex, [Probe(shown, lambda: np.concatenate([run(args)[0] for args in points]),
+                          np.concatenate([right for _, right in models]), slips, tolerance=SAME_ARITHMETIC)])
 
     unit = st.floats(-8, 8)
 
@@ -263,8 +308,9 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
         got, shown = run((x, w1, b1, w2, t))
         exact = torch_gradients(lambda a, b, c: _tanh_net(torch, x, a, b, c, t), w1, b1, w2)
         numeric = central_differences(lambda a, b, c: _tanh_net(np, x, a, b, c, t), w1, b1, w2)
-        for expected, source, rtol in ((exact, "torch.autograd", 1e-9), (numeric, "central differences", 1e-5)):
-            if not close(got, np.array(expected), Tolerance(rtol, 1e-7)):
+        for expected, source, tolerance in ((exact, "torch.autograd", AGAINST_TORCH),
+                                            (numeric, "central differences", AGAINST_DIFFERENCES)):
+            if not close(got, np.array(expected), tolerance):
                 raise CheckFailure(ex, f"{shown}: {source} gives {fmt(np.array(expected, dtype=float))}, "
                                        f"received {fmt(np.array(got))}.")
 
@@ -289,26 +335,22 @@ def check_log_square_trace(log_square_trace) -> None:
 
     def diagnose(x, got, shown):
         e = x * x
-        expected = {"e": e, "y": math.log(e), "grad_e": 1 / e, "grad_x": 2 / x}
-        if not math.isclose(got["e"], e, rel_tol=1e-12) or not math.isclose(got["y"], math.log(e), rel_tol=1e-12, abs_tol=1e-15):
-            raise CheckFailure(ex, f"forward pass: {shown} should give e = x*x = {fmt(e)} and y = log(e) = "
-                                   f"{fmt(math.log(e))}, received e = {fmt(got['e'])}, y = {fmt(got['y'])}.")
-        if not math.isclose(got["grad_e"], 1 / e, rel_tol=1e-9):
-            why = "log's local derivative is 1 / (its input), and its input is e = x*x, not x." \
-                if math.isclose(got["grad_e"], 1 / x, rel_tol=1e-9) else "grad_e = grad_y × (local derivative of log at e) = 1 / e."
-            raise CheckFailure(ex, f"{why}\n{shown}: expected grad_e = {fmt(1 / e)}, received {fmt(got['grad_e'])}.")
-        if not math.isclose(got["grad_x"], 2 / x, rel_tol=1e-9):
-            if math.isclose(got["grad_x"], -2 / x, rel_tol=1e-9):
-                why = "the sign is wrong for this x: dy/dx = 2/x is negative when x is (log(x*x) falls as x grows towards 0 from below)."
-            elif math.isclose(got["grad_x"], 1 / x, rel_tol=1e-9):
-                why = ("only one of the two edges into x was counted. x is a shared node: it feeds the multiply twice, "
-                       "so its gradient is the sum of both edges; the second one needs += (an = overwrote the first).")
-            elif math.isclose(got["grad_x"], 2 / e, rel_tol=1e-9) or math.isclose(got["grad_x"], 1 / e, rel_tol=1e-9):
-                why = "each edge through the multiply carries grad_e × (the other input), and the other input is x."
-            else:
-                why = "grad_x = grad_e·x (first edge) + grad_e·x (second edge)."
-            raise CheckFailure(ex, f"{why}\n{shown}: expected grad_x = {fmt(expected['grad_x'])}, "
-                                   f"received {fmt(got['grad_x'])}.")
+        run_probes(ex, [
+            Probe(f"{shown}: (e, y)", lambda: np.array([got["e"], got["y"]]), np.array([e, math.log(e)]),
+                  why="forward pass: e = x*x and y = log(e).", tolerance=SAME_ARITHMETIC),
+            Probe(f"{shown}: grad_e", lambda: got["grad_e"], 1 / e,
+                  slips=((1 / x, "log's local derivative is 1 / (its input), and its input is e = x*x, not x."),),
+                  why="grad_e = grad_y × (local derivative of log at e) = 1 / e.", tolerance=SAME_ARITHMETIC),
+            Probe(f"{shown}: grad_x", lambda: got["grad_x"], 2 / x, slips=(
+                (-2 / x, "the sign is wrong for this x: dy/dx = 2/x is negative when x is (log(x*x) falls as x grows "
+                         "towards 0 from below)."),
+                (1 / x, "only one of the two edges into x was counted. x is a shared node: it feeds the multiply "
+                        "twice, so its gradient is the sum of both edges; the second one needs += (an = overwrote the "
+                        "first)."),
+                (2 / e, "each edge through the multiply carries grad_e × (the other input), and the other input is x."),
+                (1 / e, "each edge through the multiply carries grad_e × (the other input), and the other input is x."),
+            ), why="grad_x = grad_e·x (first edge) + grad_e·x (second edge).", tolerance=SAME_ARITHMETIC),
+        ])
 
     got, shown = run(3.0)
     diagnose(3.0, got, shown)
@@ -321,8 +363,9 @@ def check_log_square_trace(log_square_trace) -> None:
         diagnose(x, got, shown)
         exact = torch_gradients(lambda v: torch.log(v * v), x)[0]
         numeric = central_differences(lambda v: np.log(v * v), x)[0]
-        for expected, source, rtol in ((exact, "torch.autograd", 1e-9), (numeric, "central differences", 1e-5)):
-            if not close(got["grad_x"], expected, Tolerance(rtol, 0.0)):
+        for expected, source, tolerance in ((exact, "torch.autograd", AGAINST_TORCH),
+                                            (numeric, "central differences", AGAINST_DIFFERENCES)):
+            if not close(got["grad_x"], expected, tolerance):
                 raise CheckFailure(ex, f"{shown}: {source} gives grad_x = {fmt(float(expected))}, received {fmt(got['grad_x'])}.")
 
     random_case()

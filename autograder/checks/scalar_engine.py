@@ -8,6 +8,7 @@ x.grad 32, then 16 and 96 after a second backward() without clearing (micrograd'
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,10 +17,11 @@ from hypothesis import given, strategies as st
 
 from autograder.checks import exercise, reference_nodes
 from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, as_float, call_learner, call_on_deep_graph, fmt
+from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC, CheckFailure,
+                                    Probe, as_float, call_learner, call_on_deep_graph, close, fmt, run_probes)
 from autograder.oracles import central_differences
 from autograder.checks.recorded import RecordedGraph
-from autograder.remote import beside
+from autograder.remote import Remote, beside
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 
@@ -48,18 +50,27 @@ def programs(ops: list[str], max_steps: int = 8):
     return st.tuples(leaves, st.lists(step, min_size=1, max_size=max_steps))
 
 
-def run_program(leaves, steps, make_leaf, lib):
+def run_program(leaves, steps, make_leaf, lib, decided=None):
     """Run a program on Values (lib='value') or torch tensors (lib='torch'); unsafe steps become a scaling.
+
+    ``decided``, a list, keeps which operation each step ran: steps it already holds are run as they were decided
+    (central differences nudge the leaves, and a step near a domain edge must not turn into a scaling on one side
+    only), and the others' decisions are appended.
 
     Returns (leaf objects, every value, a text listing of the program).
     """
     nodes = [make_leaf(v) for v in leaves]
     lines = [f"v{i} = {v!r}" for i, v in enumerate(leaves)]
-    for step in steps:
+    for i, step in enumerate(steps):
         x, y = nodes[step.a % len(nodes)], nodes[step.b % len(nodes)]
         xi, yi = step.a % len(nodes), step.b % len(nodes)
         xd, yd = _data(x), _data(y)
-        op = _safe(step.op, xd, yd, step.constant)
+        if decided is not None and i < len(decided):
+            op = decided[i]
+        else:
+            op = _safe(step.op, xd, yd, step.constant)
+            if decided is not None:
+                decided.append(op)
         out, text = _apply(op, x, y, step.constant, lib, xi, yi)
         nodes.append(out)
         lines.append(f"v{len(nodes) - 1} = {text}")
@@ -75,7 +86,8 @@ def _safe(op, xd, yd, c):
     which every exercise's Value supports."""
     unsafe = ((op == "/" and abs(yd) < 0.2) or (op == "c/" and abs(xd) < 0.2) or (op == "**-1" and abs(xd) < 0.2)
               or (op == "**0.5" and xd < 0.05) or (op == "log" and xd < 0.05) or (op == "exp" and xd > 5)
-              or (op in ("**2", "**3", "*") and max(abs(xd), abs(yd)) > 50) or (op == "relu" and abs(xd) < 1e-6))
+              or (op in ("**2", "**3", "*") and max(abs(xd), abs(yd)) > 50)
+              or (op == "relu" and abs(xd) < 1e-3))  # far enough from the kink that no nudge crosses it
     return "c*" if unsafe else op
 
 
@@ -109,24 +121,26 @@ def torch_program(leaves, steps):
 
 def compare_program(ex, Value, leaves, steps, with_differences=False):
     """Run a program on the learner's Value and on torch; raise CheckFailure naming the program on a mismatch."""
-    listing = run_program(leaves, steps, lambda v: torch.tensor(v, dtype=torch.float64), "torch")[2]
+    decided = []
+    listing = run_program(leaves, steps, lambda v: torch.tensor(v, dtype=torch.float64), "torch", decided)[2]
     values, nodes, _ = call_learner(ex, run_program, leaves, steps, Value, "value", shown_input=listing)
     out = nodes[-1]
     expected_data, expected_grads = torch_program(leaves, steps)
     got = as_float(ex, out.data, "the output's .data")
-    if not math.isclose(got, expected_data, rel_tol=1e-9, abs_tol=1e-12):
+    if not close(got, expected_data, AGAINST_TORCH):
         raise CheckFailure(ex, f"forward value differs from torch for the program\n  {listing}\n"
                                f"expected {fmt(expected_data)}, received {fmt(got)}.")
     call_learner(ex, out.backward, shown_input=listing)
     grads = [as_float(ex, leaf.grad, "a leaf's .grad") for leaf in values]
     for i, (g, e) in enumerate(zip(grads, expected_grads)):
-        if not math.isclose(g, e, rel_tol=1e-9, abs_tol=1e-9):
+        if not close(g, e, AGAINST_TORCH):
             raise CheckFailure(ex, f"gradient of v{i} differs from torch.autograd for the program\n  {listing}\n"
                                    f"expected {fmt(e)}, received {fmt(g)} (output = v{len(nodes) - 1}).")
     if with_differences:
-        numeric = central_differences(lambda *xs: run_program(list(xs), steps, lambda v: torch.tensor(float(v), dtype=torch.float64), "torch")[1][-1].item(), *leaves)
+        numeric = central_differences(lambda *xs: run_program(list(xs), steps, lambda v: torch.tensor(float(v), dtype=torch.float64),
+                                                              "torch", list(decided))[1][-1].item(), *leaves)
         for i, (g, n) in enumerate(zip(grads, numeric)):
-            if not math.isclose(g, float(n), rel_tol=1e-4, abs_tol=1e-5):
+            if not close(g, float(n), AGAINST_DIFFERENCES):
                 raise CheckFailure(ex, f"gradient of v{i} differs from central differences for\n  {listing}\n"
                                        f"expected about {fmt(float(n))}, received {fmt(g)}.")
 
@@ -150,51 +164,63 @@ def check_value_node(Value) -> None:
             raise CheckFailure(ex, f"Value({a}) {op} Value({b}) should have data {expected}, got {out.data!r}")
         if set(getattr(out, "_prev", ())) != {x, y}:
             raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
+        _check_op_name(ex, out, op, f"Value({a}) {op} Value({b})")
         out.grad = 5.0
-        call_learner(ex, out._backward, shown_input=f"out = Value({a}) {op} Value({b}); out.grad = 5; out._backward()")
-        got = (x.grad, y.grad)
-        want = (5.0 * grads[0], 5.0 * grads[1])
-        if got != want:
-            rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
-                    "multiply sends each input upstream × the other input's data")
-            raise CheckFailure(ex, f"{rule}. out = Value({a}) {op} Value({b}) with out.grad = 5: expected input grads "
-                                   f"{want}, received {got}.")
+        rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
+                "multiply sends each input upstream × the other input's data")
+        shown = f"out = Value({a}) {op} Value({b}); out.grad = 5; out._backward(); (x.grad, y.grad)"
+        run_probes(ex, [Probe(shown, lambda: _backward_then(ex, out, x, y), (5.0 * grads[0], 5.0 * grads[1]),
+                              why=f"{rule}.", tolerance=SAME_ARITHMETIC)])
 
-    # A shared node: y = a·a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6.
-    a = Value(3.0)
-    y = call_learner(ex, lambda: a * a, shown_input="a * a")
-    y.grad = 1.0
-    call_learner(ex, y._backward, shown_input="a = Value(3.0); y = a * a; y.grad = 1; y._backward()")
-    if a.grad == 3.0:
-        raise CheckFailure(ex, "y = a * a at a = 3 gave a.grad = 3, not 6. a is a shared node: it is both inputs of "
-                               "the multiply, and the second edge overwrote the first. Accumulate with +=.")
-    if a.grad != 6.0:
-        raise CheckFailure(ex, f"y = a * a at a = 3 should give a.grad = 6, received {a.grad!r}.")
-    if y.grad != 1.0:
-        raise CheckFailure(ex, f"y._backward() changed y.grad to {y.grad!r}: a rule reads out.grad and adds to its "
-                               "inputs; it must leave out.grad alone (micrograd's gradients accumulate on every node).")
-    a = Value(3.0)
-    y = call_learner(ex, lambda: a + a, shown_input="a + a")
-    y.grad = 1.0
-    call_learner(ex, y._backward, shown_input="a = Value(3.0); y = a + a; y.grad = 1; y._backward()")
-    if a.grad != 2.0:
-        raise CheckFailure(ex, f"y = a + a should give a.grad = 2 (one per edge), received {a.grad!r}: accumulate with +=.")
-    if y.grad != 1.0:
-        raise CheckFailure(ex, f"y._backward() for y = a + a changed y.grad to {y.grad!r}: a rule must leave out.grad "
-                               "alone (micrograd's gradients accumulate on every node).")
+    # Shared nodes: y = a·a and y = a + a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6, and 1 + 1 = 2.
+    for op, make, want, slips, why in (
+            ("*", lambda p: p * p, 6.0,
+             ((3.0, "a is a shared node: it is both inputs of the multiply, and the second edge overwrote the first. "
+                    "Accumulate with +="),), ""),
+            ("+", lambda p: p + p, 2.0, (), "y = a + a gives one gradient per edge: accumulate with +=.")):
+        a = Value(3.0)
+        y = call_learner(ex, make, a, shown_input=f"a {op} a")
+        y.grad = 1.0
+        run_probes(ex, [Probe(f"a = Value(3.0); y = a {op} a; y.grad = 1; y._backward(); a.grad",
+                              lambda: _backward_then(ex, y, a), want, slips, why, tolerance=SAME_ARITHMETIC)])
+        if y.grad != 1.0:
+            raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads out.grad "
+                                   "and adds to its inputs; it must leave out.grad alone (micrograd's gradients "
+                                   "accumulate on every node).")
 
     # Plain numbers are wrapped in a Value, and the result is still connected to the graph.
     for expr, fn, want, slope in (("Value(2.0) + 1", lambda p: p + 1, 3.0, 1.0),
                                   ("Value(2.0) * 3", lambda p: p * 3, 6.0, 3.0)):
         v = Value(2.0)
         out = call_learner(ex, fn, v, shown_input=expr)
-        if as_float(ex, getattr(out, "data", out), expr) != want:
-            raise CheckFailure(ex, f"{expr} should have data {want}: wrap plain numbers in a Value.")
-        out.grad = 1.0
-        call_learner(ex, out._backward, shown_input=f"out = {expr}; out.grad = 1; out._backward()")
-        if v.grad != slope:
-            raise CheckFailure(ex, f"out = {expr}: after out._backward() the Value should have grad {slope}, received "
-                                   f"{v.grad!r}. Wrap the number and build the node exactly as for two Values.")
+        run_probes(ex, [
+            Probe(f"({expr}).data", lambda: as_float(ex, getattr(out, "data", out), expr), want,
+                  why="wrap plain numbers in a Value.", tolerance=SAME_ARITHMETIC),
+            Probe(f"out = {expr}; out.grad = 1; out._backward(); the Value's grad",
+                  lambda: _backward_then(ex, out, v, seed=1.0), slope,
+                  why="the Value must receive its slope from out's rule. Wrap the number and build the node exactly as "
+                      "for two Values.", tolerance=SAME_ARITHMETIC),
+        ])
+
+
+def _check_op_name(ex, out, name, shown):
+    """The page names each operation's ``_op``; the graph drawings label nodes with it."""
+    try:  # a Remote has an _op method of its own: ask the learner's object, not the proxy
+        got = Remote.__getattr__(out, "_op") if isinstance(out, Remote) else getattr(out, "_op", None)
+    except AttributeError:
+        got = None
+    if got != name:
+        raise CheckFailure(ex, f"{shown} has _op {got!r}; the page names this operation {name!r}, and the graph "
+                               f"drawings label its node with it: build the output as Value(..., ..., {name!r}).")
+
+
+def _backward_then(ex, out, *inputs, seed=None):
+    """Run out's own rule (after setting out.grad = seed, when given) and return the inputs' gradients."""
+    if seed is not None:
+        out.grad = seed
+    out._backward()
+    grads = [as_float(ex, node.grad, "an input's .grad") for node in inputs]
+    return grads[0] if len(grads) == 1 else tuple(grads)
 
 
 # ------------------------------------------------------------------------------------------------ topological_order
@@ -280,13 +306,9 @@ def check_backward(backward) -> None:
         raise CheckFailure(ex, f"a node's _backward ran {a.backward_calls} times in one pass (a = tanh(x) feeds two "
                                f"products): {EVERY_PATH}")
     expected = -5 * (1 - math.tanh(0.5) ** 2)
-    got = as_float(ex, x.grad, "x.grad")
-    if any(math.isclose(got, expected * share / 5, rel_tol=1e-9) for share in (2, 3)):  # a ran after one consumer
-        raise CheckFailure(ex, f"a = tanh(x); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(expected)}, received "
-                               f"{fmt(got)}, the share of one product only: {EARLY_NODE}")
-    if not math.isclose(got, expected, rel_tol=1e-9):
-        raise CheckFailure(ex, f"a = tanh(x); y = -2a - 3a at x = 0.5: expected x.grad = {fmt(expected)}, "
-                               f"received {fmt(x.grad)}.")
+    one_product = f"x.grad is the share of one product only: {EARLY_NODE}"
+    run_probes(ex, [Probe("a = tanh(x); y = -2a - 3a at x = 0.5: x.grad", lambda: as_float(ex, x.grad, "x.grad"),
+                          expected, slips=((expected * 2 / 5, one_product), (expected * 3 / 5, one_product)))])
 
     # Deep graph: no recursion anywhere in the pass.
     chain_x, end = RecordedGraph(Node).chain(CHAIN_LENGTH, "tanh")
@@ -296,8 +318,8 @@ def check_backward(backward) -> None:
     for _ in range(CHAIN_LENGTH):
         value = math.tanh(value)
         expected *= 1 - value ** 2
-    if not math.isclose(chain_x.grad, expected, rel_tol=1e-9, abs_tol=1e-300):
-        raise CheckFailure(ex, f"chain of {CHAIN_LENGTH} tanh nodes: expected x.grad = {expected!r}, received {chain_x.grad!r}")
+    run_probes(ex, [Probe(f"a chain of {CHAIN_LENGTH} tanh nodes: x.grad", lambda: as_float(ex, chain_x.grad, "x.grad"),
+                          expected)])
 
 
 # ------------------------------------------------------------------------------------------------ derived_operators
@@ -305,7 +327,18 @@ def check_backward(backward) -> None:
 @exercise("derived_operators", builds_on=("value_node", "backward"))
 def check_derived_operators(Value) -> None:
     ex = "derived_operators"
-    probes = [
+    def data_of(make, shown):
+        return lambda: as_float(ex, getattr(make(), "data", None), f"({shown}).data")
+
+    def slope_of(fn, x0):
+        def call():
+            x = Value(x0)
+            fn(x).backward()
+            return as_float(ex, x.grad, "x.grad")
+        return call
+
+    run_probes(ex, [Probe(f"({shown}).data", data_of(make, shown), want, why=why, tolerance=SAME_ARITHMETIC)
+                    for shown, make, want, why in [
         ("5 - Value(2.0)", lambda: 5 - Value(2.0), 3.0,
          "5 - v must be 5 - v.data = 3, not v - 5: in __rsub__, self is the right operand."),
         ("1 / Value(4.0)", lambda: 1 / Value(4.0), 0.25,
@@ -316,14 +349,14 @@ def check_derived_operators(Value) -> None:
         ("Value(7.0) - 2", lambda: Value(7.0) - 2, 5.0, "v - 2 needs __sub__."),
         ("Value(3.0) / 2", lambda: Value(3.0) / 2, 1.5, "v / 2 needs __truediv__."),
         ("Value(3.0) ** 2", lambda: Value(3.0) ** 2, 9.0, "v ** 2 needs __pow__ with a number exponent."),
-    ]
-    for shown, make, want, why in probes:
-        out = call_learner(ex, make, shown_input=shown)
-        got = as_float(ex, getattr(out, "data", None), f"({shown}).data")
-        if not math.isclose(got, want, rel_tol=1e-12):
-            raise CheckFailure(ex, f"{why}\n{shown}: expected data {want}, received {got}.")
+    ]])
 
-    slopes = [
+    for k in (2, 0.5, -1):
+        shown = f"Value(3.0) ** {k}"
+        _check_op_name(ex, call_learner(ex, lambda: Value(3.0) ** k, shown_input=shown), f"**{k}", shown)
+
+    run_probes(ex, [Probe(f"x.grad for {shown}", slope_of(fn, x0), want, why=why, tolerance=SAME_ARITHMETIC)
+                    for shown, fn, x0, want, why in [
         ("x ** 3 at x = 2", lambda x: x ** 3, 2.0, 12.0, "the local derivative of x**k is k·x**(k-1) = 12."),
         ("x ** 2 at x = 0", lambda x: x ** 2, 0.0, 0.0, "the local derivative of x**2 at 0 is 0 (compute it from x, "
                                                       "not as k·out/x, which divides by zero)."),
@@ -332,14 +365,7 @@ def check_derived_operators(Value) -> None:
         ("sum([x, x]) at x = 2", lambda x: sum([x, x]), 2.0, 2.0,
          "sum() starts from 0, so 0 + x calls __radd__: it must stay connected to x."),
         ("0 * x + 1 * x at x = 2", lambda x: 0 * x + 1 * x, 2.0, 1.0, "__rmul__ must stay connected for every number."),
-    ]
-    for shown, fn, x0, want, why in slopes:
-        x = Value(x0)
-        y = call_learner(ex, fn, x, shown_input=shown)
-        call_learner(ex, y.backward, shown_input=f"({shown}).backward()")
-        got = as_float(ex, x.grad, "x.grad")
-        if not math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-15):
-            raise CheckFailure(ex, f"{why}\n{shown}: expected x.grad = {fmt(want)}, received {fmt(got)}.")
+    ]])
 
     @RANDOM_CASES
     @given(programs(BINARY + REFLECTED + ["neg", "**2", "**3", "**-1", "**0.5"]))
@@ -350,6 +376,9 @@ def check_derived_operators(Value) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ nonlinearities
+
+OP_NAMES = {"exp": "exp", "log": "log", "tanh": "tanh", "relu": "ReLU"}  # the page's table
+
 
 @exercise("nonlinearities", builds_on=("value_node", "backward"))
 def check_nonlinearities(Value) -> None:
@@ -368,27 +397,31 @@ def check_nonlinearities(Value) -> None:
         ("tanh", 1000.0, 1.0, 0.0, {}),
         ("tanh", -1000.0, -1.0, 0.0, {}),
     ]
+    overflow = "A formula through exp(2x) overflows at large inputs; math.tanh does not."
     for op, x0, want_data, want_grad, slips in cases:
         shown = f"Value({x0}).{op}()"
-        x = Value(x0)
-        overflow = "A formula through exp(2x) overflows at large inputs; math.tanh does not."
+        made = {}
+
+        def forward(op=op, x0=x0):
+            made["x"] = Value(x0)
+            made["out"] = getattr(made["x"], op)()
+            return as_float(ex, getattr(made["out"], "data", None), f"{shown}.data")
+
+        def gradient():
+            made["out"].backward()
+            return as_float(ex, made["x"].grad, "x.grad")
+
         try:
-            out = call_learner(ex, lambda: getattr(x, op)(), shown_input=shown)
+            run_probes(ex, [
+                Probe(shown, forward, want_data, why=overflow if op == "tanh" and abs(x0) > 100 else "",
+                      tolerance=SAME_ARITHMETIC),
+                Probe(f"{shown}.backward(): x.grad", gradient, want_grad, slips=tuple(slips.items())),
+            ])
         except CheckFailure as failure:
             if isinstance(failure.cause, OverflowError):
                 raise CheckFailure(ex, f"{shown} raised OverflowError. {overflow}") from None
             raise
-        got = as_float(ex, getattr(out, "data", None), f"{shown}.data")
-        if math.isnan(got) or not math.isclose(got, want_data, rel_tol=1e-12, abs_tol=1e-300):
-            hint = f" {overflow}" if op == "tanh" and abs(x0) > 100 else ""
-            raise CheckFailure(ex, f"{shown} should be {want_data!r}, received {got!r}.{hint}")
-        call_learner(ex, out.backward, shown_input=f"{shown}.backward()")
-        grad = as_float(ex, x.grad, "x.grad")
-        if not math.isclose(grad, want_grad, rel_tol=1e-9, abs_tol=1e-12):
-            for wrong, why in slips.items():
-                if math.isclose(grad, wrong, rel_tol=1e-9):
-                    raise CheckFailure(ex, f"{why}\n{shown}: expected x.grad = {fmt(want_grad)}, received {fmt(grad)}.")
-            raise CheckFailure(ex, f"{shown}: expected x.grad = {fmt(want_grad)}, received {fmt(grad)}.")
+        _check_op_name(ex, made["out"], OP_NAMES[op], shown)
 
     @RANDOM_CASES
     @given(programs(BINARY + REFLECTED + UNARY), st.booleans())
@@ -401,15 +434,17 @@ def check_nonlinearities(Value) -> None:
 # ------------------------------------------------------------------------------------------------ mlp
 
 @exercise("mlp", builds_on=("nonlinearities",))
-def check_mlp(MLP) -> None:
+def check_mlp(MLP, Neuron) -> None:
     ex = "mlp"
-    beside(MLP, reference_nodes).seed(0)  # the learner draws weights with random.uniform: a reproducible grade
-    for n_in, sizes in ((3, [4, 4, 1]), (2, [3, 2])):  # one output (a Value) and two (a list)
-        check_architecture(ex, MLP, n_in, sizes)
+    kit = beside(MLP, reference_nodes)  # the learner draws weights with random.uniform: reseeded where it runs
+    for seed, (n_in, sizes) in enumerate(((3, [4, 4, 1]), (2, [3, 2]))):  # one output (a Value) and two (a list)
+        check_architecture(ex, kit, MLP, n_in, sizes, seed)
+    check_neuron_default(ex, Neuron)
 
 
-def check_architecture(ex, MLP, n_in, sizes):
+def check_architecture(ex, kit, MLP, n_in, sizes, seed):
     shown = f"MLP({n_in}, {sizes})"
+    kit.seed(seed)
     model = call_learner(ex, MLP, n_in, sizes, shown_input=shown)
     params = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters()")
     count = sum((a + 1) * b for a, b in zip([n_in] + sizes, sizes))
@@ -420,11 +455,7 @@ def check_architecture(ex, MLP, n_in, sizes):
     if [id(p) for p in again] != [id(p) for p in params]:
         raise CheckFailure(ex, "parameters() returned different objects (or a different list) on a second call: it "
                                "must list the model's own Values, the same ones every time.")
-    data = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
-    weights = data[[k for k in range(count) if not _is_bias(k, n_in, sizes)]]
-    if np.any(np.abs(weights) > 1) or np.std(weights) < 0.1:
-        raise CheckFailure(ex, f"{shown}: weights should be drawn with random.uniform(-1, 1), each its own number; got "
-                               f"values from {weights.min():.3f} to {weights.max():.3f}.")
+    initial = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
     # Judge the network with weights of our choosing, both signs everywhere: the learner's own could be picked so
     # that no ReLU ever sees a negative input (biases of 50, say), which would hide a missing ReLU.
     data = np.random.default_rng(count).uniform(-1, 1, count)
@@ -439,7 +470,7 @@ def check_architecture(ex, MLP, n_in, sizes):
         outs = out if isinstance(out, list) else [out]
         expected = _torch_mlp(flat, inputs, n_in, sizes)
         got = np.array([as_float(ex, o.data, "an output's data") for o in outs])
-        if got.shape != expected.shape or not np.allclose(got, expected.detach().numpy(), rtol=1e-9, atol=1e-12):
+        if not close(got, expected.detach().numpy(), AGAINST_TORCH):
             raise CheckFailure(ex, f"{shown}: model({inputs}) = {fmt(got)}, but the same weights in torch give "
                                    f"{fmt(expected.detach().numpy())}. Expected: each neuron computes sum(w·x) + b, ReLU on "
                                    "every layer except the last, and parameters() lists each neuron's weights then its "
@@ -451,12 +482,46 @@ def check_architecture(ex, MLP, n_in, sizes):
         call_learner(ex, loss.backward, shown_input=f"sum(model({inputs})).backward()")
         (want,) = torch.autograd.grad(expected.sum(), flat)
         grads = np.array([as_float(ex, p.grad, "a parameter's grad") for p in params])
-        if not np.allclose(grads, want.numpy(), rtol=1e-9, atol=1e-12):
+        if not close(grads, want.numpy(), AGAINST_TORCH):
             raise CheckFailure(ex, f"{shown}: parameter gradients differ from torch: expected {fmt(want.numpy())}, "
                                    f"received {fmt(grads)}")
     call_learner(ex, model.zero_grad, shown_input="model.zero_grad()")
     if not np.array_equal([p.data for p in params], data):
         raise CheckFailure(ex, "zero_grad() changed parameter values: it clears .grad only.")
+    check_initial_parameters(ex, shown, initial, n_in, sizes, seed)
+
+
+def check_initial_parameters(ex, shown, initial, n_in, sizes, seed):
+    """The page's conventions for a new network (micrograd's): each bias Value(0.0), each weight the next
+    random.uniform(-1, 1) draw, in construction order. The order of parameters() is judged before this."""
+    bias = np.array([_is_bias(k, n_in, sizes) for k in range(len(initial))])
+    if np.any(initial[bias] != 0.0):
+        raise CheckFailure(ex, f"{shown}: right after construction every bias should be Value(0.0), as the page "
+                               f"states; the biases were {fmt(initial[bias])}.")
+    draws = random.Random(seed)  # the sequence random.uniform gives after random.seed(seed)
+    expected = np.array([draws.uniform(-1, 1) for _ in range(int(np.sum(~bias)))])
+    if not close(initial[~bias], expected, SAME_ARITHMETIC):
+        raise CheckFailure(ex, f"{shown} built right after random.seed({seed}): its weights should be the next draws of "
+                               "random.uniform(-1, 1), one per weight in construction order (each neuron's weights, "
+                               f"neuron by neuron, layer by layer). Expected {fmt(expected[:4])} first, received "
+                               f"{fmt(initial[~bias][:4])}. Draw with Python's random module (not numpy's), and nothing "
+                               "else from it while building.")
+
+
+def check_neuron_default(ex, Neuron):
+    """The page's signature Neuron(n_inputs, nonlinear=True): a neuron built without `nonlinear` applies ReLU."""
+    shown = "Neuron(2) with weights [1, 1] and bias 0, at x = [-1, -2]"
+    neuron = call_learner(ex, Neuron, 2, shown_input="Neuron(2)")
+    params = call_learner(ex, neuron.parameters, shown_input="Neuron(2).parameters()")
+    if len(params) != 3:
+        raise CheckFailure(ex, f"Neuron(2).parameters() should list its 2 weights and its bias, got {len(params)} values.")
+    for p, value in zip(params, (1.0, 1.0, 0.0)):
+        p.data = value
+    out = call_learner(ex, neuron, [-1.0, -2.0], shown_input=shown)
+    got = as_float(ex, getattr(out, "data", None), "the neuron's output data")
+    if got != 0.0:
+        raise CheckFailure(ex, f"{shown} gave {fmt(got)}, expected 0: the page's signature is Neuron(n_inputs, "
+                               "nonlinear=True), so a neuron built without `nonlinear` applies ReLU to -3.")
 
 
 def _is_bias(k, n_in, sizes):
