@@ -40,6 +40,7 @@ FRAME_LIMIT = 16 * 1024 * 1024
 VALUE_LIMIT = 1_000_000
 EXERCISE_BUDGET_S = 240.0  # all of one exercise's requests together: slow-but-finite code cannot stall a class
 DTYPES = "?bBhHiIlLqQefd"
+ARRAY_DTYPES = DTYPES + "FD"  # arrays may also be complex (a check hands one over to be refused); numbers stay real
 MESSAGE_LIMIT = 300  # of a learner exception's text quoted in a diagnosis (it is the learner's text, not ours)
 # Learner exceptions that keep their type on this side (checks tell them apart); every other type becomes
 # LearnerError with the type's name. Only these classes are ever instantiated from what the worker says.
@@ -352,7 +353,7 @@ class Worker:
             if value._worker is not self:
                 raise ValueError("a value from another worker")
             return {"__ref__": value._handle}
-        if isinstance(value, np.ndarray) and value.dtype.char in DTYPES:
+        if isinstance(value, np.ndarray) and value.dtype.char in ARRAY_DTYPES:
             return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode(),
                                bool(value.flags.writeable)]}
         if isinstance(value, np.generic) and value.dtype.char in DTYPES:
@@ -547,9 +548,9 @@ def _float_text(text: str) -> float:
     return float(text)
 
 
-def _dtype(text) -> np.dtype:
+def _dtype(text, allowed: str = DTYPES) -> np.dtype:
     dtype = np.dtype(str(text))
-    if dtype.char not in DTYPES:
+    if dtype.char not in allowed:
         raise ProtocolError(f"dtype {dtype} is not a number type")
     return dtype
 
@@ -567,7 +568,7 @@ def _key(key):
 
 
 def _array(dtype, shape, data, writeable) -> np.ndarray:
-    dtype = _dtype(dtype)
+    dtype = _dtype(dtype, ARRAY_DTYPES)
     shape = tuple(int(n) for n in _list(shape))
     if len(shape) > 32 or any(n < 0 for n in shape):
         raise ProtocolError("array shape")

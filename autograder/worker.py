@@ -48,6 +48,7 @@ COURSE = ("autograder", "labtools")  # the grader and the notebooks' helpers: no
 # them (matplotlib alone costs half a second per worker).
 DISPLAY = ("matplotlib", "IPython", "ipywidgets", "tqdm", "graphviz", "threadpoolctl")
 DTYPES = "?bBhHiIlLqQefd"  # bool, signed and unsigned integers, float16/32/64: the kinds a gradient can have
+ARRAY_DTYPES = DTYPES + "FD"  # arrays may also be complex (a check hands one over to be refused); numbers stay real
 OPERATORS = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "pow", "matmul", "neg", "getitem", "setitem", "lt", "le", "gt", "ge")}
 OPERATORS.update(len=len, float=float, int=int, bool=bool, isinstance=isinstance, issubclass=issubclass, type=type)
@@ -98,7 +99,7 @@ class Connection:
             return value
         if kind is float:
             return value if math.isfinite(value) else {"__float__": repr(value)}
-        if isinstance(value, np.ndarray) and value.dtype.char in DTYPES:
+        if isinstance(value, np.ndarray) and value.dtype.char in ARRAY_DTYPES:
             for i, sent in enumerate(self.args):
                 if value is sent:
                     return {"__arg__": i}

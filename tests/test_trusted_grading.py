@@ -383,6 +383,18 @@ def test_a_realistic_mistake_gets_the_same_diagnosis_in_the_worker_as_in_process
     assert not verdict.passed and verdict.message == local.value.message
 
 
+def test_complex_arrays_cross_the_sandbox_so_every_dtype_probe_runs_there_too():
+    """The grader hands numerical_gradient a complex array, which must be refused; the worker's protocol carries it
+    (arrays may be complex, numbers stay real), so the trusted verdict and the kernel's agree."""
+    mistaken = nbformat.read(solution_notebook(NB), as_version=4)
+    for cell in mistaken.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "numerical_gradient":
+            assert "if not np.issubdtype(x.dtype, np.floating):" in cell.source
+            cell.source = cell.source.replace("if not np.issubdtype(x.dtype, np.floating):", 'if x.dtype.kind in "iub":')
+    verdict = trusted.verdicts(mistaken, course())["numerical_gradient"]
+    assert not verdict.passed and "complex128 array was accepted" in verdict.message, verdict.message
+
+
 def test_the_learner_package_does_not_load_the_grader():
     done = subprocess.run([sys.executable, "-c", "import sys, labtools; "
                            "print(sorted({m.split('.')[0] for m in sys.modules} & {'autograder', 'torch'}))"],
