@@ -18,7 +18,7 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from autograder.checks import exercise
 from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, CheckFailure,
-                                    call_learner, close, fmt)
+                                    Probe, call_learner, close, fmt, run_probes)
 from autograder.oracles import central_differences
 
 
@@ -162,9 +162,12 @@ def make_pair(case, low=0.5, high=2.0):
 def check_unbroadcast(unbroadcast) -> None:
     ex = "unbroadcast"
 
+    def run_text(broadcasted, original_shape):
+        return f"unbroadcast(array of shape {np.shape(broadcasted)}, original of shape {original_shape})"
+
     def run(broadcasted, original_shape):
         original = np.zeros(original_shape)
-        shown = f"unbroadcast(array of shape {np.shape(broadcasted)}, original of shape {original_shape})"
+        shown = run_text(broadcasted, original_shape)
         result = call_learner(ex, unbroadcast, np.array(broadcasted), original, shown_input=shown)
         return as_gradient(ex, "unbroadcast", result, original_shape, shown), shown
 
@@ -184,16 +187,19 @@ def check_unbroadcast(unbroadcast) -> None:
          "original, size 1, was stretched to 2."),
         (np.arange(6.0).reshape(2, 3), (), np.array(15.0), "a 0-d original collects the sum of everything."),
     ]
-    for broadcasted, shape, expected, why in probes:
-        try:
-            got, shown = run(broadcasted, shape)
-        except CheckFailure as failure:
-            raise CheckFailure(ex, f"{why}\n{failure.message}") from None
-        if not close(got, expected):
-            if close(got, np.full(np.shape(expected), broadcasted.sum())):
-                why = "every entry is the sum of the whole upstream gradient: sum only over the axes broadcasting " \
-                      "added or stretched, not over every axis."
-            raise CheckFailure(ex, f"{why}\n{shown}: expected {fmt(expected)}, received {fmt(got)}.")
+    everything = ("every entry is the sum of the whole upstream gradient: sum only over the axes broadcasting added "
+                  "or stretched, not over every axis.")
+
+    def probe(broadcasted, shape, expected, why):
+        def call():
+            try:
+                return run(broadcasted, shape)[0]
+            except CheckFailure as failure:  # a wrong shape or dtype: the probe's reason first
+                raise CheckFailure(ex, f"{why}\n{failure.message}") from None
+        return Probe(run_text(broadcasted, shape), call, expected, why=why,
+                     slips=((np.full(np.shape(expected), broadcasted.sum()), everything),))
+
+    run_probes(ex, [probe(*case) for case in probes])
 
     for broadcasted, original, why in (
             (np.ones((2, 3)), 7.0, "original may be a Python number (np.shape(7.0) is ()): use np.shape(original)."),
