@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,12 +96,17 @@ def _time_limit(seconds: float):
     except ValueError:  # not the main thread: run without a limit rather than not at all
         yield
         return
+    # A limit inside another (a probe whose call runs learner code through call_learner again) ends no later than the
+    # outer one, and gives the outer one back what is left of it.
+    outer_left, outer_repeat = signal.getitimer(signal.ITIMER_REAL)
+    started = time.monotonic()
     # Repeat every second after the first alarm: code that swallows one _Timeout still gets stopped by the next.
-    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds, 1.0)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        left = outer_left - (time.monotonic() - started) if outer_left else 0
+        signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3) if outer_left else 0, outer_repeat)
         signal.signal(signal.SIGALRM, previous)
 
 

@@ -81,3 +81,17 @@ def test_a_probe_without_a_matching_slip_gives_its_reason_or_just_the_numbers():
     with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received 5\.$"):
         diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0)])
     diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 1.0 + 1e-13, 1.0)])  # within AGAINST_TORCH
+
+
+def test_a_time_limit_outlives_a_nested_call(monkeypatch):
+    """A probe's call runs learner code through call_learner again: the inner limit must not switch the outer off."""
+    monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 1)
+
+    def probe_call():
+        call_learner("ex", lambda: None, shown_input="a nested call")
+        deadline = time.monotonic() + 5  # learner code that runs on after the nested call (bounded, so a bug fails)
+        while time.monotonic() < deadline:
+            pass
+
+    with pytest.raises(Abandon):
+        call_learner("ex", probe_call, shown_input="a probe")
