@@ -4,6 +4,7 @@ correct alternatives (Kahn's algorithm, a Value with its own rules for - and /, 
 Wrong implementations are small text edits of the solution notebook's own code, the way a learner's slip looks;
 genuinely different implementations (other walks, another Value, another network) are extra code.
 """
+import numpy as np
 import pytest
 
 from autograder import check
@@ -404,9 +405,12 @@ def test_op_names_are_read_from_the_learners_object_under_trusted_grading():
 
 
 def test_central_differences_run_the_program_that_was_graded():
-    """v2 = v0 / (v0 + v0) at v0 = 0.1 divides by 0.2, the edge of the check's safe range: nudged down by h, the
-    oracle used to swap the division for a scaling and report a slope of 349999 (a spurious failure)."""
-    from autograder.checks.scalar_engine import Step, compare_program
+    """v2 = v0 / (v0 + v0) at v0 = 0.1 divides by 0.2, the edge of the programs' safe range: nudged down by h, an
+    oracle that decided each step again swapped the division for a scaling and reported a slope of 349999 (a
+    spurious failure). A program is resolved once, and every replay runs its lines."""
+    from autograder.checks.random_programs import VALUE, Step, make_program
+    from autograder.checks.scalar_engine import compare_program
 
-    steps = [Step("+", 0, 0, 3.0), Step("/", 0, 1, 3.0)]
-    compare_program("nonlinearities", engine()["Value"], [0.1], steps, with_differences=True)
+    program = make_program(VALUE, [(np.asarray(0.1), True)], [Step("+", 0, 0, 0), Step("/", 0, 1, 0)], None)
+    assert program.lines == [("+", 0, 0, None), ("/", 0, 1, None)]
+    compare_program("nonlinearities", engine()["Value"], program, with_differences=True)

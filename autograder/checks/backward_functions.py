@@ -71,14 +71,39 @@ def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True
     smooth=False skips the differences: at a kink (relu at 0) they measure the mean of the two one-sided slopes,
     while torch, and the exercise, take the right-hand convention.
     """
-    if grad_out is None:  # a reproducible upstream gradient with three decimals, so messages stay readable
-        shape = forward(*[torch.tensor(np.asarray(v, dtype=np.float64)) for v in inputs], **kwargs).shape
-        rng = np.random.default_rng(len(name) + sum(np.size(v) for v in inputs))
-        grad_out = rng.uniform(-2, 2, size=tuple(shape)).round(3)
+    if grad_out is None:
+        grad_out = _upstream(name, forward, inputs, kwargs)
     out, expected = torch_vjp(forward, inputs, index, grad_out, **kwargs)
-    extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
-    shown = (f"{name}(grad_out of shape {np.shape(grad_out)}, out, "
-             + ", ".join(describe(v) for v in inputs) + f"{extra})")
+    shown = _shown(name, grad_out, inputs, kwargs)
+    got = learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs)
+    if not close(got, expected, _tolerance(inputs)):
+        raise CheckFailure(ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
+    numeric = numeric_vjp(forward, inputs, index, grad_out, **kwargs) if smooth else got
+    if not close(got, numeric, AGAINST_DIFFERENCES):
+        raise CheckFailure(ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
+    return got
+
+
+def vjp_probe(ex, why, name, back, forward, inputs, index, grad_out=None, slips=(), **kwargs) -> Probe:
+    """A hand-picked input whose failure has a known cause, as a Probe for ``run_probes``: the expected value is
+    torch's VJP, and every diagnosis, a wrong shape or dtype included, starts with ``why`` (or with the matching
+    slip's cause). Central differences are left to the random cases: on a probe torch is exact."""
+    if grad_out is None:
+        grad_out = _upstream(name, forward, inputs, kwargs)
+    out, expected = torch_vjp(forward, inputs, index, grad_out, **kwargs)
+    shown = _shown(name, grad_out, inputs, kwargs)
+
+    def call():
+        try:
+            return learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs)
+        except CheckFailure as failure:
+            raise CheckFailure(ex, f"{why}\n{failure.message}") from None
+    return Probe(shown, call, expected, slips, why, _tolerance(inputs))
+
+
+def learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs) -> np.ndarray:
+    """The learner's gradient for inputs[index] as a float64 array of its shape; a shape error inside their code is
+    told in shapes, and a changed argument is named."""
     sent = [np.array(grad_out), out, *[np.array(v) if isinstance(v, np.ndarray) else v for v in inputs]]
     try:
         result = call_learner(ex, back, *sent, shown_input=shown, **kwargs,
@@ -89,16 +114,25 @@ def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True
         if isinstance(failure.cause, ValueError) and SHAPE_ERROR.search(str(failure.cause)):
             raise CheckFailure(ex, shape_error(name, failure.cause, grad_out, inputs, index, forward)) from None
         raise
-    got = as_gradient(ex, name, result, np.shape(inputs[index]), shown)
+    return as_gradient(ex, name, result, np.shape(inputs[index]), shown)
+
+
+def _upstream(name, forward, inputs, kwargs) -> np.ndarray:
+    """A reproducible upstream gradient of the output's shape, with three decimals so that messages stay readable."""
+    shape = forward(*[torch.tensor(np.asarray(v, dtype=np.float64)) for v in inputs], **kwargs).shape
+    rng = np.random.default_rng(len(name) + sum(np.size(v) for v in inputs))
+    return rng.uniform(-2, 2, size=tuple(shape)).round(3)
+
+
+def _shown(name, grad_out, inputs, kwargs) -> str:
+    extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
+    return f"{name}(grad_out of shape {np.shape(grad_out)}, out, " + ", ".join(describe(v) for v in inputs) + f"{extra})"
+
+
+def _tolerance(inputs):
     # A float32 input carries ~7 significant digits into any formula that uses it as it is (np.square(y) stays
     # float32): hold such results to float32's precision, and float64 ones to float64's.
-    tolerance = FLOAT32_INPUTS if any(np.asarray(v).dtype == np.float32 for v in inputs) else AGAINST_TORCH
-    if not close(got, expected, tolerance):
-        raise CheckFailure(ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
-    numeric = numeric_vjp(forward, inputs, index, grad_out, **kwargs) if smooth else got
-    if not close(got, numeric, AGAINST_DIFFERENCES):
-        raise CheckFailure(ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
-    return got
+    return FLOAT32_INPUTS if any(np.asarray(v).dtype == np.float32 for v in inputs) else AGAINST_TORCH
 
 
 SHAPE_ERROR = re.compile(r"shape|broadcast|dimension|axes|axis")  # numpy's words for a shape mismatch
@@ -116,14 +150,6 @@ def shape_error(name, error, grad_out, inputs, index, forward) -> str:
                  "multiplied by the other operand untransposed, the sizes that should meet in the product do not "
                  "(treat a 1-d x as a row and a 1-d y as a column first).")
     return told
-
-
-def probe_vjp(ex, why, *args, **kwargs):
-    """check_vjp on a hand-picked input whose failure has a known cause: the diagnosis starts with that cause."""
-    try:
-        return check_vjp(ex, *args, **kwargs)
-    except CheckFailure as failure:
-        raise CheckFailure(ex, f"{why}\n{failure.message}") from None
 
 
 def describe(value) -> str:
@@ -243,8 +269,8 @@ def check_unbroadcast(unbroadcast) -> None:
 
 def pair_exercise(ex, backs, forward, low=0.5, high=2.0, probes=()):
     """Check f_back0 (and f_back1) of a two-input elementwise operation on probes then random broadcast pairs."""
-    for inputs, index, grad_out, why in probes:
-        probe_vjp(ex, why, backs[index][0], backs[index][1], forward, inputs, index, grad_out=grad_out)
+    run_probes(ex, [vjp_probe(ex, why, *backs[index], forward, inputs, index, grad_out)
+                    for inputs, index, grad_out, why in probes])
 
     @RANDOM_CASES
     @given(pair_cases(), st.integers(0, len(backs) - 1))
@@ -358,26 +384,29 @@ def check_sum_back(sum_back) -> None:
     ex = "sum_back"
     # Probes: a square input hides a misplaced axis from any shape check; then a middle axis and a tuple.
     total = lambda t, dim, keepdim: t.sum(dim=dim, keepdim=keepdim)  # noqa: E731
-    for x, dim, grad_out in ((np.ones((3, 3)), 1, np.array([1.0, 2.0, 3.0])), (np.ones((3, 3)), 0, np.array([1.0, 2.0, 3.0])),
-                             (np.ones((2, 3, 4)), -2, None), (np.ones((2, 3, 4)), (2, 0), None)):
-        probe_vjp(ex, f"sum over axis {dim} of shape {x.shape}: put each reduced axis back where it was, "
-                      "np.expand_dims(grad_out, dim), before broadcasting; otherwise the upstream values land along the "
-                      "wrong axis (for a square input, rows and columns swap with no shape error).",
-                  ex, sum_back, total, [x], 0, grad_out=grad_out, dim=dim, keepdim=False)
+    run_probes(ex, [vjp_probe(ex, f"sum over axis {dim} of shape {x.shape}: put each reduced axis back where it was, "
+                                  "np.expand_dims(grad_out, dim), before broadcasting; otherwise the upstream values "
+                                  "land along the wrong axis (for a square input, rows and columns swap with no shape "
+                                  "error).", ex, sum_back, total, [x], 0, grad_out, dim=dim, keepdim=False)
+                    for x, dim, grad_out in ((np.ones((3, 3)), 1, np.array([1.0, 2.0, 3.0])),
+                                             (np.ones((3, 3)), 0, np.array([1.0, 2.0, 3.0])),
+                                             (np.ones((2, 3, 4)), -2, None), (np.ones((2, 3, 4)), (2, 0), None))])
     reduction_exercise(ex, sum_back, torch.sum)
 
 
 @exercise("mean_back")
 def check_mean_back(mean_back) -> None:
     ex = "mean_back"
-    probe_vjp(ex, "a mean over axis 0 of a 2×3 averages 2 numbers: divide by the size of the reduced axes (2), "
-                  "not by the whole array's size (6).",
-              ex, mean_back, lambda t, dim, keepdim: t.mean(dim=dim, keepdim=keepdim), [np.arange(6.0).reshape(2, 3)], 0,
-              grad_out=np.array([1.0, 1.0, 1.0]), dim=0, keepdim=False)
-    probe_vjp(ex, "a mean over axis -1 of a 2×3 averages the 3 numbers of each row: dim counts from the end, so "
-                  "put the axis back with np.expand_dims(grad_out, dim) and divide by 3.",
-              ex, mean_back, lambda t, dim, keepdim: t.mean(dim=dim, keepdim=keepdim), [np.arange(6.0).reshape(2, 3)], 0,
-              grad_out=np.array([1.0, 2.0]), dim=-1, keepdim=False)
+    mean = lambda t, dim, keepdim: t.mean(dim=dim, keepdim=keepdim)  # noqa: E731
+    x = np.arange(6.0).reshape(2, 3)
+    run_probes(ex, [
+        vjp_probe(ex, "a mean over axis 0 of a 2×3 averages 2 numbers: divide by the size of the reduced axes (2), "
+                      "not by the whole array's size (6).",
+                  ex, mean_back, mean, [x], 0, np.array([1.0, 1.0, 1.0]), dim=0, keepdim=False),
+        vjp_probe(ex, "a mean over axis -1 of a 2×3 averages the 3 numbers of each row: dim counts from the end, so "
+                      "put the axis back with np.expand_dims(grad_out, dim) and divide by 3.",
+                  ex, mean_back, mean, [x], 0, np.array([1.0, 2.0]), dim=-1, keepdim=False),
+    ])
     reduction_exercise(ex, mean_back, torch.mean)
 
 
@@ -400,11 +429,14 @@ def check_reshape_back(reshape_back) -> None:
 def check_permute_back(permute_back) -> None:
     ex = "permute_back"
     permute = lambda t, axes: t.permute(*axes)  # noqa: E731
-    probe_vjp(ex, "(1, 2, 0) is not its own inverse: transpose grad_out by the inverse permutation, np.argsort(axes).",
-              ex, permute_back, permute, [np.arange(24.0).reshape(2, 3, 4)], 0, axes=(1, 2, 0))
-    probe_vjp(ex, "axes (-1, 0) are (1, 0) counted from the end: make them positive (a % x.ndim) before inverting, "
-                  "since np.argsort((-1, 0)) is (0, 1), the identity.",
-              ex, permute_back, permute, [np.arange(6.0).reshape(2, 3)], 0, axes=(-1, 0))
+    run_probes(ex, [
+        vjp_probe(ex, "(1, 2, 0) is not its own inverse: transpose grad_out by the inverse permutation, "
+                      "np.argsort(axes).", ex, permute_back, permute, [np.arange(24.0).reshape(2, 3, 4)], 0,
+                  axes=(1, 2, 0)),
+        vjp_probe(ex, "axes (-1, 0) are (1, 0) counted from the end: make them positive (a % x.ndim) before "
+                      "inverting, since np.argsort((-1, 0)) is (0, 1), the identity.",
+                  ex, permute_back, permute, [np.arange(6.0).reshape(2, 3)], 0, axes=(-1, 0)),
+    ])
 
     @RANDOM_CASES
     @given(st.lists(st.integers(1, 3), min_size=1, max_size=4), st.integers(0, 2 ** 16), st.randoms())
@@ -422,18 +454,11 @@ def check_expand_back(expand_back) -> None:
     expand = lambda t, shape: torch.broadcast_to(t, shape)  # noqa: E731  (x.expand(*shape), also for a 0-d x)
     upstream = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 
-    def received(x):
-        """The learner's gradient for x broadcast to (2, 3), or None when it is no float64 array of x's shape (the
-        probe's check_vjp then says so)."""
-        shown = f"expand_back(grad_out of shape (2, 3), out, {describe(x)}, shape=(2, 3))"
-        try:
-            result = call_learner(ex, expand_back, upstream.copy(), np.broadcast_to(x, (2, 3)).copy(),
-                                  np.array(x) if isinstance(x, np.ndarray) else x, shape=(2, 3), shown_input=shown)
-            return as_gradient(ex, ex, result, np.shape(x), shown)
-        except CheckFailure:
-            return None
-
-    probes = [
+    everything = ("every entry is the sum of the whole grad_out: sum only over the axes that broadcasting added or "
+                  "copied along, not over every axis.")
+    averaged = ("this is the mean over the copies: each copy of an element passes on its whole gradient, so the "
+                "element's gradient is their sum, not their average.")
+    probes = [  # x, the gradient torch gives it, and why
         (np.array([0.5, 1.0, 2.0]), np.array([5.0, 7.0, 9.0]),
          "np.broadcast_to(x, (2, 3)) copies x of shape (3,) into both rows: sum grad_out over the rows, back to x's "
          "shape (3,), which is unbroadcast(grad_out, x). grad_out as it is has the output's shape, not x's."),
@@ -443,20 +468,10 @@ def check_expand_back(expand_back) -> None:
          "a 0-d x (here the Python number 1.5) was copied into every entry: its gradient is the sum of all of "
          "grad_out, as a 0-d array (shape ())."),
     ]
-    for x, expected, why in probes:
-        got = received(x)
-        everything = np.full(np.shape(x), upstream.sum())
-        if got is not None and close(got, everything) and not close(expected, everything):
-            why = ("every entry is the sum of the whole grad_out: sum only over the axes that broadcasting added or "
-                   "copied along, not over every axis.")
-        elif got is not None and close(got, expected * np.size(x) / upstream.size):
-            why = ("this is the mean over the copies: each copy of an element passes on its whole gradient, so the "
-                   "element's gradient is their sum, not their average.")
-        else:
-            probe_vjp(ex, why, ex, expand_back, expand, [x], 0, grad_out=upstream, shape=(2, 3))
-            continue
-        raise CheckFailure(ex, f"{why}\nexpand_back(grad_out of shape (2, 3), out, {describe(x)}, shape=(2, 3)): "
-                               f"torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
+    run_probes(ex, [vjp_probe(ex, why, ex, expand_back, expand, [x], 0, upstream, shape=(2, 3),
+                              slips=((np.full(np.shape(x), upstream.sum()), everything),
+                                     (gradient * np.size(x) / upstream.size, averaged)))
+                    for x, gradient, why in probes])
 
     @RANDOM_CASES
     @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=3), st.integers(0, 2 ** 16),
@@ -512,8 +527,8 @@ def check_maximum_back(maximum_back0, maximum_back1) -> None:
 @exercise("relu_back")
 def check_relu_back(relu_back) -> None:
     ex = "relu_back"
-    probe_vjp(ex, "relu passes gradient only where x > 0; at exactly 0 torch gives 0.",
-              ex, relu_back, torch.relu, [np.array([-1.0, 0.0, 2.0])], 0, grad_out=np.ones(3), smooth=False)
+    run_probes(ex, [vjp_probe(ex, "relu passes gradient only where x > 0; at exactly 0 torch gives 0.",
+                              ex, relu_back, torch.relu, [np.array([-1.0, 0.0, 2.0])], 0, np.ones(3))])
     unary_exercise(ex, ex, relu_back, torch.relu, -2.0, 2.0)
 
 

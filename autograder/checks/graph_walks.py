@@ -1,5 +1,5 @@
 """What both engines' checks share about walking a graph (notebook 2's Value, notebook 4's Tensor): the judge of a
-topological order, and what a wrong walk does, each said once.
+topological order, the graphs with shared nodes it is tried on, and what a wrong walk does, each said once.
 
 The reference walk itself is ``labtools.graph.inputs_first``; a graph's true edges come from
 ``autograder.checks.recorded.RecordedGraph``, never from the learner's objects.
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autograder.diagnostics import CheckFailure
+from hypothesis import given, strategies as st
+
+from autograder.diagnostics import RANDOM_CASES, CheckFailure
 
 EARLY_NODE = ("a node was processed before all of its consumers had contributed: its rule ran with part of its "
               "gradient, and what arrived later never reached its inputs. A walk from the end that runs each node "
@@ -71,3 +73,40 @@ def check_order(ex: str, graph, order, end, shown: str, words: Words) -> None:
             if position[id(child)] > position[id(x)]:
                 raise CheckFailure(ex, f"a {n} comes before one of its {words.inputs} ({shown}): every {n} must come "
                                        f"after all the {n}s it was computed from.")
+
+
+def check_shared_inputs(judge, graph, leaf, words: Words, ops: str = "+*") -> None:
+    """Try an order on the graphs where walks go wrong: nodes reached along many paths. ``judge(end, shown)`` raises
+    CheckFailure on a wrong order of the graph ending at ``end``.
+
+    Args:
+        graph: the RecordedGraph that builds the nodes.
+        leaf: makes a leaf that needs a gradient from a number.
+        words: the engine's words, for naming a random graph.
+        ops: what random graphs may do, a string of '+', '*' and 'n' (negation), as far as the engine offers it.
+    """
+    total = leaf(0.0)  # marking on push instead of on expansion gets about half of these diamonds wrong
+    for i in range(20):
+        d = leaf(float(i))
+        total = graph.add(total, graph.add(d, graph.mul(d, leaf(2.0))))
+    judge(total, "a sum of 20 diamonds d + d·k")
+
+    layered = leaf(1.0)
+    for _ in range(40):  # 2^40 paths from the end to the first leaf: a walk that follows paths never ends
+        layered = graph.add(graph.mul(layered, leaf(2.0)), graph.mul(layered, leaf(3.0)))
+    judge(layered, "40 stacked diamonds (2^40 paths)")
+
+    data = graph.leaf(3.0)  # a tensor engine's data leaf (requires_grad=False); the scalar engine's plain leaf
+
+    @RANDOM_CASES
+    @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.sampled_from(ops)),
+                    min_size=1, max_size=25))
+    def random_graph(recipe):
+        nodes = [leaf(1.0), leaf(2.0), data]
+        for i, j, op in recipe:
+            p, q = nodes[i % len(nodes)], nodes[j % len(nodes)]
+            nodes.append(graph.add(p, q) if op == "+" else graph.mul(p, q) if op == "*" else graph.neg(p))
+        end = next(node for node in reversed(nodes) if graph.requires_grad[id(node)])
+        judge(end, f"a random graph of {len(nodes)} {words.node}s with shared inputs")
+
+    random_graph()

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
 from autograder.checks import exercise, reference_nodes
-from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order
+from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order, check_shared_inputs
+from autograder.checks.random_programs import NONLINEAR, VALUE, Program, programs, torch_run
 from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC, CheckFailure,
                                     Probe, as_float, call_learner, call_on_deep_graph, close, fmt, run_probes)
 from autograder.oracles import central_differences
@@ -24,121 +24,33 @@ from autograder.checks.recorded import RecordedGraph
 from autograder.remote import Remote, beside
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
+SHORT = 8  # steps in a random program: enough to reuse values, short enough to read in a diagnosis
 
 
 # ------------------------------------------------------------------------------------------------ random programs
 
-@dataclass(frozen=True)
-class Step:
-    """One line of a random program: out = op(values[a], values[b]) or op(values[a]) or op(values[a], constant)."""
-    op: str
-    a: int
-    b: int
-    constant: float
-
-
-BINARY = ["+", "-", "*", "/"]
-REFLECTED = ["c+", "c-", "c*", "c/"]
-UNARY = ["neg", "**2", "**3", "**-1", "**0.5", "exp", "log", "tanh", "relu"]
-
-
-def programs(ops: list[str], max_steps: int = 8):
-    """Hypothesis strategy: (leaf values, steps). Operands index earlier values, so sub-expressions get reused."""
-    leaves = st.lists(st.floats(-2, 2).filter(lambda v: abs(v) > 0.05), min_size=1, max_size=3)
-    step = st.builds(Step, st.sampled_from(ops), st.integers(0, 10 ** 6), st.integers(0, 10 ** 6),
-                     st.sampled_from([-2.0, 0.5, 3.0]))
-    return st.tuples(leaves, st.lists(step, min_size=1, max_size=max_steps))
-
-
-def run_program(leaves, steps, make_leaf, lib, decided=None):
-    """Run a program on Values (lib='value') or torch tensors (lib='torch'); unsafe steps become a scaling.
-
-    ``decided``, a list, keeps which operation each step ran: steps it already holds are run as they were decided
-    (central differences nudge the leaves, and a step near a domain edge must not turn into a scaling on one side
-    only), and the others' decisions are appended.
-
-    Returns (leaf objects, every value, a text listing of the program).
-    """
-    nodes = [make_leaf(v) for v in leaves]
-    lines = [f"v{i} = {v!r}" for i, v in enumerate(leaves)]
-    for i, step in enumerate(steps):
-        x, y = nodes[step.a % len(nodes)], nodes[step.b % len(nodes)]
-        xi, yi = step.a % len(nodes), step.b % len(nodes)
-        xd, yd = _data(x), _data(y)
-        if decided is not None and i < len(decided):
-            op = decided[i]
-        else:
-            op = _safe(step.op, xd, yd, step.constant)
-            if decided is not None:
-                decided.append(op)
-        out, text = _apply(op, x, y, step.constant, lib, xi, yi)
-        nodes.append(out)
-        lines.append(f"v{len(nodes) - 1} = {text}")
-    return nodes[:len(leaves)], nodes, "; ".join(lines)
-
-
-def _data(node) -> float:
-    return float(node.item()) if isinstance(node, torch.Tensor) else float(node.data)
-
-
-def _safe(op, xd, yd, c):
-    """Keep every step inside its function's domain and away from overflow; otherwise scale by the constant,
-    which every exercise's Value supports."""
-    unsafe = ((op == "/" and abs(yd) < 0.2) or (op == "c/" and abs(xd) < 0.2) or (op == "**-1" and abs(xd) < 0.2)
-              or (op == "**0.5" and xd < 0.05) or (op == "log" and xd < 0.05) or (op == "exp" and xd > 5)
-              or (op in ("**2", "**3", "*") and max(abs(xd), abs(yd)) > 50)
-              or (op == "relu" and abs(xd) < 1e-3))  # far enough from the kink that no nudge crosses it
-    return "c*" if unsafe else op
-
-
-def _apply(op, x, y, c, lib, xi, yi):
-    if op == "+": return x + y, f"v{xi} + v{yi}"
-    if op == "-": return x - y, f"v{xi} - v{yi}"
-    if op == "*": return x * y, f"v{xi} * v{yi}"
-    if op == "/": return x / y, f"v{xi} / v{yi}"
-    if op == "c+": return c + x, f"{c} + v{xi}"
-    if op == "c-": return c - x, f"{c} - v{xi}"
-    if op == "c*": return c * x, f"{c} * v{xi}"
-    if op == "c/": return c / x, f"{c} / v{xi}"
-    if op == "neg": return -x, f"-v{xi}"
-    if op.startswith("**"):
-        k = float(op[2:]) if "." in op else int(op[2:])
-        return x ** k, f"v{xi} ** {k}"
-    if lib == "torch":
-        fn = {"exp": torch.exp, "log": torch.log, "tanh": torch.tanh, "relu": torch.relu}[op]
-        return fn(x), f"v{xi}.{op}()"
-    return getattr(x, op)(), f"v{xi}.{op}()"
-
-
-def torch_program(leaves, steps):
-    """Data and leaf gradients of the program's last value, by torch.autograd in float64."""
-    tensors, nodes, _ = run_program(leaves, steps, lambda v: torch.tensor(v, dtype=torch.float64, requires_grad=True),
-                                    "torch")
-    out = nodes[-1]
-    grads = torch.autograd.grad(out, tensors, allow_unused=True) if out.requires_grad else [None] * len(tensors)
-    return float(out.item()), [0.0 if g is None else float(g) for g in grads]
-
-
-def compare_program(ex, Value, leaves, steps, with_differences=False):
-    """Run a program on the learner's Value and on torch; raise CheckFailure naming the program on a mismatch."""
-    decided = []
-    listing = run_program(leaves, steps, lambda v: torch.tensor(v, dtype=torch.float64), "torch", decided)[2]
-    values, nodes, _ = call_learner(ex, run_program, leaves, steps, Value, "value", shown_input=listing)
-    out = nodes[-1]
-    expected_data, expected_grads = torch_program(leaves, steps)
+def compare_program(ex, Value, program: Program, with_differences=False):
+    """Run a program on the learner's Value and on torch (and, if asked, by central differences); raise
+    CheckFailure naming the program on a mismatch."""
+    listing = program.listing
+    values = call_learner(ex, lambda: program.replay([Value(float(v)) for v, _ in program.leaves]), shown_input=listing)
+    out = values[-1]
+    expected_data, expected_grads = torch_run(program)
     got = as_float(ex, out.data, "the output's .data")
-    if not close(got, expected_data, AGAINST_TORCH):
+    if not close(got, float(expected_data), AGAINST_TORCH):
         raise CheckFailure(ex, f"forward value differs from torch for the program\n  {listing}\n"
                                f"expected {fmt(expected_data)}, received {fmt(got)}.")
     call_learner(ex, out.backward, shown_input=listing)
-    grads = [as_float(ex, leaf.grad, "a leaf's .grad") for leaf in values]
+    grads = [as_float(ex, leaf.grad, "a leaf's .grad") for leaf in values[:len(program.leaves)]]
     for i, (g, e) in enumerate(zip(grads, expected_grads)):
+        e = 0.0 if e is None else float(e)  # a leaf the output does not use keeps the gradient it started with
         if not close(g, e, AGAINST_TORCH):
             raise CheckFailure(ex, f"gradient of v{i} differs from torch.autograd for the program\n  {listing}\n"
-                                   f"expected {fmt(e)}, received {fmt(g)} (output = v{len(nodes) - 1}).")
+                                   f"expected {fmt(e)}, received {fmt(g)} (output = v{len(values) - 1}).")
     if with_differences:
-        numeric = central_differences(lambda *xs: run_program(list(xs), steps, lambda v: torch.tensor(float(v), dtype=torch.float64),
-                                                              "torch", list(decided))[1][-1].item(), *leaves)
+        numeric = central_differences(
+            lambda *xs: float(program.replay([torch.tensor(float(x), dtype=torch.float64) for x in xs])[-1]),
+            *[float(v) for v, _ in program.leaves])
         for i, (g, n) in enumerate(zip(grads, numeric)):
             if not close(g, float(n), AGAINST_DIFFERENCES):
                 raise CheckFailure(ex, f"gradient of v{i} differs from central differences for\n  {listing}\n"
@@ -239,34 +151,9 @@ def check_topological_order(topological_order) -> None:
     a = g.mul(x, x)
     judge(g.add(g.mul(a, x), a), "y = (x*x)*x + x*x")  # x reached along three paths, a along two
 
-    # Twenty diamonds d_i = a_i + a_i·k: whichever way a set orders a_i and a_i·k, a walk that marks nodes when
-    # pushing rather than when expanding gets about half of them wrong, so this probe cannot pass by luck.
-    total = g.leaf(0.0)
-    for i in range(20):
-        a = g.leaf(float(i))
-        total = g.add(total, g.add(a, g.mul(a, g.leaf(2.0))))
-    judge(total, "a sum of 20 diamonds a + a·k")
-
-    # 2^40 paths from the root to x: a walk that follows paths instead of visiting each node once never ends.
-    layered = g.leaf(1.0)
-    for _ in range(40):
-        layered = g.add(g.mul(layered, g.leaf(2.0)), g.mul(layered, g.leaf(3.0)))
-    judge(layered, "40 stacked diamonds (2^40 paths)")
-
+    check_shared_inputs(judge, g, g.leaf, SCALAR)
     _, end = g.chain(CHAIN_LENGTH, "tanh")
     judge(end, f"a chain of {CHAIN_LENGTH} tanh nodes", deep=True)
-
-    @RANDOM_CASES
-    @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.booleans()), min_size=1, max_size=25))
-    def random_dag(recipe):
-        nodes = [g.leaf(1.0), g.leaf(2.0)]
-        for i, j, multiply in recipe:
-            p, q = nodes[i % len(nodes)], nodes[j % len(nodes)]
-            nodes.append(g.mul(p, q) if multiply else g.add(p, q))
-        shown = f"a random graph of {len(nodes)} nodes with shared inputs"
-        judge(nodes[-1], shown)
-
-    random_dag()
 
 
 # ------------------------------------------------------------------------------------------------ backward
@@ -368,9 +255,9 @@ def check_derived_operators(Value) -> None:
     ]])
 
     @RANDOM_CASES
-    @given(programs(BINARY + REFLECTED + ["neg", "**2", "**3", "**-1", "**0.5"]))
+    @given(programs(VALUE, SHORT, ops=[op for op in VALUE.ops if op not in NONLINEAR]))
     def random_case(program):
-        compare_program(ex, Value, *program)
+        compare_program(ex, Value, program)
 
     random_case()
 
@@ -424,9 +311,9 @@ def check_nonlinearities(Value) -> None:
         _check_op_name(ex, made["out"], OP_NAMES[op], shown)
 
     @RANDOM_CASES
-    @given(programs(BINARY + REFLECTED + UNARY), st.booleans())
+    @given(programs(VALUE, SHORT), st.booleans())
     def random_case(program, with_differences):
-        compare_program(ex, Value, *program, with_differences=with_differences)
+        compare_program(ex, Value, program, with_differences=with_differences)
 
     random_case()
 

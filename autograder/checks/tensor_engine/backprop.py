@@ -10,9 +10,10 @@ from hypothesis import given
 
 from autograder.checks import exercise, reference_engine
 from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH
+from autograder.checks.random_programs import TENSOR, programs, torch_run
 from autograder.checks.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
-from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, programs, torch_run
+from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt, run_probes
 from autograder.remote import beside
 
@@ -51,7 +52,7 @@ def check_backprop(backprop, Tensor) -> None:
         raise CheckFailure(ex, f"a chain of {CHAIN_LENGTH} negations: expected x.grad = 1, received {x.grad!r}.")
 
     @RANDOM_CASES
-    @given(programs())
+    @given(programs(TENSOR, max_steps=40))
     def random_case(program):
         leaves = [Node(v.copy(), requires_grad=rg) for v, rg in program.leaves]
         values = program.replay(leaves)
@@ -340,7 +341,7 @@ def _check_whole_engine(ex, Tensor):
                   f"{whole}, after clearing: (X + b).sum().backward()", "a sum passes 1 to each X element; b collects 2 rows.")
 
     @RANDOM_CASES
-    @given(programs())
+    @given(programs(TENSOR, max_steps=40))
     def random_case(program):
         leaves = [Tensor(v.copy(), requires_grad=rg) for v, rg in program.leaves]
         values = call_learner(ex, program.replay, leaves, shown_input=program.listing)

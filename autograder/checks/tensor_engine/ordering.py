@@ -2,12 +2,10 @@
 than the recursion limit, random graphs) judged by graph_walks.check_order, and cycles refused with ValueError."""
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
-
 from autograder.checks import exercise, reference_engine
-from autograder.checks.graph_walks import SHARED_IS_NOT_A_CYCLE, TENSOR, check_order
+from autograder.checks.graph_walks import SHARED_IS_NOT_A_CYCLE, TENSOR, check_order, check_shared_inputs
 from autograder.checks.recorded import RecordedGraph
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, call_on_deep_graph
+from autograder.diagnostics import CheckFailure, call_learner, call_on_deep_graph
 from autograder.remote import beside
 
 
@@ -36,30 +34,9 @@ def check_topological_sort(topological_sort, Tensor) -> None:
     x = g.leaf(2.0, requires_grad=True)
     a = g.mul(x, x)
     sort(g.add(g.mul(a, x), g.mul(a, g.leaf(3.0))), "a = x*x; y = a*x + a*3 (x reached along three paths)")
-    total = g.leaf(0.0, requires_grad=True)
-    for i in range(20):  # marking on push instead of on expansion gets about half of these diamonds wrong
-        d = g.leaf(float(i), requires_grad=True)
-        total = g.add(total, g.add(d, g.mul(d, g.leaf(2.0, requires_grad=True))))
-    sort(total, "a sum of 20 diamonds d + d·k")
-    layered = g.leaf(1.0, requires_grad=True)
-    for _ in range(40):  # 2^40 paths: a walk that follows paths never ends
-        layered = g.add(g.mul(layered, 2.0), g.mul(layered, 3.0))
-    sort(layered, "40 stacked diamonds (2^40 paths)")
+    check_shared_inputs(sort, g, lambda value: g.leaf(value, requires_grad=True), TENSOR, ops="+*n")
     check_deep(ex, g, lambda end, shown: sort(end, shown))
     _check_cycle(ex, kit, topological_sort, Node)
-
-    @RANDOM_CASES
-    @given(st.lists(st.tuples(st.integers(0, 10 ** 6), st.integers(0, 10 ** 6), st.sampled_from("+*n")),
-                    min_size=1, max_size=25))
-    def random_graph(recipe):
-        nodes = [g.leaf(1.0, requires_grad=True), g.leaf(2.0, requires_grad=True), g.leaf(3.0)]
-        for i, j, op in recipe:
-            p, q = nodes[i % len(nodes)], nodes[j % len(nodes)]
-            nodes.append(g.add(p, q) if op == "+" else g.mul(p, q) if op == "*" else g.neg(p))
-        end = next(n for n in reversed(nodes) if g.requires_grad[id(n)])
-        sort(end, f"a random graph of {len(nodes)} tensors with shared inputs")
-
-    random_graph()
 
 
 def check_deep(ex, graph, run):

@@ -6,8 +6,9 @@ import torch
 from hypothesis import given
 
 from autograder.checks import exercise
+from autograder.checks.random_programs import TENSOR, programs, torch_run
 from autograder.checks.reference_engine import REFERENCE_RULES
-from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, programs, reference_gradients, torch_run
+from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, reference_gradients
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, close, fmt
 
 
@@ -162,7 +163,7 @@ def check_operators(Tensor) -> None:
         _check_operator(ex, Tensor, shown, fn, (x, b, w), note)
 
     @RANDOM_CASES
-    @given(programs(max_steps=12))
+    @given(programs(TENSOR, max_steps=12))
     def random_case(program):
         leaves = [Tensor(v.copy(), requires_grad=rg) for v, rg in program.leaves]
         values = call_learner(ex, program.replay, leaves, shown_input=program.listing)
