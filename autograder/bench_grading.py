@@ -5,7 +5,8 @@ notebook that kills its kernel, a copied test cell, and six that skip one exerci
 under ``build/bench-grading/``: serially, one ``nbgrader autograde`` per notebook; in parallel, one
 ``python -m autograder autograde`` for all five (one local cluster, one worker per core). Printed: per notebook, the
 median seconds per submission and the serial wall time; per student, the whole series' wall and CPU seconds;
-submissions per minute; the parallel/serial ratio; and whether the two gradebooks agree cell by cell.
+submissions per minute; the parallel/serial ratio; whether the two gradebooks agree cell by cell; and the best ratio
+this machine allows (machine_bound: one grading alone against two at once).
 
 CPU is read from a cgroup this process moves into (cpuacct), which counts every process it starts -- Dask workers,
 nbgrader, kernels, sandboxes -- even inside their own namespaces; without one, from /proc/stat, machine-wide.
@@ -125,6 +126,27 @@ class CpuMeter:
         return (sum(fields) - fields[3] - fields[4]) / 100  # all but idle and iowait, in USER_HZ ticks
 
 
+def machine_bound(runs: int = 3) -> dict:
+    """How much two gradings at once slow each other here: notebook 3's solution graded by ``python -m autograder
+    grade`` alone (``runs`` times), then two at once (``runs`` times). One grading already keeps more than one core
+    busy (its kernel runs while the checks run), and two share caches and memory bandwidth, so no scheduler can
+    beat (two at once) / (2 × alone) as a parallel/serial wall-time ratio on this machine.
+
+    Returns median wall seconds: {"alone": ..., "two_at_once": ...}.
+    """
+    notebook = REPO / "solutions" / "03_backward_functions" / "03_backward_functions.ipynb"
+    command = [sys.executable, "-m", "autograder", "grade", str(notebook), "--json"]
+
+    def timed(copies: int) -> float:
+        started = time.monotonic()
+        for process in [subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        for _ in range(copies)]:
+            process.wait()
+        return time.monotonic() - started
+
+    return {"alone": median([timed(1) for _ in range(runs)]), "two_at_once": median([timed(2) for _ in range(runs)])}
+
+
 def gradebook_cells(root: Path, assignment: str) -> dict[tuple, tuple]:
     """Every grade and comment of an assignment in a course's gradebook, by (student, notebook, cell, kind)."""
     from nbgrader.api import Gradebook
@@ -157,6 +179,8 @@ def main() -> int:
     meter = CpuMeter()
     print(f"Building a synthetic class of {PER_NOTEBOOK} submissions per notebook in {BENCH.relative_to(REPO)}/",
           flush=True)
+    print("== this machine: one grading alone, then two at once", flush=True)
+    bound = machine_bound()
     students = build(BENCH / "serial")
     shutil.rmtree(BENCH / "parallel", ignore_errors=True)
     shutil.copytree(BENCH / "serial", BENCH / "parallel")
@@ -177,7 +201,7 @@ def main() -> int:
                "not_graded": [(r.assignment, r.student, r.note) for r in rows if r.status != "graded"],
                "differences": {name: differences(gradebook_cells(BENCH / "serial", name),
                                                  gradebook_cells(BENCH / "parallel", name)) for name in assignments()},
-               "cpu_scope": meter.scope}
+               "cpu_scope": meter.scope, "machine": bound}
     (BENCH / "figures.json").write_text(json.dumps(figures, indent=1))  # kept: the report can be re-printed
     report(figures)
     return 0
@@ -211,3 +235,7 @@ def report(f: dict) -> None:
           f"speed-up {1 / ratio:.2f}x")
     print(f"parallel CPU per student: {p_cpu / n:.1f} s (target <= {TARGET_CPU_PER_STUDENT}: "
           f"{'met' if p_cpu / n <= TARGET_CPU_PER_STUDENT else 'MISSED'})")
+    if "machine" in f:
+        alone, two = f["machine"]["alone"], f["machine"]["two_at_once"]
+        print(f"this machine's bound: notebook 3 graded alone takes {alone:.1f} s, two at once {two:.1f} s, so no "
+              f"parallel run here can beat a ratio of {two / (2 * alone):.2f}")

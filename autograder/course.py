@@ -10,8 +10,6 @@ import sys
 import types
 from pathlib import Path
 
-import nbformat
-
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "source"
 COURSE_ID = "backprop-from-scratch"
@@ -130,6 +128,7 @@ def exercise_id(grade_id: str) -> str:
 
 def solution_version(nb):
     """Source notebook -> solution notebook: hidden tests removed, solution markers dropped, outputs cleared."""
+    import nbformat
     from nbgrader.preprocessors import ClearHiddenTests
 
     nb = nbformat.from_dict(nb)
@@ -152,6 +151,8 @@ def solution_namespace(name: str, edits: dict | None = None, extra: str = "") ->
     Raises:
         ValueError: an edit no longer matches the solution, or names no answer cell.
     """
+    import nbformat
+
     from autograder.trusted import definitions
 
     nb = solution_version(nbformat.read(assignments()[name], as_version=4))

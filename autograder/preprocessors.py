@@ -27,9 +27,11 @@ from autograder import checks, sandbox, trusted  # imported before any learner k
 # lazily is imported here first, since two threads importing one package at once can break its import.
 import IPython.core.inputtransformer2  # noqa: E402,F401
 import labtools.datasets  # noqa: E402,F401
-from autograder.course import assignments, exercise_id
+from autograder.course import MEASURED_TAG, assignments, exercise_id
 
 NOT_RUN = "KernelStopped"  # the ename of a cell the kernel never finished
+NOT_MEASURED = ("(This cell measures time and memory on the machine that runs it, and grades nothing: it is skipped "
+                "while grading. Run it in JupyterLab to see your engine's figures.)\n")
 DIFFERS = ("Your notebook's kernel reported that the hidden checks passed, but the same checks run outside it "
            "failed, and that run counts (the exercise failed verification): ")
 
@@ -128,7 +130,17 @@ class ContainedExecute(Execute):
     assignment"), leaving the notebook ungraded. Here the cell that was running and every cell not reached get an
     error output naming the reason (nbgrader scores a test cell without outputs as passed, so "not run" must be an
     error), and grading goes on: TrustedVerdicts still checks every trusted exercise from its own worker.
+
+    Cells tagged ``measured`` are not run: they time the course's demonstrations (notebook 5's checkpointing
+    pictures take about 5 s of CPU), which is no part of the learner's work and earns nothing. Nothing after them
+    uses what they compute (tests/test_course_metadata.py).
     """
+
+    def preprocess_cell(self, cell, resources, index):
+        if MEASURED_TAG in cell.metadata.get("tags", []):
+            cell.outputs = [new_output("stream", name="stdout", text=NOT_MEASURED)]
+            return cell, resources
+        return super().preprocess_cell(cell, resources, index)
 
     def preprocess(self, nb, resources, km=None):
         try:

@@ -1,12 +1,14 @@
 """nbgrader metadata and the one-id-everywhere rule, read straight from the notebooks (fast: no kernel starts)."""
+import ast
 import re
 
 import nbformat
 import pytest
 
 from autograder.checks import exercise_ids
-from autograder.course import (INTERACTIVE_TAG, TEST_PREFIX, WIDGET_FUNCTIONS, assignments, nbgrader_cells,
+from autograder.course import (INTERACTIVE_TAG, MEASURED_TAG, TEST_PREFIX, WIDGET_FUNCTIONS, assignments, nbgrader_cells,
                               solution_version)
+from autograder.trusted import python
 from conftest import REPO, learner_notebook, solution_notebook
 
 HIDDEN_CALL = re.compile(r'### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS', re.S)
@@ -83,6 +85,29 @@ def test_widget_cells_are_skipped_by_unattended_runs(assignment):
             assert cell in widget_cells, f"only widget cells may be skipped: {cell.source[:80]}"
     if assignment in ("01_nudging", "02_scalar_engine"):
         assert widget_cells, "the notebook's widget cell was not found: did its call change?"
+
+
+def test_nothing_after_a_measured_cell_uses_what_it_computes(assignment):
+    """Grading skips cells tagged measured (timings of the machine: autograder.preprocessors.ContainedExecute), so a
+    later cell that read one of their names would fail in every graded notebook."""
+    code = [c for c in source_nb(assignment).cells if c.cell_type == "code"]
+    for index, cell in enumerate(code):
+        if MEASURED_TAG in cell.metadata.get("tags", []):
+            made = names(cell.source)[0]
+            for later in code[index + 1:]:
+                if MEASURED_TAG not in later.metadata.get("tags", []):
+                    bound, read = names(later.source)
+                    assert not made & (read - bound), f"{sorted(made & read)} come from a measured cell"
+
+
+def names(source) -> tuple[set, set]:
+    """The names a cell binds (assignments, defs, classes, imports) and the names it reads."""
+    tree = ast.parse(python(source))
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    bound |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+              for a in n.names}
+    return bound, {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def test_source_notebooks_are_clean(assignment):

@@ -434,6 +434,30 @@ def test_a_copied_graded_cell_is_graded_once_with_a_note(tmp_path):
     assert "copies of the graded cell(s) test_central_difference" in done.stderr and "10 / 10 points" in done.stdout
 
 
+def test_a_kernel_importing_the_checks_loads_no_notebook_reader():
+    """Every graded kernel runs `from autograder import check` (the hidden cells); nbformat's schema validator would
+    cost it about 1.3 s of CPU (jsonschema's format checkers), and the checks do not read notebooks."""
+    done = subprocess.run([sys.executable, "-c", "import sys, autograder; print(sorted(m for m in sys.modules if "
+                           "m.split('.')[0] in ('nbformat', 'jsonschema', 'nbgrader')))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_grading_skips_a_measured_cell_and_says_so():
+    """Timing a demonstration is no part of the learner's work: ContainedExecute leaves the cell unrun (here there is
+    no kernel at all, so running it would raise) and puts a note where its figures would be."""
+    from nbformat.v4 import new_code_cell
+
+    from autograder.course import MEASURED_TAG
+    from autograder.preprocessors import NOT_MEASURED, ContainedExecute
+
+    cell = new_code_cell("raise SystemExit('a measured cell ran')", metadata={"tags": [MEASURED_TAG]})
+    cell, _ = ContainedExecute().preprocess_cell(cell, {}, 0)
+    assert [o.text for o in cell.outputs] == [NOT_MEASURED] and cell.execution_count is None
+    with pytest.raises(Exception):  # an untagged cell goes to the kernel, of which there is none here
+        ContainedExecute().preprocess_cell(new_code_cell("1"), {}, 0)
+
+
 def test_the_kernels_outputs_can_cost_points_but_never_give_them():
     """TrustedVerdicts on kernel outputs that disagree with the trusted verdicts, both ways."""
     from nbformat.v4 import new_output

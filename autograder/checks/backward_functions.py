@@ -58,11 +58,14 @@ def torch_vjp(forward, inputs, index, grad_out, **kwargs):
 
 
 def numeric_vjp(forward, inputs, index, grad_out, **kwargs):
-    """The same VJP by central differences (forward evaluated with torch, no autograd)."""
-    def weighted(*values):
-        tensors = [torch.tensor(np.asarray(v, dtype=np.float64)) for v in values]
-        return float((torch.as_tensor(grad_out, dtype=torch.float64) * forward(*tensors, **kwargs)).sum())
-    return central_differences(weighted, *inputs)[index]
+    """The same VJP by central differences (forward evaluated with torch, no autograd), nudging inputs[index] only."""
+    upstream = torch.as_tensor(grad_out, dtype=torch.float64)
+    tensors = [torch.tensor(np.asarray(v, dtype=np.float64)) for v in inputs]
+
+    def weighted(value):
+        tensors[index] = torch.from_numpy(value)  # the nudged copy; the other inputs stay as they are
+        return float((upstream * forward(*tensors, **kwargs)).sum())
+    return central_differences(weighted, inputs[index])[0]
 
 
 def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True, **kwargs):
