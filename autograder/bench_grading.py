@@ -129,8 +129,8 @@ class CpuMeter:
 def machine_bound(runs: int = 3) -> dict:
     """How much two gradings at once slow each other here: notebook 3's solution graded by ``python -m autograder
     grade`` alone (``runs`` times), then two at once (``runs`` times). One grading already keeps more than one core
-    busy (its kernel runs while the checks run), and two share caches and memory bandwidth, so no scheduler can
-    beat (two at once) / (2 × alone) as a parallel/serial wall-time ratio on this machine.
+    busy (its kernel runs while the checks run), so two at once cannot finish in the time of one, and no scheduler
+    can beat (two at once) / (2 × alone) as a parallel/serial wall-time ratio on this machine.
 
     Returns median wall seconds: {"alone": ..., "two_at_once": ...}.
     """

@@ -31,7 +31,7 @@ from autograder.course import MEASURED_TAG, assignments, exercise_id
 
 NOT_RUN = "KernelStopped"  # the ename of a cell the kernel never finished
 NOT_MEASURED = ("(This cell measures time and memory on the machine that runs it, and grades nothing: it is skipped "
-                "while grading. Run it in JupyterLab to see your engine's figures.)\n")
+                "while grading. Run it in JupyterLab to see the figures.)\n")
 DIFFERS = ("Your notebook's kernel reported that the hidden checks passed, but the same checks run outside it "
            "failed, and that run counts (the exercise failed verification): ")
 
