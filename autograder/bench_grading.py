@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import re
 import shutil
 import statistics
@@ -28,6 +27,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import REPO, SCRATCH_COURSE_CONFIG, assignments
+from autograder.cpu import CpuMeter
 
 BENCH = REPO / "build" / "bench-grading"
 PER_NOTEBOOK = 12
@@ -99,33 +99,6 @@ def serial_seconds(log: str, ended: float) -> list[float]:
     return [b - a for a, b in zip(starts, starts[1:] + [ended])]
 
 
-class CpuMeter:
-    """CPU seconds used by this process and everything it starts (a cpuacct cgroup), else by the whole machine."""
-
-    def __init__(self):
-        group = Path("/sys/fs/cgroup/cpuacct") / f"bench-grading-{int(time.time())}"
-        try:
-            group.mkdir()
-            (group / "cgroup.procs").write_text(str(os.getpid()))
-            self.read, self.scope = (lambda: int((group / "cpuacct.usage").read_text()) / 1e9), "this benchmark's processes"
-            atexit.register(self._leave, group)
-        except OSError:
-            self.read, self.scope = self._machine, "the whole machine (no cgroup to measure in)"
-
-    @staticmethod
-    def _leave(group: Path) -> None:
-        (group.parent / "cgroup.procs").write_text(str(os.getpid()))
-        try:
-            group.rmdir()
-        except OSError:  # a process it started is still winding down; an empty group costs nothing
-            pass
-
-    @staticmethod
-    def _machine() -> float:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-        return (sum(fields) - fields[3] - fields[4]) / 100  # all but idle and iowait, in USER_HZ ticks
-
-
 def machine_bound(runs: int = 3) -> dict:
     """How much two gradings at once slow each other here: notebook 3's solution graded by ``python -m autograder
     grade`` alone (``runs`` times), then two at once (``runs`` times). One grading already keeps more than one core
@@ -176,7 +149,8 @@ def differences(a: dict, b: dict) -> list[str]:
 def main() -> int:
     from autograder.class_grading import grade_class
 
-    meter = CpuMeter()
+    meter = CpuMeter("bench-grading", machine_fallback=True)
+    atexit.register(meter.close)
     print(f"Building a synthetic class of {PER_NOTEBOOK} submissions per notebook in {BENCH.relative_to(REPO)}/",
           flush=True)
     print("== this machine: one grading alone, then two at once", flush=True)
@@ -199,6 +173,7 @@ def main() -> int:
                "parallel_seconds": {name: [r.seconds for r in rows if r.assignment == name and r.status == "graded"]
                                     for name in assignments()},
                "not_graded": [(r.assignment, r.student, r.note) for r in rows if r.status != "graded"],
+               "submission_cpu": sum(r.cpu_seconds or 0.0 for r in rows),
                "differences": {name: differences(gradebook_cells(BENCH / "serial", name),
                                                  gradebook_cells(BENCH / "parallel", name)) for name in assignments()},
                "cpu_scope": meter.scope, "machine": bound}
@@ -235,6 +210,10 @@ def report(f: dict) -> None:
           f"speed-up {1 / ratio:.2f}x")
     print(f"parallel CPU per student: {p_cpu / n:.1f} s (target <= {TARGET_CPU_PER_STUDENT}: "
           f"{'met' if p_cpu / n <= TARGET_CPU_PER_STUDENT else 'MISSED'})")
+    if f.get("submission_cpu"):
+        own = f["submission_cpu"] / n
+        print(f"  of which each submission's grading processes (nbgrader, kernel, check workers): {own:.1f} s; the "
+              f"rest, {p_cpu / n - own:.1f} s, is Dask, recording into the gradebook and starting up")
     if "machine" in f:
         alone, two = f["machine"]["alone"], f["machine"]["two_at_once"]
         print(f"this machine's bound: notebook 3 graded alone takes {alone:.1f} s, two at once {two:.1f} s, so no "

@@ -85,6 +85,7 @@ class Executed:
     seconds: float
     worker: str
     error: str | None = None
+    cpu_seconds: float | None = None     # the grading process and everything it started (kernel, check workers)
 
 
 @dataclass
@@ -98,10 +99,13 @@ class Row:
     note: str = ""
     attempts: int = 0
     assignment: str = ""                 # set by RunLog.add
+    cpu_seconds: float | None = None     # the submission's grading processes, on its worker (None: not measured)
 
     def line(self) -> str:
         points = f"{self.score:g}/{self.max_score:g}" if self.score is not None else "-"
         timing = f"{self.seconds:6.1f} s" if self.attempts else " " * 8
+        if self.cpu_seconds is not None:
+            timing += f" {self.cpu_seconds:6.1f} CPU s"
         return f"{self.assignment:<22} {self.student:<20} {self.status:<8} {points:>9} {timing}  {self.note}".rstrip()
 
 
@@ -129,7 +133,7 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
         if error is None and not notebooks:
             error = "nbgrader finished without writing an autograded notebook"
         return Executed(task.student, notebooks if error is None else {}, found.get("log", ""),
-                        time.monotonic() - started, worker, error)
+                        time.monotonic() - started, worker, error, found.get("cpu_seconds"))
 
 
 def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> str | None:
@@ -205,12 +209,20 @@ def _autograde_here(root: str, assignment: str, student: str, config) -> dict:
     from nbgrader.apps import NbGraderAPI
     from threadpoolctl import threadpool_limits
 
+    from autograder.cpu import CpuMeter
+
     torch.set_num_threads(1)
     threadpool_limits(1)
     config.CourseDirectory.root = root
     config.CourseDirectory.db_url = f"sqlite:///{root}/gradebook.db"  # the snapshot, whatever the course uses
-    outcome = NbGraderAPI(config=config).autograde(assignment, student, force=True, create=True)
-    return {"success": bool(outcome.get("success")), "log": outcome.get("log") or outcome.get("error") or ""}
+    meter = CpuMeter("grade")  # counts the sandboxed kernel and check workers too, killed or not
+    try:
+        outcome = NbGraderAPI(config=config).autograde(assignment, student, force=True, create=True)
+        cpu = meter.read()
+    finally:
+        meter.close()
+    return {"success": bool(outcome.get("success")), "log": outcome.get("log") or outcome.get("error") or "",
+            "cpu_seconds": cpu}
 
 
 def _become_disposable(root: str) -> None:
@@ -547,10 +559,6 @@ def _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute) -> l
     return rows
 
 
-POLL_S = 0.2      # how often the run looks for finished tasks
-SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
-
-
 class Dispatch:
     """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once."""
 
@@ -606,6 +614,7 @@ def _record(course, log, task: Task, executed: Executed) -> Row:
         row = course.record(task.assignment, executed)
     # Grading time, not time spent queueing: the worker's run plus recording it here.
     row.seconds, row.attempts = executed.seconds + time.monotonic() - recording, task.attempt
+    row.cpu_seconds = executed.cpu_seconds
     row.note = "; ".join(n for n in (row.note, task.note) if n)
     return log.add(row, executed.log)
 

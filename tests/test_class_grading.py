@@ -1,6 +1,7 @@
 """Class grading on Dask (autograder.class_grading): every submission gets a row, failures are retried once and
 recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from autograder import class_grading
 from autograder.bench_grading import differences, gradebook_cells, synthetic_class
 from autograder.class_grading import ClassGradingError, Executed, Task, execute_submission, grade_class
 from autograder.course import SCRATCH_COURSE_CONFIG
+from test_cpu import cpu_measurable
 from conftest import REPO
 
 NB = "01_nudging"  # the quickest notebook to grade
@@ -176,6 +178,9 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 graded" in done.stderr and "copied cell(s) test_" in done.stderr
+    if cpu_measurable():  # each line gives the CPU of that submission's processes, its sandboxed kernel included
+        used = re.search(r"full-marks\s+graded\s+10/10\s+[\d.]+ s\s+([\d.]+) CPU s", done.stderr)
+        assert used and float(used.group(1)) > 1.0, done.stderr
     wrong = differences(gradebook_cells(serial, NB), gradebook_cells(parallel, NB))
     assert not wrong, wrong
     scores = {}
