@@ -31,7 +31,6 @@ import tempfile
 import threading
 import time
 import uuid
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -209,6 +208,10 @@ def _autograde_here(root: str, assignment: str, student: str, config) -> dict:
     from nbgrader.apps import NbGraderAPI
     from threadpoolctl import threadpool_limits
 
+    from autograder.course import quiet_nbgrader
+
+    quiet_nbgrader()  # this process's stderr is the Dask worker's, which a local cluster prints over the progress bar
+
     from autograder.cpu import CpuMeter
 
     torch.set_num_threads(1)
@@ -344,10 +347,6 @@ class Course:
         import nbformat
         from nbgrader.api import Gradebook
         from nbgrader.apps import NbGraderAPI
-        from sqlalchemy.exc import SAWarning
-
-        # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every autograde; they say nothing about the class.
-        warnings.filterwarnings("ignore", category=SAWarning)
         folder = self.scratch / "executed" / executed.student / assignment
         folder.mkdir(parents=True, exist_ok=True)
         for name, text in executed.notebooks.items():
@@ -479,7 +478,10 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
     Raises:
         ClassGradingError: the run cannot start; the message says what to do.
     """
+    from autograder.course import quiet_nbgrader
+
     names = [assignments] if isinstance(assignments, str) else list(assignments)
+    quiet_nbgrader()
     course = Course.open(root)
     try:
         return _grade(course, names, students, force, workers, scheduler, timeout_s, execute, out)

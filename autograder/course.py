@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import types
+import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,6 +69,15 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     set_stage(c, stage)
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
+
+
+def quiet_nbgrader() -> None:
+    """Silence the SQLAlchemy autoflush warnings nbgrader 0.9.6 trips on every autograde; they say nothing about the
+    grades. Call it before starting threads: a thread leaving ``warnings.catch_warnings()`` puts back the filters it
+    saw on entering, so a filter added meanwhile on another thread can be lost."""
+    from sqlalchemy.exc import SAWarning
+
+    warnings.filterwarnings("ignore", category=SAWarning)
 
 
 def configure_exchange(c, root: Path) -> None:

@@ -34,7 +34,11 @@ class CpuMeter:
                 _remove(stale)
             group = parent / f"{name}-{uuid.uuid4().hex[:8]}"
             group.mkdir()
-            (group / "cgroup.procs").write_text(str(os.getpid()))
+            try:
+                (group / "cgroup.procs").write_text(str(os.getpid()))
+            except OSError:
+                _remove(group)
+                raise
             self._group, self.scope = group, "this process and everything it starts"
         except OSError:
             self.scope = ("the whole machine (no cgroup to measure in)" if machine_fallback else

@@ -6,13 +6,12 @@ import re
 import shutil
 import sys
 import tempfile
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from autograder.course import assignments, configure, exercise_id, nbgrader_cells
+from autograder.course import assignments, configure, exercise_id, nbgrader_cells, quiet_nbgrader
 
 STUDENT = "learner"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -142,7 +141,6 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         RuntimeError: nbgrader itself failed; its log is in the message.
     """
     from nbgrader.apps import NbGraderAPI
-    from sqlalchemy.exc import SAWarning
     from traitlets.config import Config
 
     from autograder.preprocessors import copied_cells
@@ -170,8 +168,7 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         configure(config, release_directory="release")
         config.CourseDirectory.root = str(root)
         api = NbGraderAPI(config=config)
-        # nbgrader 0.9.6 trips SQLAlchemy's autoflush warnings on every autograde; they are not the learner's concern.
-        warnings.filterwarnings("ignore", category=SAWarning)
+        quiet_nbgrader()
         steps = [("generate_assignment", lambda: api.generate_assignment(assignment)),
                  ("autograde", lambda: api.autograde(assignment, STUDENT))]
         if feedback:
