@@ -185,6 +185,14 @@ def make_pair(case, low=0.5, high=2.0):
             for s, sign, d in zip(shapes.input_shapes, signs, (dtype0, dtype1))]
 
 
+def one_input(shape, seed, dtype, low=0.5, high=2.0, signed=True):
+    """One random input of ``shape``: magnitudes in [low, high], each with a random sign when ``signed`` (a
+    negative ``low`` already reaches both signs), cast to ``dtype`` (see cast)."""
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(low, high, size=shape)
+    return cast(values * rng.choice([-1.0, 1.0], size=shape) if signed else values, dtype)
+
+
 # ------------------------------------------------------------------------------------------------ unbroadcast
 
 @exercise("unbroadcast")
@@ -289,10 +297,7 @@ def unary_exercise(ex, name, back, forward, low, high):
     @given(mutually_broadcastable_shapes(num_shapes=1, max_dims=4, max_side=3), st.integers(0, 2 ** 16),
            st.sampled_from(["float64", "float32", "int", "python"]))
     def random_case(shapes, seed, dtype):
-        rng = np.random.default_rng(seed)
-        shape = shapes.input_shapes[0]
-        x = cast(rng.uniform(low, high, size=shape) * rng.choice([-1.0, 1.0], size=shape)
-                 if low < 0 else rng.uniform(low, high, size=shape), dtype)
+        x = one_input(shapes.input_shapes[0], seed, dtype, low, high, signed=low < 0)
         check_vjp(ex, name, back, forward, [x], 0)
 
     random_case()
@@ -481,9 +486,7 @@ def check_expand_back(expand_back) -> None:
            st.sampled_from(["float64", "float32", "int", "python"]))
     def random_case(shapes, seed, dtype):
         # x has the first shape (0-d, size-1 axes, fewer axes) and is broadcast to the shape of both together
-        rng = np.random.default_rng(seed)
-        x_shape = shapes.input_shapes[0]
-        x = cast(rng.uniform(0.5, 2.0, size=x_shape) * rng.choice([-1.0, 1.0], size=x_shape), dtype)
+        x = one_input(shapes.input_shapes[0], seed, dtype)
         check_vjp(ex, ex, expand_back, expand, [x], 0, shape=tuple(shapes.result_shape))
 
     random_case()

@@ -13,7 +13,7 @@ from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH
 from autograder.checks.random_programs import TENSOR, programs, torch_run
 from autograder.checks.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
-from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array
+from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, run_both
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt, run_probes
 from autograder.remote import beside
 
@@ -343,9 +343,7 @@ def _check_whole_engine(ex, Tensor):
     @RANDOM_CASES
     @given(programs(TENSOR, max_steps=40))
     def random_case(program):
-        leaves = [Tensor(v.copy(), requires_grad=rg) for v, rg in program.leaves]
-        values = call_learner(ex, program.replay, leaves, shown_input=program.listing)
-        want_out, want_grads = torch_run(program)
+        leaves, values, want_out, want_grads = run_both(ex, Tensor, program)
         if not close(values[-1].array, want_out):
             raise CheckFailure(ex, f"{whole} computes a different result from torch for the program\n  {program.listing}")
         seed = None if program.seed is None else Tensor(program.seed.copy())

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.checks.reference_engine import graph_inputs
-from autograder.diagnostics import CheckFailure, Tolerance, close, fmt
+from autograder.checks.random_programs import torch_run
+from autograder.diagnostics import CheckFailure, Tolerance, call_learner, close, fmt
 from labtools.graph import inputs_first
 
 # A random program chains up to 40 operations, each rounding once: more than AGAINST_TORCH allows near cancellations.
@@ -28,6 +29,14 @@ def reference_gradients(end, seed) -> dict[int, np.ndarray]:
                 part = np.asarray(back(grads[id(node)], node.array, *arrays, **node.recipe.kwargs), dtype=np.float64)
                 grads[id(x)] = grads[id(x)] + part if id(x) in grads else part
     return grads
+
+
+def run_both(ex, Tensor, program):
+    """The program run on the learner's Tensor and on torch: (leaves, every value, torch's output, torch's leaf
+    gradients). The learner's run goes through call_learner, so a crash or a loop is a diagnosis."""
+    leaves = [Tensor(v.copy(), requires_grad=rg) for v, rg in program.leaves]
+    values = call_learner(ex, program.replay, leaves, shown_input=program.listing)
+    return (leaves, values, *torch_run(program))
 
 
 def compare_leaf_grads(ex, Tensor, leaves, values, expected, listing):

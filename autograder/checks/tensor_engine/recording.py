@@ -6,9 +6,9 @@ import torch
 from hypothesis import given
 
 from autograder.checks import exercise
-from autograder.checks.random_programs import TENSOR, programs, torch_run
+from autograder.checks.random_programs import TENSOR, programs
 from autograder.checks.reference_engine import REFERENCE_RULES
-from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, reference_gradients
+from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, reference_gradients, run_both
 from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, close, fmt
 
 
@@ -165,9 +165,7 @@ def check_operators(Tensor) -> None:
     @RANDOM_CASES
     @given(programs(TENSOR, max_steps=12))
     def random_case(program):
-        leaves = [Tensor(v.copy(), requires_grad=rg) for v, rg in program.leaves]
-        values = call_learner(ex, program.replay, leaves, shown_input=program.listing)
-        want_out, want_grads = torch_run(program)
+        leaves, values, want_out, want_grads = run_both(ex, Tensor, program)
         out = values[-1]
         if not isinstance(out, Tensor) or not close(out.array, want_out):
             raise CheckFailure(ex, f"the program's result differs from torch:\n  {program.listing}\nexpected "
