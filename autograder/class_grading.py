@@ -209,11 +209,9 @@ def _autograde_here(root: str, assignment: str, student: str, config) -> dict:
     from threadpoolctl import threadpool_limits
 
     from autograder.course import quiet_nbgrader
-
-    quiet_nbgrader()  # this process's stderr is the Dask worker's, which a local cluster prints over the progress bar
-
     from autograder.cpu import CpuMeter
 
+    quiet_nbgrader()  # this process's stderr is the Dask worker's, which a local cluster prints over the progress bar
     torch.set_num_threads(1)
     threadpool_limits(1)
     config.CourseDirectory.root = root
