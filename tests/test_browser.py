@@ -296,6 +296,8 @@ def test_backward_stepper_steps_and_its_graph_fits_the_column(learner_server, pa
     assert slider.locator(".widget-readout").inner_text() == "3", "the slider and the text count steps differently"
     drawing = cell.locator(".widget-html svg")
     area = cell.locator(".jp-OutputArea-output").first
+    # Run All may still scroll on to later cells, and JupyterLab stops rendering cells out of view: measure in view.
+    drawing.scroll_into_view_if_needed()
     width, column = drawing.bounding_box()["width"], area.bounding_box()["width"]
     assert width <= column + 1, f"the graph is {width:.0f} px wide in a {column:.0f} px column"
     scrolls = area.evaluate("el => [...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1 && "
