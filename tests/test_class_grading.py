@@ -1,6 +1,7 @@
 """Class grading on Dask (autograder.class_grading): every submission gets a row, failures are retried once and
 recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -152,13 +153,32 @@ def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how
     shutil.copytree(template[0] / "source", tmp_path / "source")
     (tmp_path / "submitted" / "ann" / NB).mkdir(parents=True)
     os.mkfifo(tmp_path / "submitted" / "ann" / NB / f"{NB}.ipynb")  # reading it never returns: nbgrader hangs
-    snapshot = Snapshot(NB, b"", {}, course_config(tmp_path, "execute"), timeout_s=3)
+    snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), timeout_s=3)
     started = time.monotonic()
     assert class_grading._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 3 s and was stopped"
     assert time.monotonic() - started < 60
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
     reason = class_grading._run_grading_process(tmp_path, snapshot, "ann")
     assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
+
+
+def _sigint_seen_by_a_child_of_the_grading_process(root: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a local cluster's worker starts (StopRequest.shielding)
+    class_grading._become_disposable(root)
+    seen = subprocess.run([sys.executable, "-c", "import signal; h = signal.getsignal(signal.SIGINT); print(getattr(h, '__name__', h))"],
+                          capture_output=True, text=True)
+    Path(root, "seen").write_text(seen.stdout.strip())
+
+
+def test_what_a_grading_process_starts_does_not_inherit_an_ignored_sigint(tmp_path):
+    """An ignored SIGINT survives exec, and a learner kernel started with it costs about a third more CPU."""
+    import multiprocessing
+
+    process = multiprocessing.get_context("fork").Process(target=_sigint_seen_by_a_child_of_the_grading_process,
+                                                          args=(str(tmp_path),))
+    process.start()
+    process.join(60)
+    assert (tmp_path / "seen").read_text() == "default_int_handler"
 
 
 @pytest.mark.slow
