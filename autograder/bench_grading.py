@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import re
 import shutil
 import statistics
@@ -176,7 +177,7 @@ def main() -> int:
                "submission_cpu": sum(r.cpu_seconds or 0.0 for r in rows),
                "differences": {name: differences(gradebook_cells(BENCH / "serial", name),
                                                  gradebook_cells(BENCH / "parallel", name)) for name in assignments()},
-               "cpu_scope": meter.scope, "machine": bound}
+               "cpu_scope": meter.scope, "machine": bound, "cores": os.cpu_count()}
     (BENCH / "figures.json").write_text(json.dumps(figures, indent=1))  # kept: the report can be re-printed
     report(figures)
     return 0
@@ -218,3 +219,6 @@ def report(f: dict) -> None:
         alone, two = f["machine"]["alone"], f["machine"]["two_at_once"]
         print(f"this machine's bound: notebook 3 graded alone takes {alone:.1f} s, two at once {two:.1f} s, so no "
               f"parallel run here can beat a ratio of {two / (2 * alone):.2f}")
+    if "cores" in f:  # parallel wall >= parallel CPU / cores, and parallel CPU is about serial's or more
+        print(f"serial grading kept {s_cpu / s_wall:.2f} cores busy: on {f['cores']} cores, a parallel run that "
+              f"spends no less CPU than serial cannot beat a ratio of {s_cpu / (f['cores'] * s_wall):.2f}")

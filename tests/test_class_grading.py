@@ -236,3 +236,18 @@ def test_an_oversized_submission_is_refused_before_it_is_read(tmp_path, monkeypa
     monkeypatch.setattr(class_grading, "read_tree", lambda *a: pytest.fail("read before its size was checked"))
     files, note = class_grading.preflight(tmp_path, [])
     assert files is None and "the limit is" in note
+
+
+def test_the_bench_report_states_the_targets_and_the_bound_serial_grading_sets(capsys):
+    from autograder.bench_grading import report
+
+    figures = {"students": 2, "submissions": 4, "cpu_scope": "test", "cores": 2, "not_graded": [],
+               "serial": {"a": [30.0, 40.0, [14.0, 16.0]], "b": [20.0, 25.0, [9.0, 11.0]]},
+               "parallel": [36.0, 70.0], "parallel_seconds": {"a": [12.0], "b": [8.0]},
+               "differences": {"a": [], "b": ["ann cell x: 1 against 0"]}, "submission_cpu": 60.0}
+    report(figures)
+    said = capsys.readouterr().out
+    assert "parallel/serial wall time: 0.72 (target <= 0.6: MISSED)" in said
+    assert "parallel CPU per student: 35.0 s (target <= 40: met)" in said and "the rest, 5.0 s" in said
+    assert "agree cell by cell" in said and "1 cells differ" in said
+    assert "serial grading kept 1.30 cores busy" in said and "cannot beat a ratio of 0.65" in said
