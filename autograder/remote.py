@@ -176,6 +176,18 @@ def _proxy_class(type_name: str, is_callable: bool, is_container: bool) -> type:
     return _CLASSES[key]
 
 
+def _sandboxed_worker(fd: int, hide, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
+    """worker.py in a sandbox of its own, talking over the socket ``fd``; ``env`` is added to its environment."""
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], hide=list(hide), binds={WORKER_SCRIPT: INSIDE_SCRIPT},
+                           limits=limits)
+    env = {**sandbox.environment(), "WORKER_FD": str(fd), **env}
+    if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path, in a private folder
+        command[-1] = str(WORKER_SCRIPT)
+        env.update(HOME=home, WORKER_HOME=home)
+    return subprocess.Popen(command, pass_fds=[fd], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=stderr, start_new_session=True)
+
+
 class Zygote:
     """One sandbox for the exercises of one submission, whose process forks a fresh worker for each of them.
 
@@ -204,9 +216,9 @@ class Zygote:
         """Start a worker on ``connection`` writing to ``stderr`` (a file); False when this zygote cannot."""
         if self._broken:
             return False
-        if self._control is None:
-            self._start()
         try:
+            if self._control is None:
+                self._start()
             socket.send_fds(self._control, [b"S"], [connection.fileno(), stderr.fileno()])
             self._answer()
             return True
@@ -237,11 +249,8 @@ class Zygote:
 
     def _start(self) -> None:
         here, there = socket.socketpair()
-        command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], hide=self._hide,
-                               binds={WORKER_SCRIPT: INSIDE_SCRIPT}, limits=self._limits)
-        env = {**sandbox.environment(), "WORKER_FD": str(there.fileno()), "WORKER_ZYGOTE": "1"}
-        self._process = subprocess.Popen(command, pass_fds=[there.fileno()], env=env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self._process = _sandboxed_worker(there.fileno(), self._hide, self._limits, subprocess.DEVNULL,
+                                          WORKER_ZYGOTE="1")
         there.close()
         self._control = here
         self._control.settimeout(ZYGOTE_TIMEOUT_S)
@@ -275,7 +284,8 @@ class Worker:
     """One sandboxed process holding one submission's code, for the checks of one exercise.
 
     Use as a context manager; the process is killed on exit whatever happened. With a ``zygote`` (one per
-    submission), the process is forked from it instead of started as a sandbox of its own.
+    submission), the process is forked from it instead of started as a sandbox of its own, and the zygote's sandbox
+    and limits apply.
     """
 
     def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits(),
@@ -288,15 +298,7 @@ class Worker:
         if zygote is not None and zygote.fork(there, self._stderr):
             self._process = _ForkedWorker(zygote)
         else:
-            argv = [sys.executable, "-I", INSIDE_SCRIPT]
-            command = sandbox.wrap(argv, hide=list(hide), binds={WORKER_SCRIPT: INSIDE_SCRIPT}, limits=limits)
-            env = sandbox.environment()
-            env["WORKER_FD"] = str(there.fileno())
-            if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path, in a private folder
-                command[-1] = str(WORKER_SCRIPT)
-                env.update(HOME=self._home.name, WORKER_HOME=self._home.name)
-            self._process = subprocess.Popen(command, pass_fds=[there.fileno()], env=env, stdin=subprocess.DEVNULL,
-                                             stdout=subprocess.DEVNULL, stderr=self._stderr, start_new_session=True)
+            self._process = _sandboxed_worker(there.fileno(), hide, limits, self._stderr, home=self._home.name)
         there.close()
         self._next_id = 0
         self._deadline: float | None = None

@@ -32,6 +32,7 @@ import math
 import operator
 import os
 import shutil
+import signal
 import socket
 import struct
 import sys
@@ -459,7 +460,7 @@ def _end(worker: int) -> int:
             break
         for pid in alive:
             try:
-                os.kill(pid, 9)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
     _, status = os.waitpid(worker, 0)
