@@ -3,8 +3,9 @@
 For one exercise the worker gets the learner's program up to that exercise's test cell -- answer cells whole,
 every other cell reduced to its definitions (imports, functions, classes, attribute patches, constants), so
 demonstrations and training runs are not repeated -- then the exercise's check runs here, reading the names it
-declares (``autograder.checks.answer_names``) from the worker. Each exercise gets a fresh worker: one exercise's
-crash, loop or tampering cannot touch another's.
+declares (``autograder.checks.answer_names``) from the worker. Each exercise gets a fresh worker, forked from a clean
+zygote (``remote.Zygote``) that kills whatever the last worker left: one exercise's crash, loop or tampering cannot
+touch another's.
 """
 from __future__ import annotations
 
@@ -154,17 +155,18 @@ def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
     found, poisoned, settled = {}, {}, {}
     # Randomized cases drawn from the answers themselves: the same submission always gets the same grade.
     seed = int(hashlib.sha256("\0".join(c.code for c in cells if c.answer).encode()).hexdigest()[:15], 16)
-    for exercise, (position, test_source) in tests.items():
-        check_id = checked_exercise(test_source)
-        if check_id is None or not has_check(check_id):
-            continue
-        with case_seed(seed):
-            found[exercise] = judge(check_id, cells[:position], hide, poisoned, settled)
+    with remote.Zygote(hide) as zygote:
+        for exercise, (position, test_source) in tests.items():
+            check_id = checked_exercise(test_source)
+            if check_id is None or not has_check(check_id):
+                continue
+            with case_seed(seed):
+                found[exercise] = judge(check_id, cells[:position], hide, poisoned, settled, zygote)
     return found
 
 
 def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...] = (), poisoned: dict[str, str] | None = None,
-          settled: dict | None = None) -> Verdict:
+          settled: dict | None = None, zygote: remote.Zygote | None = None) -> Verdict:
     """Run one exercise's check against a fresh worker holding ``cells``.
 
     The test cell's visible asserts are not run here: they use torch as a reference, and they can only fail a
@@ -180,7 +182,7 @@ def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...] = (), poisone
 
     poisoned = {} if poisoned is None else poisoned
     while True:
-        worker = remote.Worker(hide=hide)
+        worker = remote.Worker(hide=hide, zygote=zygote)
         problems, culprit = load(worker, [c for c in cells if c.name not in poisoned])
         if culprit is None:
             break

@@ -31,6 +31,8 @@ import json
 import math
 import operator
 import os
+import shutil
+import signal
 import socket
 import struct
 import sys
@@ -394,5 +396,96 @@ def main() -> None:
     connection.wait_for(0, NAMESPACE)
 
 
+def zygote(control: socket.socket) -> None:
+    """Fork a fresh worker for each exercise of one submission from this process, which has numpy and this module
+    loaded and never runs learner code (autograder.remote.Zygote). One request at a time on ``control``:
+
+      b"S" with two descriptors, the worker's socket and its stderr: fork a worker; answer its pid (4 bytes).
+      b"E": end the worker: kill every other process of this sandbox, empty /tmp, answer the worker's exit code
+            (4 bytes, negative for a signal), so the next exercise finds nothing the last one left.
+
+    Anything else ends the zygote. Only inside the sandbox's own PID namespace, where "every other process" is this
+    submission's, as the child of its init.
+    """
+    if os.getppid() != 1:
+        raise SystemExit("zygote mode needs the sandbox's PID namespace")
+    worker = None
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 1, 2)
+        if message == b"S" and len(fds) == 2 and worker is None:
+            worker = os.fork()
+            if worker == 0:
+                control.close()
+                _forked_worker(*fds)
+            for fd in fds:
+                os.close(fd)
+            control.sendall(struct.pack(">i", worker))
+        elif message == b"E" and not fds and worker is not None:
+            code = _end(worker)
+            worker = None
+            control.sendall(struct.pack(">i", code))
+        else:
+            return
+
+
+def _forked_worker(connection_fd: int, stderr_fd: int) -> None:
+    """A worker as if freshly started: its own session, stderr, folder and random state. Never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.dup2(stderr_fd, 2)
+        os.close(stderr_fd)
+        np.random.seed()  # a forked child would otherwise repeat the zygote's stream
+        home = f"/tmp/worker-{os.getpid()}"
+        os.mkdir(home)
+        os.environ.update(WORKER_FD=str(connection_fd), WORKER_HOME=home)
+        main()
+        code = 0
+    except SystemExit as done:  # what the interpreter would exit with
+        code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+    except BaseException:  # noqa: B036 -- as an uncaught exception ends a process: traceback, exit code 1
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _end(worker: int) -> int:
+    """Kill every process of the sandbox but its init and this one, empty /tmp; the worker's exit code."""
+    me = os.getpid()
+    for _ in range(100):  # a process may fork while the others are being killed: go round until none is left
+        alive = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in (1, me)
+                 and _state(pid) not in ("Z", "X", "")]
+        if not alive:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    _, status = os.waitpid(worker, 0)
+    for entry in os.listdir("/tmp"):
+        path = os.path.join("/tmp", entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)  # the worker script's read-only bind stays; the rest goes
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    return os.waitstatus_to_exitcode(status)
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 if __name__ == "__main__":
-    main()
+    if os.environ.get("WORKER_ZYGOTE"):
+        zygote(socket.socket(fileno=int(os.environ["WORKER_FD"])))
+    else:
+        main()

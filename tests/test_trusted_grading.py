@@ -4,6 +4,7 @@ Each attack is a submission built from the untouched learner notebook (or the so
 exercise) that tries to get points without the work. Under trusted grading each must earn nothing on the exercise
 it attacks, with the reason given, while the rest of the notebook is graded normally.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -98,13 +99,57 @@ def test_the_sandbox_hides_the_course_the_network_and_autodiff():
     ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
      "still running when it returned"),
 ])
-def test_a_runaway_worker_is_stopped_with_a_named_reason(code, reason):
-    with remote.Worker() as worker:
+@pytest.mark.parametrize("forked", [False, True], ids=["own sandbox", "from a zygote"])
+def test_a_runaway_worker_is_stopped_with_a_named_reason(code, reason, forked):
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote if forked else None) as worker:
         with pytest.raises(remote.Stopped) as info:
             worker.run(code, "<cell>", timeout=2)
         assert reason in info.value.reason
         with pytest.raises(remote.Stopped):  # and it stays stopped
             worker.evaluate("1")
+
+
+STARTED = "open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]"  # when the sandbox's init started
+LEAVE_A_MESS = """
+import os, subprocess, sys
+import numpy as np
+open("/tmp/answers.txt", "w").write("kept for the next exercise")
+os.makedirs("/tmp/grader/extra", exist_ok=True)
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+np.ones = None  # tampering with a library the next exercise uses
+"""
+
+
+@pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
+def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote():
+    looks = "sorted(os.listdir('/tmp')), sorted(os.listdir('/tmp/grader')), [p for p in os.listdir('/proc') if p.isdigit()]"
+    with remote.Zygote() as zygote:
+        with remote.Worker(zygote=zygote) as first:
+            assert type(first._process).__name__ == "_ForkedWorker"
+            first.run(LEAVE_A_MESS, "<cell>")
+            assert "answers.txt" in first.evaluate("os.listdir('/tmp')")
+            sandbox_started = first.evaluate(STARTED)
+        with remote.Worker(zygote=zygote) as second:
+            assert type(second._process).__name__ == "_ForkedWorker"
+            second.run("import os\nimport numpy as np", "<cell>")
+            in_tmp, in_grader, processes = second.evaluate(looks)
+            mine = str(second.evaluate("os.getpid()"))
+            assert in_tmp == ["grader", f"worker-{mine}"] and in_grader == ["worker.py"]
+            assert sorted(processes, key=int) == ["1", "2", mine]  # the sandbox's init, the zygote, this worker
+            assert second.evaluate("np.ones(2).tolist()") == [1.0, 1.0]
+            assert second.evaluate(STARTED) == sandbox_started  # cleaned up, not replaced by a fresh zygote
+
+
+@pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
+def test_learner_code_that_kills_the_zygote_costs_only_its_own_exercise():
+    with remote.Zygote() as zygote:
+        with remote.Worker(zygote=zygote) as first, contextlib.suppress(remote.Stopped):  # it may die with the zygote
+            first.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "<cell>", timeout=2)
+        for _ in range(2):  # the next exercise still gets a worker, then a fresh zygote serves the one after
+            with remote.Worker(zygote=zygote) as worker:
+                worker.run("x = 6 * 7", "<cell>")
+                assert worker.evaluate("x") == 42
+        assert type(worker._process).__name__ == "_ForkedWorker"
 
 
 def test_memory_is_limited():
