@@ -238,11 +238,6 @@ def _become_disposable(root: str) -> None:
 
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     os.setsid()
-    # A local cluster's workers start ignoring SIGINT (StopRequest.shielding), and an ignored signal survives exec.
-    # jupyter_client ends a kernel with SIGINT first, which reaches the kernel's bubblewrap: at its default, bubblewrap
-    # ends at once and the kernel with it; ignoring it, bubblewrap waits while the kernel runs IPython's teardown,
-    # about 0.8 s of CPU per notebook. In a session of its own, no Ctrl-C reaches this process anyway.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
     for limit, value in ((resource.RLIMIT_CPU, GRADING_LIMITS.cpu_seconds), (resource.RLIMIT_AS, GRADING_LIMITS.memory_bytes),
                          (resource.RLIMIT_FSIZE, GRADING_LIMITS.file_bytes), (resource.RLIMIT_NOFILE, GRADING_LIMITS.open_files)):
         _, hard = resource.getrlimit(limit)

@@ -162,26 +162,6 @@ def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how
     assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
 
 
-def _sigint_seen_by_a_child_of_the_grading_process(root: str) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a local cluster's worker starts (StopRequest.shielding)
-    class_grading._become_disposable(root)
-    seen = subprocess.run([sys.executable, "-c", "import signal; h = signal.getsignal(signal.SIGINT); print(getattr(h, '__name__', h))"],
-                          capture_output=True, text=True)
-    Path(root, "seen").write_text(seen.stdout.strip())
-
-
-def test_what_a_grading_process_starts_does_not_inherit_an_ignored_sigint(tmp_path):
-    """An ignored SIGINT survives exec: the kernel's sandbox would then outlive jupyter_client's SIGINT at shutdown
-    and wait for the kernel's own teardown, about 0.8 s of CPU per notebook."""
-    import multiprocessing
-
-    process = multiprocessing.get_context("fork").Process(target=_sigint_seen_by_a_child_of_the_grading_process,
-                                                          args=(str(tmp_path),))
-    process.start()
-    process.join(60)
-    assert (tmp_path / "seen").read_text() == "default_int_handler"
-
-
 @pytest.mark.slow
 def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(tmp_path):
     """The parallel path for real, on a local Dask cluster of processes, against `nbgrader autograde` itself."""

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -76,6 +77,17 @@ def test_decoding_accepts_only_plain_data(frame):
 
 
 @requires_sandbox
+def test_a_sandboxed_process_starts_with_the_default_sigint_whoever_started_grading():
+    """A background job or a local Dask cluster starts grading with SIGINT ignored (see sandbox.Limits.prlimit)."""
+    code = "import signal; h = signal.getsignal(signal.SIGINT); print(getattr(h, '__name__', h))"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        seen = subprocess.run(sandbox.wrap([sys.executable, "-c", code]), capture_output=True, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert seen.stdout.strip() == "default_int_handler", seen.stderr
+
+
 def test_the_sandbox_hides_the_course_the_network_and_autodiff():
     with remote.Worker() as worker:
         worker.run("import os, socket\n"
