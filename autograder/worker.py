@@ -401,15 +401,16 @@ def zygote(control: socket.socket) -> None:
     loaded and never runs learner code (autograder.remote.Zygote). One request at a time on ``control``:
 
       b"S" with two descriptors, the worker's socket and its stderr: fork a worker; answer its pid (4 bytes).
-      b"E": end the worker: kill every other process of this sandbox, empty /tmp, answer the worker's exit code
-            (4 bytes, negative for a signal), so the next exercise finds nothing the last one left.
+      b"E": end the worker: kill every other process of this sandbox, remove what appeared in its writable folders
+            (/tmp, the home folders, the hidden course folder), answer the worker's exit code (4 bytes, negative
+            for a signal), so the next exercise finds nothing the last one left.
 
     Anything else ends the zygote. Only inside the sandbox's own PID namespace, where "every other process" is this
     submission's, as the child of its init.
     """
     if os.getppid() != 1:
         raise SystemExit("zygote mode needs the sandbox's PID namespace")
-    worker = None
+    worker, fresh = None, _scratch()
     while True:
         message, fds, _, _ = socket.recv_fds(control, 1, 2)
         if message == b"S" and len(fds) == 2 and worker is None:
@@ -421,7 +422,7 @@ def zygote(control: socket.socket) -> None:
                 os.close(fd)
             control.sendall(struct.pack(">i", worker))
         elif message == b"E" and not fds and worker is not None:
-            code = _end(worker)
+            code = _end(worker, fresh)
             worker = None
             control.sendall(struct.pack(">i", code))
         else:
@@ -450,8 +451,9 @@ def _forked_worker(connection_fd: int, stderr_fd: int) -> None:
         os._exit(code)
 
 
-def _end(worker: int) -> int:
-    """Kill every process of the sandbox but its init and this one, empty /tmp; the worker's exit code."""
+def _end(worker: int, fresh: set[str]) -> int:
+    """Kill every process of the sandbox but its init and this one, and remove from its writable folders what is
+    not in ``fresh`` (what they held when the sandbox started); the worker's exit code."""
     me = os.getpid()
     for _ in range(100):  # a process may fork while the others are being killed: go round until none is left
         alive = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in (1, me)
@@ -464,16 +466,36 @@ def _end(worker: int) -> int:
             except OSError:
                 pass
     _, status = os.waitpid(worker, 0)
-    for entry in os.listdir("/tmp"):
-        path = os.path.join("/tmp", entry)
+    for path in sorted(_scratch() - fresh):  # sorted: a folder before what it holds, which goes with it
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)  # the worker script's read-only bind stays; the rest goes
-        else:
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
             try:
                 os.unlink(path)
             except OSError:
                 pass
     return os.waitstatus_to_exitcode(status)
+
+
+def _scratch() -> set[str]:
+    """Every path in the sandbox's writable tmpfs folders, not descending into what is mounted on them (the
+    worker script, the interpreter, a hidden folder inside /tmp): the same set before and after a clean exercise."""
+    visible = {}
+    with open("/proc/self/mountinfo") as mounts:  # the last mount on a point is the one that shows
+        for line in mounts:
+            fields = line.split()
+            kind = fields[fields.index("-") + 1]
+            visible[fields[4]] = kind == "tmpfs" and "rw" in fields[5].split(",")
+    found = set()
+    for point in (point for point, writable in visible.items() if writable):
+        try:
+            device = os.stat(point).st_dev
+        except OSError:
+            continue
+        for folder, dirs, files in os.walk(point):
+            dirs[:] = [d for d in dirs if os.lstat(os.path.join(folder, d)).st_dev == device]
+            found.update(os.path.join(folder, name) for name in dirs + files)
+    return found
 
 
 def _state(pid: int) -> str:

@@ -126,6 +126,7 @@ LEAVE_A_MESS = """
 import os, subprocess, sys
 import numpy as np
 open("/tmp/answers.txt", "w").write("kept for the next exercise")
+open("/root/notes.txt", "w").write("and here")
 os.makedirs("/tmp/grader/extra", exist_ok=True)
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
 np.ones = None  # tampering with a library the next exercise uses
@@ -134,19 +135,22 @@ np.ones = None  # tampering with a library the next exercise uses
 
 @pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
 def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote():
-    looks = "sorted(os.listdir('/tmp')), sorted(os.listdir('/tmp/grader')), [p for p in os.listdir('/proc') if p.isdigit()]"
+    looks = ("sorted(set(os.listdir('/tmp')) - {f'worker-{os.getpid()}'}), os.listdir('/root'), "
+             "os.listdir('/tmp/grader'), [p for p in os.listdir('/proc') if p.isdigit()]")
     with remote.Zygote() as zygote:
         with remote.Worker(zygote=zygote) as first:
             assert type(first._process).__name__ == "_ForkedWorker"
+            first.run("import os", "<cell>")
+            fresh_tmp, fresh_home, _, _ = first.evaluate(looks)  # a hidden course folder may have a mount point here
             first.run(LEAVE_A_MESS, "<cell>")
             assert "answers.txt" in first.evaluate("os.listdir('/tmp')")
             sandbox_started = first.evaluate(STARTED)
         with remote.Worker(zygote=zygote) as second:
             assert type(second._process).__name__ == "_ForkedWorker"
             second.run("import os\nimport numpy as np", "<cell>")
-            in_tmp, in_grader, processes = second.evaluate(looks)
+            in_tmp, in_home, in_grader, processes = second.evaluate(looks)
             mine = str(second.evaluate("os.getpid()"))
-            assert in_tmp == ["grader", f"worker-{mine}"] and in_grader == ["worker.py"]
+            assert (in_tmp, in_home, in_grader) == (fresh_tmp, fresh_home, ["worker.py"])
             assert sorted(processes, key=int) == ["1", "2", mine]  # the sandbox's init, the zygote, this worker
             assert second.evaluate("np.ones(2).tolist()") == [1.0, 1.0]
             assert second.evaluate(STARTED) == sandbox_started  # cleaned up, not replaced by a fresh zygote
