@@ -34,7 +34,7 @@ from autograder import sandbox
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 INSIDE_SCRIPT = "/tmp/grader/worker.py"
 DEFAULT_TIMEOUT_S = 10.0
-ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and emptying /tmp: milliseconds; more means the zygote is gone
+ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
 # Answers are numbers and modest arrays; a bigger frame is an attack on this process's memory (JSON decoding costs
 # ~50 bytes per element), so both the frame and the number of values in it are capped.
 FRAME_LIMIT = 16 * 1024 * 1024
@@ -193,9 +193,9 @@ class Zygote:
 
     Starting a worker then costs a fork instead of a sandbox, an interpreter and numpy's import (0.14 s of CPU,
     0.11 s of it numpy: about 4.5 s per student). The zygote never runs learner code, so every worker starts from
-    the same clean state; ending a worker kills every other process of the sandbox and empties its /tmp, so the
-    next exercise finds nothing the last one left (worker.py, ``zygote``). Where there is no sandbox, or the zygote
-    stops answering (learner code can kill it), workers start as their own sandboxes, as before.
+    the same clean state; ending a worker kills every other process of the sandbox and restores its writable
+    folders, so the next exercise finds nothing the last one left (worker.py, ``zygote``). Where there is no
+    sandbox, or the zygote stops answering (learner code can kill it), workers start as their own sandboxes.
 
     Use as a context manager around the exercises of one submission.
     """
