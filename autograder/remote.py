@@ -266,13 +266,11 @@ class Zygote:
 
 
 class _ForkedWorker:
-    """A worker process forked by a Zygote, seen through the two calls Worker makes of a subprocess.Popen."""
+    """A worker process forked by a Zygote, seen through the one call Worker makes of a subprocess.Popen it did not
+    start itself: ``wait``, which here also ends the worker (the zygote kills it and whatever it started)."""
 
     def __init__(self, zygote: Zygote):
         self._zygote, self.returncode = zygote, None
-
-    def poll(self) -> int | None:
-        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
