@@ -98,7 +98,7 @@ def configure_exchange(c, root: Path) -> None:
 def set_stage(c, stage: str) -> None:
     """Set which part of ``nbgrader autograde`` a config ``c`` runs (see configure), leaving the rest as it is."""
     from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import Execute
+    from nbgrader.preprocessors import CheckCellMetadata, Execute
 
     from autograder.preprocessors import ContainedExecute, ReplayExecution, StartTrustedVerdicts, TrustedVerdicts
 
@@ -111,6 +111,10 @@ def set_stage(c, stage: str) -> None:
     at = pipeline.index(Execute)
     if stage == "execute":
         pipeline = execution
+        # The record stage sanitizes the same submission again, CheckCellMetadata included, and fails it with
+        # nbgrader's own reason: checking the metadata here as well would cost every submission about 0.2 s more.
+        sanitize = c.Autograde.get("sanitize_preprocessors") or Autograde.class_traits()["sanitize_preprocessors"].default()
+        c.Autograde.sanitize_preprocessors = [p for p in sanitize if p is not CheckCellMetadata]
     else:
         pipeline[at:at + 1] = execution if stage == "whole" else [ReplayExecution]
     c.Autograde.autograde_preprocessors = pipeline

@@ -130,6 +130,20 @@ def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tm
     assert [(r.student, r.status) for r in third] == [("bob", "graded")] and chosen.attempts == {"bob": 1}
 
 
+def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(template, tmp_path, threads):
+    """The grading worker leaves the metadata check to the record stage (course.set_stage): it must still fail."""
+    course, _ = class_of(template, tmp_path, ["ann"])
+    broken = nbformat.read(course / "submitted" / "ann" / NB / f"{NB}.ipynb", as_version=4)
+    cell = nbformat.v4.new_code_cell("1 + 1")
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "bogus", "solution": False, "locked": False,
+                                 "schema_version": 3}  # a graded cell without points
+    broken.cells.append(cell)
+    submit(course, {"ann": broken})
+    (row,) = grade_class(course, NB, scheduler=threads)
+    assert row.status == "failed" and "metadata may be corrupted" in row.note, row
+    assert not (course / "autograded" / "ann").exists()
+
+
 def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     course, executed = class_of(template, tmp_path, ["ann"])
     scratch = set(Path(tempfile.gettempdir()).glob("class-grading-*"))
@@ -160,6 +174,19 @@ def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
     reason = class_grading._run_grading_process(tmp_path, snapshot, "ann")
     assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
+
+
+def test_a_grading_process_forked_after_preload_computes_a_torch_reference_without_importing_more():
+    """What the fork server preloads covers the checks' own first use of torch: a vector-Jacobian product, which
+    imports sympy on its first call (about 0.4 s per submission when paid in each grading process)."""
+    program = (f"import importlib, sys\nfor name in {class_grading.PRELOAD!r}: importlib.import_module(name)\n"
+               "loaded = set(sys.modules)\nimport torch\n"
+               "x = torch.ones(3, dtype=torch.float64, requires_grad=True)\n"
+               "torch.autograd.grad(x * 2, x, torch.ones(3, dtype=torch.float64))\n"
+               "print(sorted(set(sys.modules) - loaded))")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 @pytest.mark.slow
