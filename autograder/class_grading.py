@@ -131,7 +131,7 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
         error = _run_grading_process(root, snapshot, task.student)
         found = _report(root / "report.json")
         graded = root / "autograded" / task.student / snapshot.assignment
-        notebooks = {p.stem: p.read_text() for p in sorted(graded.glob("*.ipynb"))}
+        notebooks = {p.stem: p.read_text(encoding="utf-8") for p in sorted(graded.glob("*.ipynb"))}
         if error is None and not found.get("success"):
             error = _reason(found.get("log", "")) or "nbgrader did not say why it failed"
         if error is None and not notebooks:
@@ -348,13 +348,12 @@ class Course:
 
     def record(self, assignment: str, executed: Executed) -> Row:
         """Write an executed submission into the gradebook and autograded/, through nbgrader's own autograde."""
-        import nbformat
         from nbgrader.api import Gradebook
         from nbgrader.apps import NbGraderAPI
         folder = self.scratch / "executed" / executed.student / assignment
         folder.mkdir(parents=True, exist_ok=True)
-        for name, text in executed.notebooks.items():
-            nbformat.write(nbformat.reads(text, as_version=4), folder / f"{name}.ipynb")
+        for name, text in executed.notebooks.items():  # ReplayExecution reads and validates them
+            (folder / f"{name}.ipynb").write_text(text, encoding="utf-8")
         outcome = NbGraderAPI(config=self.config).autograde(assignment, executed.student, force=True, create=True)
         if not outcome.get("success"):
             return Row(executed.student, "failed", note="nbgrader could not record it: " +

@@ -111,12 +111,14 @@ def set_stage(c, stage: str) -> None:
     at = pipeline.index(Execute)
     if stage == "execute":
         pipeline = execution
-        # The record stage sanitizes the same submission again, CheckCellMetadata included, and fails it with
-        # nbgrader's own reason: checking the metadata here as well would cost every submission about 0.2 s more.
-        sanitize = c.Autograde.get("sanitize_preprocessors") or Autograde.class_traits()["sanitize_preprocessors"].default()
-        c.Autograde.sanitize_preprocessors = [p for p in sanitize if p is not CheckCellMetadata]
     else:
         pipeline[at:at + 1] = execution if stage == "whole" else [ReplayExecution]
+    if stage == "record":
+        # The grading worker checked this submission's cell metadata while sanitizing it (and failed it with nbgrader's
+        # reason); the one recording process, which sets a large class's pace, need not check it again. The check at
+        # the end of the pipeline, on the graded notebook, stays.
+        sanitize = c.Autograde.get("sanitize_preprocessors") or Autograde.class_traits()["sanitize_preprocessors"].default()
+        c.Autograde.sanitize_preprocessors = [p for p in sanitize if p is not CheckCellMetadata]
     c.Autograde.autograde_preprocessors = pipeline
 
 

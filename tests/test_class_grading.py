@@ -131,7 +131,7 @@ def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tm
 
 
 def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(template, tmp_path, threads):
-    """The grading worker leaves the metadata check to the record stage (course.set_stage): it must still fail."""
+    """The recording process leaves the metadata check to the grading worker (course.set_stage): it must still fail."""
     course, _ = class_of(template, tmp_path, ["ann"])
     broken = nbformat.read(course / "submitted" / "ann" / NB / f"{NB}.ipynb", as_version=4)
     cell = nbformat.v4.new_code_cell("1 + 1")
