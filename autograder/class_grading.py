@@ -45,9 +45,10 @@ GRADING_LIMITS = Limits(cpu_seconds=3600, memory_bytes=16 << 30, file_bytes=1 <<
 TIMEOUT_S = 1800.0   # one submission, wall clock: a notebook's cells have 120 s each, its checks 240 s each
 MAX_SUBMISSION_BYTES = 100 << 20  # what a task carries to its worker; a larger hand-in is refused with the reason
 # Imported once by each worker's fork server, so a submission's process starts with them loaded (about 5 s of CPU
-# per submission saved: nbgrader, nbconvert, the checks and torch). torch.autograd.grad imports symbolic_shapes, and
-# with it sympy, on its first call: about 0.4 s that every grading process would otherwise pay again.
-PRELOAD = ["torch", "torch.fx.experimental.symbolic_shapes", "nbgrader.apps", "autograder.preprocessors"]
+# per submission saved: nbgrader, nbconvert, the checks and torch). Two more are what the checks' first calls of
+# torch would import, about 0.5 s each that every grading process would otherwise pay again: torch.autograd.grad
+# imports symbolic_shapes (and with it sympy), an optimizer's step imports torch._dynamo.
+PRELOAD = ["torch", "torch.fx.experimental.symbolic_shapes", "torch._dynamo", "nbgrader.apps", "autograder.preprocessors"]
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 STOPPED = "not graded: the run was stopped"
 LOGS = "autograde-logs"  # under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log
