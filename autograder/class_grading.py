@@ -522,13 +522,13 @@ def _grade(course, names, students, force, workers, scheduler, timeout_s, execut
 
 
 POLL_S = 0.2      # how often the run looks for finished tasks
+SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
 # A local cluster's housekeeping, for dashboards this run does not show: the workers' profiler samples every 10 ms,
 # the event loops tick every 20 ms, the nannies read memory every 100 ms, the scheduler looks for work to steal every
 # 100 ms (none to steal: it queues tasks itself). Together about 0.1 core on an idle 2-worker cluster, 0.01 without.
 QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
                  "distributed.worker.memory.monitor-interval": "1s", "distributed.admin.system-monitor.interval": "5s",
                  "distributed.scheduler.work-stealing": False}
-SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
 
 
 def _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute) -> list[Row]:
