@@ -53,7 +53,7 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
-# The three kinds of JupyterLab server are described in autograder/lab.py. IP=0.0.0.0 lets a remote partner in.
+# The three kinds of JupyterLab server are described in autograder/tools/lab.py. IP=0.0.0.0 lets a remote partner in.
 IP ?= localhost
 
 lab: $(STAMP)

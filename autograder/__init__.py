@@ -22,6 +22,6 @@ def __getattr__(name: str):
         from autograder.checks import check
         return check
     if name == "CheckFailure":
-        from autograder.diagnostics import CheckFailure
+        from autograder.checks.harness.diagnostics import CheckFailure
         return CheckFailure
     raise AttributeError(f"module 'autograder' has no attribute {name!r}")

@@ -52,25 +52,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "autograde":
         return run_autograde(args)
     if args.command == "lab":
-        from autograder.lab import main as lab
+        from autograder.tools.lab import main as lab
         return lab(args.kind, rest)
     if args.command == "bench-grading":
-        from autograder.bench_grading import main as bench_grading
+        from autograder.tools.bench_grading import main as bench_grading
         return bench_grading()
     if args.command == "demo":
-        from autograder.demo import main as demo
+        from autograder.tools.demo import main as demo
         return demo()
     if args.command == "bench":
-        from autograder.bench import main as bench
+        from autograder.tools.bench import main as bench
         return bench()
-    from autograder import build
+    from autograder.course import build
     for path in getattr(build, args.command)():
         print(path)
     return 0
 
 
 def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
-    from autograder.grading import UnusableNotebook, grade
+    from autograder.grade.notebook import UnusableNotebook, grade
 
     def announce(assignment: str) -> None:
         if not as_json:
@@ -91,8 +91,9 @@ def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
 
 
 def run_autograde(args) -> int:
-    from autograder import sandbox
-    from autograder.class_grading import TIMEOUT_S, ClassGradingError, grade_class
+    from autograder.trust import sandbox
+    from autograder.grade.class_run import ClassGradingError, grade_class
+    from autograder.grade.submission import TIMEOUT_S
 
     if sandbox.warning():
         print(sandbox.warning(), file=sys.stderr)

@@ -45,7 +45,7 @@ def rejects(exercise_id, namespace, *phrases):
 
 @functools.lru_cache(maxsize=None)
 def _solution(assignment: str) -> dict:
-    from autograder.course import solution_namespace
+    from autograder.tools.solutions import solution_namespace
 
     return solution_namespace(assignment)
 
@@ -53,7 +53,7 @@ def _solution(assignment: str) -> dict:
 def _assignment_of(exercise_id: str) -> str:
     import nbformat
 
-    from autograder.course import assignments, nbgrader_cells
+    from autograder.contract import assignments, nbgrader_cells
 
     for name, path in assignments().items():
         if any(meta["grade_id"] == exercise_id for meta in nbgrader_cells(nbformat.read(path, as_version=4))):

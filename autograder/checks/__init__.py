@@ -8,64 +8,17 @@ calls; their checks run first, and a failure there is reported as this exercise'
 """
 from __future__ import annotations
 
-import inspect
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from hypothesis.errors import Flaky, FlakyFailure
 
-from autograder import remote
-from autograder.course import TRUSTED_GRADING_ENV
-from autograder.diagnostics import CALL_TIMEOUT_S, Abandon, CheckFailure, recursion_limit_kept
-
-
-@dataclass(frozen=True)
-class Check:
-    exercise_id: str
-    run: Callable[..., None]
-    names: tuple[str, ...]      # the learner's names the check reads: its parameters
-    builds_on: tuple[str, ...]  # earlier exercises whose code this one calls, checked first
-
-
-_CHECKS: dict[str, Check] = {}
-
-
-def exercise(exercise_id: str, builds_on: tuple[str, ...] = ()):
-    """Register the decorated function as the check for ``exercise_id``.
-
-    Its parameters name what the exercise must define in the notebook (``def check_backprop(backprop, Tensor)``).
-    ``builds_on`` lists exercises whose code the learner's answer calls; they must be registered already.
-
-    Raises:
-        ValueError: a second check for one id, a parameter that is not a plain name, or an unknown earlier exercise
-            (course bugs, raised at import).
-    """
-    def register(fn):
-        if exercise_id in _CHECKS:
-            raise ValueError(f"two checks for exercise {exercise_id!r}")
-        params = inspect.signature(fn).parameters.values()
-        if any(p.kind is not p.POSITIONAL_OR_KEYWORD or p.default is not p.empty for p in params):
-            raise ValueError(f"check {exercise_id!r}: every parameter must be a learner's name, without a default")
-        unknown = [e for e in builds_on if e not in _CHECKS]
-        if unknown:
-            raise ValueError(f"check {exercise_id!r} builds on unknown exercises {unknown}")
-        _CHECKS[exercise_id] = Check(exercise_id, fn, tuple(p.name for p in params), tuple(builds_on))
-        return fn
-    return register
-
-
-def answer_names(exercise_id: str) -> tuple[str, ...]:
-    """The names an exercise's check reads from the notebook, in its signature's order."""
-    return _CHECKS[exercise_id].names
-
-
-def prerequisites(exercise_id: str) -> tuple[str, ...]:
-    """The exercises ``exercise_id`` builds on, directly."""
-    return _CHECKS[exercise_id].builds_on
+from autograder.trust import remote
+from autograder.contract import TRUSTED_GRADING_ENV
+from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, exercise_ids, has_check, prerequisites  # noqa: F401 (the public API)
+from autograder.checks.harness.diagnostics import CALL_TIMEOUT_S, Abandon, CheckFailure, recursion_limit_kept
 
 
 def skipped_in_kernel(exercise_id: str) -> bool:
@@ -78,17 +31,13 @@ def skipped_in_kernel(exercise_id: str) -> bool:
             and has_check(exercise_id) and not remote.in_use())
 
 
-def has_check(exercise_id: str) -> bool:
-    return exercise_id in _CHECKS
-
-
 def check(exercise_id: str, namespace: Mapping, quiet: bool = False,
           settled: dict[str, CheckFailure | None] | None = None) -> None:
     """Run every hidden check of one exercise on the names the notebook defines.
 
     Args:
         exercise_id: the exercise's id (its cells' grade_id).
-        namespace: the notebook's names (``globals()`` in a notebook; a mapping of ``autograder.remote`` objects
+        namespace: the notebook's names (``globals()`` in a notebook; a mapping of ``autograder.trust.remote`` objects
             under trusted grading; a solution's namespace in tests).
         quiet: print nothing when the check passes.
         settled: verdicts already known in this grading run (exercise id -> its failure, or None when it passed);
@@ -223,10 +172,6 @@ def _remember_pass(exercise_id: str) -> None:
     global _passed_last
     run = _cell_run()
     _passed_last = None if run is None else (exercise_id, run)
-
-
-def exercise_ids() -> list[str]:
-    return sorted(_CHECKS)
 
 
 # Each module registers its checks on import; one module per notebook.

@@ -16,10 +16,10 @@ import torch
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
-from autograder.checks import exercise
-from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, CheckFailure,
+from autograder.checks.registry import exercise
+from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, CheckFailure,
                                     Probe, call_learner, close, fmt, run_probes)
-from autograder.oracles import central_differences
+from autograder.checks.harness.oracles import central_differences
 
 
 # ------------------------------------------------------------------------------------------------ shared harness

@@ -19,10 +19,11 @@ import math
 import numpy as np
 import torch
 
-from autograder.checks import exercise, reference_modules
-from autograder.diagnostics import (AGAINST_TORCH, SAME_ARITHMETIC, CheckFailure, Probe, Tolerance, call_learner, close,
+from autograder.checks.registry import exercise
+from autograder.checks.reference import modules as reference_modules
+from autograder.checks.harness.diagnostics import (AGAINST_TORCH, SAME_ARITHMETIC, CheckFailure, Probe, Tolerance, call_learner, close,
                                    fmt, run_probes)
-from autograder.remote import beside
+from autograder.trust.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
 # 0.880-0.892 on the first 500 test digits with the reference solution (8 seeds measured); a bug upstream lands below.
@@ -420,7 +421,7 @@ class _ReferenceModel:
     It knows each training row by its content, so however train_epoch indexes or copies the images, every
     recorded forward pass logs which rows it saw; and it knows each row's label, to compute the gradient that
     optimizer.step() should find: that of the mean cross-entropy of the current batch. It stays on the checking
-    side under trusted grading: the learner's train_epoch calls it (autograder.remote's trusted objects), so what
+    side under trusted grading: the learner's train_epoch calls it (autograder.trust.remote's trusted objects), so what
     it records cannot be forged. The parameters' values are kept here too (``current``, moved only by
     _SpyOptimizer): the expected gradients and losses never depend on what the learner's process reports.
     """

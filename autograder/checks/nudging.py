@@ -13,10 +13,10 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import exercise
-from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, SAME_ARITHMETIC,
+from autograder.checks.registry import exercise
+from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, SAME_ARITHMETIC,
                                     CheckFailure, Probe, Tolerance, as_float, call_learner, close, fmt, run_probes)
-from autograder.oracles import central_differences, torch_gradients
+from autograder.checks.harness.oracles import central_differences, torch_gradients
 
 # Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
 SCALAR_FUNCTIONS = {

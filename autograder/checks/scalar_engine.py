@@ -14,14 +14,15 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
-from autograder.checks import exercise, reference_nodes
-from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order, check_shared_inputs
-from autograder.checks.random_programs import NONLINEAR, VALUE, Program, programs, torch_run
-from autograder.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC, CheckFailure,
+from autograder.checks.registry import exercise
+from autograder.checks.reference import nodes as reference_nodes
+from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order, check_shared_inputs
+from autograder.checks.harness.random_programs import NONLINEAR, VALUE, Program, programs, torch_run
+from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC, CheckFailure,
                                     Probe, as_float, call_learner, call_on_deep_graph, close, fmt, run_probes)
-from autograder.oracles import central_differences
-from autograder.checks.recorded import RecordedGraph
-from autograder.remote import Remote, beside
+from autograder.checks.harness.oracles import central_differences
+from autograder.checks.harness.recorded import RecordedGraph
+from autograder.trust.remote import Remote, beside
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
 SHORT = 8  # steps in a random program: enough to reuse values, short enough to read in a diagnosis

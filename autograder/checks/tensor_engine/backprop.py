@@ -8,14 +8,15 @@ import numpy as np
 import torch
 from hypothesis import given
 
-from autograder.checks import exercise, reference_engine
-from autograder.checks.graph_walks import EARLY_NODE, EVERY_PATH
-from autograder.checks.random_programs import TENSOR, programs, torch_run
-from autograder.checks.recorded import RecordedGraph
+from autograder.checks.registry import exercise
+from autograder.checks.reference import engine as reference_engine
+from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH
+from autograder.checks.harness.random_programs import TENSOR, programs, torch_run
+from autograder.checks.harness.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
 from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, run_both
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt, run_probes
-from autograder.remote import beside
+from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt, run_probes
+from autograder.trust.remote import beside
 
 
 SCALAR_ONLY = "grad can be implicitly created only for scalar outputs"  # torch's RuntimeError texts

@@ -2,11 +2,12 @@
 than the recursion limit, random graphs) judged by graph_walks.check_order, and cycles refused with ValueError."""
 from __future__ import annotations
 
-from autograder.checks import exercise, reference_engine
-from autograder.checks.graph_walks import SHARED_IS_NOT_A_CYCLE, TENSOR, check_order, check_shared_inputs
-from autograder.checks.recorded import RecordedGraph
-from autograder.diagnostics import CheckFailure, call_learner, call_on_deep_graph
-from autograder.remote import beside
+from autograder.checks.registry import exercise
+from autograder.checks.reference import engine as reference_engine
+from autograder.checks.harness.graph_walks import SHARED_IS_NOT_A_CYCLE, TENSOR, check_order, check_shared_inputs
+from autograder.checks.harness.recorded import RecordedGraph
+from autograder.checks.harness.diagnostics import CheckFailure, call_learner, call_on_deep_graph
+from autograder.trust.remote import beside
 
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)

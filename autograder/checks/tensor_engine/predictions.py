@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from autograder.checks import exercise
-from autograder.diagnostics import CheckFailure, close
+from autograder.checks.registry import exercise
+from autograder.checks.harness.diagnostics import CheckFailure, close
 
 
 NOT_ANSWERED = "not answered yet: replace each ... with your prediction."

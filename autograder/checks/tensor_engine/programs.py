@@ -1,13 +1,13 @@
 """What notebook 4's checks compare a random program's results with (the programs themselves come from
-``autograder.checks.random_programs``): the reference backward pass (the recorded backward functions walked in
+``autograder.checks.harness.random_programs``): the reference backward pass (the recorded backward functions walked in
 topological order) that judges the learner's operators, and every leaf's .grad against torch's."""
 from __future__ import annotations
 
 import numpy as np
 
-from autograder.checks.reference_engine import graph_inputs
-from autograder.checks.random_programs import torch_run
-from autograder.diagnostics import CheckFailure, Tolerance, call_learner, close, fmt
+from autograder.checks.reference.engine import graph_inputs
+from autograder.checks.harness.random_programs import torch_run
+from autograder.checks.harness.diagnostics import CheckFailure, Tolerance, call_learner, close, fmt
 from labtools.graph import inputs_first
 
 # A random program chains up to 40 operations, each rounding once: more than AGAINST_TORCH allows near cancellations.

@@ -5,11 +5,11 @@ import numpy as np
 import torch
 from hypothesis import given
 
-from autograder.checks import exercise
-from autograder.checks.random_programs import TENSOR, programs
-from autograder.checks.reference_engine import REFERENCE_RULES
+from autograder.checks.registry import exercise
+from autograder.checks.harness.random_programs import TENSOR, programs
+from autograder.checks.reference.engine import REFERENCE_RULES
 from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, reference_gradients, run_both
-from autograder.diagnostics import RANDOM_CASES, CheckFailure, call_learner, close, fmt
+from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure, call_learner, close, fmt
 
 
 @exercise("apply_op")

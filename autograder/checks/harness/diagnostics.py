@@ -1,0 +1,298 @@
+"""What a failed check tells a learner, and how learner code is called safely.
+
+Every failure a learner sees is a :class:`CheckFailure`: a short diagnosis naming the misconception, the smallest
+failing input, and expected vs received. It renders without a traceback, so neither the hidden test cell nor the
+check's own source ever appears in a notebook output or in nbgrader feedback.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from hypothesis import HealthCheck, seed, settings
+
+from autograder.trust import remote
+
+PACKAGE = Path(__file__).resolve().parents[2]  # frames in autograder/ are the checks', not the learner's
+
+# Seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
+CALL_TIMEOUT_S = 10
+MESSAGE_LIMIT = 2000  # characters of one diagnosis
+
+_SETTINGS = dict(max_examples=60, deadline=None, database=None, print_blob=False, report_multiple_bugs=False,
+                 suppress_health_check=list(HealthCheck))
+_CASE_SEED: list[int] = []  # set while a trusted grade runs (case_seed): the randomized cases depend on it
+
+
+def RANDOM_CASES(test):
+    """Settings for a check's randomized cases (hypothesis): 60 examples, no .hypothesis folder anywhere.
+
+    In a learner's kernel the cases are derandomized, the same on every run. A trusted grade seeds them from the
+    submission (case_seed), so they are reproducible for one submission but cannot be learnt by heart from the
+    grader's code: a table of memorised answers misses them.
+    """
+    if not _CASE_SEED:
+        return settings(derandomize=True, **_SETTINGS)(test)
+    return seed(_CASE_SEED[-1])(settings(derandomize=False, **_SETTINGS)(test))
+
+
+@contextlib.contextmanager
+def case_seed(value: int):
+    """Draw every check's randomized cases from ``value`` inside the block."""
+    _CASE_SEED.append(value)
+    try:
+        yield
+    finally:
+        _CASE_SEED.pop()
+
+
+class CheckFailure(AssertionError):
+    """A learner's answer is wrong; the message says how and why.
+
+    Subclasses AssertionError so nbgrader and pytest treat it as an ordinary failed test.
+    """
+
+    def __init__(self, exercise: str, message: str, cause: BaseException | None = None):
+        self.exercise = exercise
+        # A diagnosis quotes learner values; a huge one must not become a huge feedback page.
+        self.message = message if len(message) <= MESSAGE_LIMIT else message[:MESSAGE_LIMIT] + " [...]"
+        self.cause = cause  # the learner's own exception, when the failure is that their code raised
+        super().__init__(f"[{exercise}] {message}")
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython calls this instead of formatting frames: the learner sees the diagnosis, never hidden code.
+        return [f"\x1b[0;31mCheckFailure\x1b[0m: [{self.exercise}]", *self.message.splitlines()]
+
+
+class Abandon(BaseException):
+    """Stops a check at once, past hypothesis (which would otherwise shrink, re-running a 10 s timeout per attempt).
+
+    ``check`` unwraps it into its CheckFailure.
+    """
+
+    def __init__(self, failure: CheckFailure):
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class _Timeout(BaseException):
+    """Raised inside learner code by the alarm; BaseException so a bare ``except Exception`` cannot swallow it."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    def on_alarm(signum, frame):
+        raise _Timeout()
+
+    try:
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+    except ValueError:  # not the main thread: run without a limit rather than not at all
+        yield
+        return
+    # A limit inside another (a probe whose call runs learner code through call_learner again) ends no later than the
+    # outer one, and gives the outer one back what is left of it.
+    outer_left, outer_repeat = signal.getitimer(signal.ITIMER_REAL)
+    started = time.monotonic()
+    # Repeat every second after the first alarm: code that swallows one _Timeout still gets stopped by the next.
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds, 1.0)
+    try:
+        yield
+    finally:
+        left = outer_left - (time.monotonic() - started) if outer_left else 0
+        signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3) if outer_left else 0, outer_repeat)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input: str = "", **kwargs):
+    """Call learner code; turn a crash, a stub, a runaway loop or a changed argument into a CheckFailure.
+
+    Learner code in a sandboxed worker (``autograder.trust.remote``) is timed by the worker's deadline; learner code in
+    this process (a learner's own kernel) by an alarm. No exercise asks to change an array it is given, and a check
+    may use its arrays again afterwards, so an argument changed in place fails the exercise: ``changed_input`` says
+    why in the exercise's terms.
+    """
+    where = f" for input {shown_input}" if shown_input else ""
+    given = [(a, a.copy()) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
+    try:
+        with contextlib.nullcontext() if remote.in_use() else _time_limit(CALL_TIMEOUT_S), remote.writing_back():
+            result = fn(*args, **kwargs)
+    except CheckFailure:
+        raise
+    except NotImplementedError as stub:
+        raise CheckFailure(exercise, f"`{_stub_name(stub, fn, exercise)}` is not written yet: in its cell, replace "
+                                     "`raise NotImplementedError()` with your code, run that cell, then run this one "
+                                     "again.") from None
+    except (_Timeout, remote.Stopped) as stop:
+        if isinstance(stop, remote.Stopped) and not stop.timeout:
+            raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})")) from None
+        raise Abandon(CheckFailure(exercise, f"your code did not finish within {CALL_TIMEOUT_S} s{where}: "
+                                             "is there a loop that never ends?")) from None
+    except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
+        kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
+        raise CheckFailure(exercise, f"your code raised {kind}: {error}{where}", cause=error) from None
+    if any(now.shape != before.shape or not np.array_equal(now, before, equal_nan=True) for now, before in given):
+        raise CheckFailure(exercise, changed_input or f"your code changed an array it was given, in place{where}: "
+                                                      "compute new arrays instead of writing into your inputs.")
+    return result
+
+
+def _stub_name(stub: NotImplementedError, fn, exercise: str) -> str:
+    """The learner's function whose body is still the stub: the function that raised (a check often calls the
+    learner's method through a lambda of its own; in a sandboxed worker the worker reports it), else the function
+    called, else the exercise id."""
+    frame = stub.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    here = frame.tb_frame.f_code if frame is not None else None
+    learners = here if here is not None and not here.co_filename.startswith(str(PACKAGE)) else None
+    called = fn if isinstance(fn, types.FunctionType | types.MethodType) else None
+    for name in (getattr(stub, "raised_in", None), learners and learners.co_qualname,
+                 called and called.__qualname__):
+        if name and not name.rsplit(".", 1)[-1].startswith("<"):  # not a <lambda> or <genexpr>
+            return name
+    return exercise
+
+
+def call_on_deep_graph(exercise: str, fn, *args, shown_input: str):
+    """call_learner on a graph deeper than Python's recursion limit: a RecursionError gets its own diagnosis."""
+    try:
+        return call_learner(exercise, fn, *args, shown_input=shown_input)
+    except CheckFailure as failure:
+        if isinstance(failure.cause, RecursionError):
+            raise CheckFailure(exercise, f"RecursionError on {shown_input}: a recursive walk needs one Python stack "
+                                         "frame per node and Python allows about 1,000. Keep your own stack (a list) "
+                                         "instead of recursing.") from None
+        raise
+
+
+@contextlib.contextmanager
+def recursion_limit_kept(exercise: str):
+    """Fail a check whose learner code raised Python's recursion limit, even if it put it back; restore it always.
+
+    Raising the limit only moves a recursive walk's crash to a deeper graph, where the C stack overflows and the
+    kernel dies; and a limit left raised would hide the RecursionError of every later probe.
+    """
+    limit, set_limit = sys.getrecursionlimit(), sys.setrecursionlimit
+    requested = []
+
+    def watched(n):
+        if not sys._getframe(1).f_globals.get("__name__", "").startswith("hypothesis"):  # hypothesis adjusts it too
+            requested.append(n)
+        set_limit(n)
+
+    def verdict():
+        if any(n > limit for n in requested):  # the root cause: it wins over whatever else went wrong
+            raise CheckFailure(exercise, "your code raised Python's recursion limit. That only moves the crash: a "
+                                         "deeper graph overflows the C stack and kills the kernel. Keep your own stack "
+                                         "(a list) instead.") from None
+
+    sys.setrecursionlimit = watched
+    try:
+        yield
+    except CheckFailure:
+        verdict()
+        raise
+    finally:
+        sys.setrecursionlimit = set_limit
+        set_limit(limit)
+    verdict()
+
+
+def fmt(value) -> str:
+    """Short, stable text for a number or array in a diagnosis."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, np.ndarray):
+        return np.array2string(value, precision=10, suppress_small=True, separator=", ")
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.10g}"
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a received number may be from the expected one: |received - expected| <= atol + rtol·|expected|."""
+    rtol: float
+    atol: float
+
+
+# The course's named tolerances; a check module adds its own only with the reason next to it.
+SAME_ARITHMETIC = Tolerance(1e-12, 1e-15)    # the same few float64 operations in another order: the last bits differ
+AGAINST_TORCH = Tolerance(1e-9, 1e-12)       # float64 against torch.autograd in float64: summation orders differ
+FLOAT32_INPUTS = Tolerance(1e-6, 1e-9)       # a float32 input keeps ~7 significant digits in any formula using it
+AGAINST_DIFFERENCES = Tolerance(1e-4, 1e-5)  # central differences, h = 1e-6: truncation ~h² times the third
+#                                              derivative, round-off ~1e-16 / h
+
+
+def close(received, expected, tolerance: Tolerance = AGAINST_TORCH) -> bool:
+    """True when received matches expected in shape and in value within ``tolerance`` (NaNs never match).
+
+    A learner may return anything: what cannot become a float64 array does not match.
+    """
+    try:
+        received = np.asarray(received, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    expected = np.asarray(expected, dtype=np.float64)
+    return received.shape == expected.shape and bool(
+        np.allclose(received, expected, rtol=tolerance.rtol, atol=tolerance.atol))
+
+
+def as_float(exercise: str, value, what: str) -> float:
+    """A learner's scalar result as a float, or a CheckFailure saying what came back instead."""
+    if value is None:
+        raise CheckFailure(exercise, f"{what} is None: did the function forget its `return`?")
+    if type(value).__module__.startswith("torch"):
+        raise CheckFailure(exercise, f"{what} is a torch {type(value).__name__}: the exercise computes it by hand, "
+                                     "with plain floats or numpy, not with torch.")
+    try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError("text is not a number")
+        kept = np.asarray(value)
+        array = kept.astype(np.float64)
+    except Exception:  # strings, objects, tensors that still require grad, ...
+        raise CheckFailure(exercise, f"{what} should be a number, got {type(value).__name__}: {value!r}") from None
+    if kept.dtype in (np.float32, np.float16):
+        raise CheckFailure(exercise, f"{what} is a {kept.dtype} ({float(array)!r}), which keeps only ~{7 if kept.dtype == np.float32 else 3} "
+                                     "significant digits: compute in float64 (plain Python floats are float64).")
+    if array.shape != ():
+        raise CheckFailure(exercise, f"{what} should be a single number, got an array of shape {array.shape}")
+    return float(array)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One hand-picked input whose wrong answers have known causes: the course's misconception probes, as data.
+
+    ``call`` runs the learner's code and returns what it gave (inside ``run_probes``, so a crash, a stub or a loop
+    is a diagnosis too). When that is not ``expected``, the first ``slips`` entry whose value it matches names the
+    misconception; otherwise ``why`` does, or expected against received alone.
+    """
+    shown: str                                    # the call as the learner would write it
+    call: Callable[[], object]
+    expected: object
+    slips: tuple[tuple[object, str], ...] = ()    # (what a known mistake gives, what that mistake is)
+    why: str = ""
+    tolerance: Tolerance = AGAINST_TORCH
+
+
+def run_probes(exercise: str, probes) -> None:
+    """The one loop over probes: each is called, compared, and on a mismatch diagnosed.
+
+    Raises:
+        CheckFailure: at the first probe that fails, naming its misconception and showing expected vs received.
+    """
+    for probe in probes:
+        got = call_learner(exercise, probe.call, shown_input=probe.shown)
+        if close(got, probe.expected, probe.tolerance):
+            continue
+        cause = next((why for wrong, why in probe.slips if close(got, wrong, probe.tolerance)), probe.why)
+        raise CheckFailure(exercise, (f"{cause}\n" if cause else "")
+                           + f"{probe.shown}: expected {fmt(probe.expected)}, received {fmt(got)}.")

@@ -1,0 +1,40 @@
+"""What every part of the course agrees on: where the assignments are, how cells name exercises, the cell tags, and
+the flag that says trusted grading decides.
+
+A leaf module: it imports nothing of the project and nothing heavier than the standard library, so the kernel, the
+grading processes, the sandboxed worker's client and the tools can all read it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = REPO / "source"
+COURSE_ID = "backprop-from-scratch"
+TEST_PREFIX = "test_"
+TRUSTED_GRADING_ENV = "BACKPROP_TRUSTED_GRADING"  # set for nbgrader's kernels when verdicts come from outside
+# nbclient's own tag for cells it skips: a widget cell waits for a person, and an unattended run (grading, validate,
+# solutions/) must not wait with it -- nbclient sometimes stalls a full cell timeout on one.
+INTERACTIVE_TAG = "skip-execution"
+WIDGET_FUNCTIONS = ("h_explorer", "backward_stepper")  # labtools functions that return a live widget
+MEASURED_TAG = "measured"  # a cell whose outputs are timings: solutions/ keeps it without outputs
+
+
+def assignments() -> dict[str, Path]:
+    """Assignment name -> source notebook path, in course order."""
+    return {p.parent.name: p for p in sorted(SOURCE.glob("*/*.ipynb")) if p.stem == p.parent.name}
+
+
+def nbgrader_cells(nb) -> list[dict]:
+    """The nbgrader metadata of every answer or test cell, in notebook order."""
+    found = []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") or meta.get("solution"):
+            found.append(meta)
+    return found
+
+
+def exercise_id(grade_id: str) -> str:
+    """The exercise id of a test cell (``test_<id>``) or of an answer cell (``<id>``)."""
+    return grade_id[len(TEST_PREFIX):] if grade_id.startswith(TEST_PREFIX) else grade_id

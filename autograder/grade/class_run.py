@@ -1,0 +1,450 @@
+"""Grade a whole class in parallel on Dask distributed, into nbgrader's own gradebook.
+
+``python -m autograder autograde ASSIGNMENT`` splits ``nbgrader autograde`` at its Execute step (the stages of
+autograder.course.configure):
+
+- On a Dask worker, one task per submission: a fresh process, forked from a server that has nbgrader and the checks
+  imported already, runs nbgrader's autograde for that one student in a scratch course (a snapshot of the gradebook,
+  the assignment's source folder, the submission) with the "execute" stage only, under the limits below. Learner
+  code runs in that process's sandboxes, as in any trusted grading. The task hands back the executed notebooks as
+  text: plain data.
+- Here, in one process: nbgrader's own autograde for that student on the real course, "record" stage, whose Execute
+  step replays those notebooks (ReplayExecution). Sanitizing, SaveAutoGrades and late penalties are nbgrader's, so
+  the gradebook holds what a serial ``nbgrader autograde`` writes, and only this process writes it.
+
+A task that fails (the grading process crashed, ran past its time or memory, or its Dask worker died) is retried once
+in a fresh process, on another worker when there is one; a second failure is recorded with its reason. Ctrl-C
+stops between submissions; what was recorded stays, and a re-run skips it.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import pickle
+import shutil
+import signal
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+from autograder.grade.on_dask_worker import execute_submission
+from autograder.grade.submission import TIMEOUT_S, Executed, Row, Snapshot, Task, nbgrader_reason
+
+MAX_SUBMISSION_BYTES = 100 << 20  # what a task carries to its worker; a larger hand-in is refused with the reason
+STOPPED = "not graded: the run was stopped"
+LOGS = "autograde-logs"  # under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log
+
+
+class ClassGradingError(Exception):
+    """The run cannot start (unknown assignment or student, no gradebook); the message says what to do."""
+
+
+
+# ------------------------------------------------------------------------------------------ the one recording process
+
+@dataclass
+class Course:
+    """A course folder as nbgrader sees it, with the "record" stage configured."""
+    root: Path
+    config: object
+    db_url: str
+    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="class-grading-")))
+
+    @classmethod
+    def open(cls, root: Path) -> "Course":
+        from nbgrader.coursedir import CourseDirectory
+
+        root = Path(root).resolve()
+        config = course_config(root, "record")
+        course = cls(root, config, CourseDirectory(config=config).db_url)
+        config.ReplayExecution.directory = str(course.scratch / "executed")
+        return course
+
+    def submitted(self, assignment: str) -> dict[str, Path]:
+        """Student id -> submission folder, for every ``submitted/<student>/<assignment>/``."""
+        return {p.parent.name: p for p in sorted((self.root / "submitted").glob(f"*/{assignment}"))
+                if p.is_dir() and not p.parent.name.startswith(".")}
+
+    def check_assignment(self, assignment: str) -> None:
+        from nbgrader.api import Gradebook, MissingEntry
+
+        if not self.db_url.startswith("sqlite:///"):
+            raise ClassGradingError(f"class grading snapshots an SQLite gradebook; this course uses {self.db_url}")
+        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
+            try:
+                gradebook.find_assignment(assignment)
+            except MissingEntry:
+                raise ClassGradingError(f"{assignment} is not in the gradebook: run `nbgrader generate_assignment "
+                                        f"{assignment}` in {self.root} first") from None
+
+    def already_graded(self, assignment: str, student: str) -> bool:
+        """nbgrader's own rule: an autograded copy of each of the assignment's notebooks exists and the submission is
+        not newer than it; and the gradebook has the submission."""
+        from nbgrader.api import Gradebook, MissingEntry
+        from nbgrader.coursedir import CourseDirectory
+
+        submitted = self.root / "submitted" / student / assignment
+        graded = self.root / "autograded" / student / assignment
+        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
+            try:
+                gradebook.find_submission(assignment, student)
+            except MissingEntry:
+                return False
+            names = [n.name for n in gradebook.find_assignment(assignment).notebooks]
+        if not all((graded / f"{name}.ipynb").is_file() for name in names):
+            return False
+        coursedir = CourseDirectory(config=self.config)
+        try:
+            new, old = coursedir.get_existing_timestamp(str(submitted)), coursedir.get_existing_timestamp(str(graded))
+        except Exception:  # an unreadable timestamp.txt: nbgrader itself stumbles on it; grade the submission again
+            return False
+        return not (new is not None and old is not None and new > old)
+
+    def snapshot(self, assignment: str, timeout_s: float) -> Snapshot:
+        """The gradebook (a consistent SQLite copy) and the assignment's source folder."""
+        copy = self.scratch / "gradebook-snapshot.db"
+        with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
+            live.backup(target)
+        source = self.root / self.config.CourseDirectory.source_directory / assignment
+        return Snapshot(assignment, copy.read_bytes(), read_tree(source, self.ignored),
+                        pickle.dumps(course_config(self.root, "execute")), timeout_s)
+
+    @property
+    def ignored(self) -> list[str]:
+        return list(self.config.CourseDirectory.ignore)
+
+    def record(self, assignment: str, executed: Executed) -> Row:
+        """Write an executed submission into the gradebook and autograded/, through nbgrader's own autograde."""
+        from nbgrader.api import Gradebook
+        from nbgrader.apps import NbGraderAPI
+        folder = self.scratch / "executed" / executed.student / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in executed.notebooks.items():  # ReplayExecution reads and validates them
+            (folder / f"{name}.ipynb").write_text(text, encoding="utf-8")
+        outcome = NbGraderAPI(config=self.config).autograde(assignment, executed.student, force=True, create=True)
+        if not outcome.get("success"):
+            return Row(executed.student, "failed", note="nbgrader could not record it: " +
+                       (nbgrader_reason(outcome.get("log") or outcome.get("error") or "") or "see the log"))
+        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
+            submission = gradebook.find_submission(assignment, executed.student)
+            return Row(executed.student, "graded", submission.score, submission.max_score)
+
+
+    def forget(self, assignment: str, student: str) -> None:
+        """Remove a failed submission's autograded copy, as nbgrader does, so that the next run grades it again."""
+        shutil.rmtree(self.root / "autograded" / student / assignment, ignore_errors=True)
+
+
+def course_config(root: Path, stage: str):
+    """The course's nbgrader config (its nbgrader_config.py, else the course defaults) for one grading stage."""
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from autograder.course import configure, set_stage
+
+    if (root / "nbgrader_config.py").is_file():
+        config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    else:
+        config = Config()
+        configure(config, release_directory="release")
+    set_stage(config, stage)
+    config.CourseDirectory.root = str(root)
+    return config
+
+
+def tree(folder: Path, ignored: list[str]) -> list[Path]:
+    """Every file under ``folder``, leaving out nbgrader's ignore patterns (checkpoints, caches)."""
+    from fnmatch import fnmatch
+
+    return [path for path in sorted(folder.rglob("*")) if path.is_file() and not any(
+        fnmatch(part, pattern) for part in path.relative_to(folder).parts for pattern in ignored)]
+
+
+def read_tree(folder: Path, ignored: list[str]) -> dict[str, bytes]:
+    """The files of ``tree`` by relative path."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in tree(folder, ignored)}
+
+
+def preflight(folder: Path, ignored: list[str]) -> tuple[dict[str, bytes] | None, str]:
+    """(files, note) of a submission folder; files is None when it cannot be graded at all, and note says why.
+
+    A copied graded cell is graded (autograder.course.preprocessors.SeparateCopiedCells); the note names it.
+    """
+    import nbformat
+
+    from autograder.course.preprocessors import copied_cells
+
+    size = sum(path.stat().st_size for path in tree(folder, ignored))
+    if size > MAX_SUBMISSION_BYTES:  # measured before reading: nothing that large is held in memory
+        return None, f"the submission folder holds {size >> 20} MiB; the limit is {MAX_SUBMISSION_BYTES >> 20} MiB"
+    files = read_tree(folder, ignored)
+    notes = []
+    for name in sorted(n for n in files if n.endswith(".ipynb") and "/" not in n):
+        try:
+            copies = copied_cells(nbformat.reads(files[name].decode("utf-8"), as_version=4))
+        except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
+            said = (str(error).splitlines() or [""])[0][:200]
+            return None, f"{name} is not a readable notebook ({type(error).__name__}: {said})"
+        if copies:
+            notes.append(f"{name}: copied cell(s) {', '.join(copies)} graded once, the first copy")
+    return files, "; ".join(notes)
+
+
+class StopRequest:
+    """Ctrl-C asks the run to stop after the submission being recorded; a second Ctrl-C stops at once."""
+
+    def __init__(self):
+        self.requested = False
+        # Signal handlers can only be set from the main thread; elsewhere (a test's thread) Ctrl-C is not ours.
+        self._ours = threading.current_thread() is threading.main_thread()
+        self._previous = None
+
+    def __enter__(self):
+        if self._ours:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nStopping after the submissions being recorded; run the same command again to resume.", file=sys.stderr)
+
+    def __exit__(self, *exc):
+        if self._ours:
+            signal.signal(signal.SIGINT, self._previous)
+
+    @contextmanager
+    def shielding(self):
+        """Processes started inside ignore SIGINT (they inherit it): Ctrl-C in the terminal then reaches only this
+        process, which stops them in order, instead of each dying with a traceback."""
+        if not self._ours:
+            yield
+            return
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, self._handle)
+
+
+def grade_class(root: Path, assignments, *, students: list[str] = (), force: bool = False,
+                workers: int | None = None, scheduler=None, timeout_s: float = TIMEOUT_S,
+                execute=execute_submission, out=None) -> list[Row]:
+    """Grade every submission of one or more assignments under ``root/submitted/`` on Dask; a Row per submission.
+
+    Args:
+        root: the course folder (with nbgrader_config.py, source/, submitted/, gradebook.db).
+        assignments: an assignment name, or several: one cluster grades them all.
+        students: grade only these (default: every submission).
+        force: grade again what is already graded.
+        workers: size of the local Dask cluster (default: one per core); ignored with ``scheduler``.
+        scheduler: a running Dask scheduler's address (tcp://host:8786), or a Dask cluster object (dask-jobqueue's,
+            dask-gateway's), to use instead of a local cluster.
+        timeout_s: wall-clock limit for one submission's grading.
+        execute: the task run per submission (tests replace it).
+        out: where progress and log lines go (default: stderr).
+
+    Raises:
+        ClassGradingError: the run cannot start; the message says what to do.
+    """
+    from autograder.course import quiet_nbgrader
+
+    names = [assignments] if isinstance(assignments, str) else list(assignments)
+    quiet_nbgrader()
+    course = Course.open(root)
+    try:
+        return _grade(course, names, students, force, workers, scheduler, timeout_s, execute, out)
+    finally:
+        shutil.rmtree(course.scratch, ignore_errors=True)
+
+
+def _grade(course, names, students, force, workers, scheduler, timeout_s, execute, out) -> list[Row]:
+    found = {}
+    for assignment in names:
+        course.check_assignment(assignment)
+        found[assignment] = course.submitted(assignment)
+    unknown = sorted(set(students) - {student for submitted in found.values() for student in submitted})
+    if unknown:
+        raise ClassGradingError(f"no submission of {' or '.join(names)} for {', '.join(unknown)} under "
+                                f"{course.root / 'submitted'}")
+    logs = {assignment: RunLog(course.root, assignment, out or sys.stderr) for assignment in names}
+    rows, tasks = [], []
+    for assignment, submitted in found.items():
+        for student in [s for s in students if s in submitted] if students else list(submitted):
+            if not force and course.already_graded(assignment, student):
+                rows.append(logs[assignment].add(Row(student, "skipped", note="already graded (--force grades it again)")))
+                continue
+            files, note = preflight(submitted[student], course.ignored)
+            if files is None:
+                rows.append(logs[assignment].add(Row(student, "failed", note=note)))
+            else:
+                tasks.append(Task(student, files, note, assignment=assignment))
+    if tasks:
+        rows += _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute)
+    for assignment, log in logs.items():
+        log.summary([row for row in rows if row.assignment == assignment])
+    return rows
+
+
+POLL_S = 0.2      # how often the run looks for finished tasks
+SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
+# A local cluster's housekeeping, for dashboards this run does not show: the workers' profiler samples every 10 ms,
+# the event loops tick every 20 ms, the nannies read memory every 100 ms, the scheduler looks for work to steal every
+# 100 ms (none to steal: it queues tasks itself). Together about 0.1 core on an idle 2-worker cluster, 0.01 without.
+QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+                 "distributed.worker.memory.monitor-interval": "1s", "distributed.admin.system-monitor.interval": "5s",
+                 "distributed.scheduler.work-stealing": False}
+
+
+def _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute) -> list[Row]:
+    import dask
+    from distributed import Client, LocalCluster
+    from tqdm.auto import tqdm
+
+    # Our own retry (once, fresh process, other worker) replaces Dask's, so a task that kills its worker is not
+    # re-run behind our back (a scheduler started elsewhere needs the same setting: see the README); the scheduler
+    # hands a worker one task at a time, so a worker that dies takes only its own task with it. Workers must not be
+    # daemons: a grading process is their child.
+    settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
+                "distributed.worker.daemon": False, **QUIET_CLUSTER}
+    rows = []
+    with dask.config.set(settings), StopRequest() as stop:
+        cluster = None
+        if scheduler is None:
+            with stop.shielding():
+                cluster = LocalCluster(n_workers=workers or os.cpu_count(), threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+        try:
+            what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
+            out = next(iter(logs.values())).out
+            with Client(cluster if scheduler is None else scheduler) as client, \
+                    tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out,
+                         dynamic_ncols=True) as bar:
+                snapshots = {a: course.snapshot(a, timeout_s) for a in dict.fromkeys(t.assignment for t in tasks)}
+                for task, executed, what in Dispatch(client, snapshots, execute).outcomes(tasks, stop):
+                    log = logs[task.assignment]
+                    if what == "retrying":
+                        bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
+                    elif what == "stopped":
+                        rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
+                    else:
+                        rows.append(_record(course, log, task, executed))
+                        bar.update(1)
+        finally:
+            if cluster is not None:
+                cluster.close()
+    return rows
+
+
+class Dispatch:
+    """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once."""
+
+    def __init__(self, client, snapshots: dict[str, Snapshot], execute):
+        self.client, self.execute, self.snapshots = client, execute, snapshots
+        self.scattered = {name: client.scatter(snapshot, broadcast=True) for name, snapshot in snapshots.items()}
+        self.name, self.count = f"grade-{uuid.uuid4().hex[:8]}", 0
+
+    def submit(self, task: Task):
+        if self.scattered[task.assignment].status != "finished":  # every worker holding it died: send it again
+            self.scattered[task.assignment] = self.client.scatter(self.snapshots[task.assignment], broadcast=True)
+        others = [w for w in self.client.scheduler_info()["workers"] if w != task.avoid]
+        where = {"workers": others, "allow_other_workers": True} if task.avoid and others else {}
+        self.count += 1
+        return self.client.submit(self.execute, self.scattered[task.assignment], task, key=(self.name, self.count),
+                                  **where)
+
+    def outcomes(self, tasks: list[Task], stop: "StopRequest"):
+        """Yield (task, executed, what) as tasks end: what is "done", "retrying" (it is sent again) or "stopped"
+        (Ctrl-C came first; executed is None)."""
+        pending = {self.submit(task): task for task in tasks}
+        while pending:
+            if stop.requested:
+                time.sleep(SETTLE_S)
+            done = [future for future in pending if future.done()]
+            for future in done:
+                task = pending.pop(future)
+                executed = _result(future, task)
+                if executed.error and stop.requested:  # most likely the interrupt itself
+                    yield task, None, "stopped"
+                elif executed.error and task.attempt == 1:
+                    yield task, executed, "retrying"
+                    retry = replace(task, attempt=2, avoid=executed.worker)
+                    pending[self.submit(retry)] = retry
+                else:
+                    yield task, executed, "done"
+            if stop.requested:
+                break
+            if not done:
+                time.sleep(POLL_S)
+        for future, task in pending.items():
+            future.cancel()
+            yield task, None, "stopped"
+
+
+def _record(course, log, task: Task, executed: Executed) -> Row:
+    """The final outcome of one submission, in the gradebook and the log."""
+    recording = time.monotonic()
+    if executed.error:
+        course.forget(task.assignment, task.student)
+        row = Row(task.student, "failed", note=executed.error)
+    else:
+        row = course.record(task.assignment, executed)
+    # Grading time, not time spent queueing: the worker's run plus recording it here.
+    row.seconds, row.attempts = executed.seconds + time.monotonic() - recording, task.attempt
+    row.cpu_seconds = executed.cpu_seconds
+    row.note = "; ".join(n for n in (row.note, task.note) if n)
+    return log.add(row, executed.log)
+
+
+def _result(future, task: Task) -> Executed:
+    """A task's Executed; a task that raised (its worker died, say) becomes an Executed with the reason."""
+    try:
+        return future.result()
+    except Exception as error:  # KilledWorker, CommClosedError, a bug in the task: all recorded, never fatal
+        worker = getattr(error, "last_worker", None)
+        return Executed(task.student, {}, "", 0.0, getattr(worker, "address", "") or "",
+                        f"its Dask worker failed ({type(error).__name__}: {str(error)[:300]})")
+
+
+class RunLog:
+    """The per-submission log: a line on the terminal, a row in autograde-logs/<assignment>.tsv, nbgrader's log."""
+
+    def __init__(self, root: Path, assignment: str, out):
+        self.folder = root / LOGS / assignment
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.table = root / LOGS / f"{assignment}.tsv"
+        self.out, self.assignment = out, assignment
+        self.started = time.monotonic()
+
+    def add(self, row: Row, nbgrader_log: str = "") -> Row:
+        from tqdm.auto import tqdm
+
+        row.assignment = self.assignment
+        tqdm.write(row.line(), file=self.out)  # above the progress bar, if one is showing
+        new = not self.table.exists()
+        with open(self.table, "a", newline="") as table:
+            writer = csv.writer(table, delimiter="\t")
+            if new:
+                writer.writerow(["time", "student", "status", "score", "max_score", "seconds", "note"])
+            writer.writerow([datetime.now().isoformat(timespec="seconds"), row.student, row.status,
+                             "" if row.score is None else row.score, "" if row.max_score is None else row.max_score,
+                             f"{row.seconds:.1f}", row.note])
+        if nbgrader_log:
+            (self.folder / f"{row.student}.log").write_text(nbgrader_log)
+        return row
+
+    def summary(self, rows: list[Row]) -> None:
+        counts = {status: sum(r.status == status for r in rows) for status in ("graded", "failed", "skipped", "stopped")}
+        said = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+        print(f"{self.assignment}: {said or 'no submissions'} in {time.monotonic() - self.started:.0f} s. "
+              f"Log: {self.table}", file=self.out)
+        if counts["stopped"]:
+            print("Run the same command again to grade the rest.", file=self.out)

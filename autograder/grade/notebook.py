@@ -1,0 +1,209 @@
+"""Grade one learner notebook against the hidden tests, through nbgrader, in a throwaway course directory."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.contract import assignments, exercise_id, nbgrader_cells
+from autograder.course import configure, quiet_nbgrader
+
+STUDENT = "learner"
+
+
+class UnusableNotebook(Exception):
+    """The file cannot be graded at all (missing, not a notebook, no known assignment, cells deleted)."""
+
+
+@dataclass
+class ExerciseResult:
+    id: str
+    score: float
+    max_score: float
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.score >= self.max_score
+
+
+@dataclass
+class GradeReport:
+    notebook: str
+    exercises: list[ExerciseResult] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return sum(e.score for e in self.exercises)
+
+    @property
+    def max_score(self) -> float:
+        return sum(e.max_score for e in self.exercises)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "notebook": self.notebook, "score": self.score, "max_score": self.max_score,
+            "exercises": [{**asdict(e), "passed": e.passed} for e in self.exercises],
+        }, indent=2)
+
+    def to_table(self) -> str:
+        width = max([len("exercise")] + [len(e.id) for e in self.exercises])
+        lines = [f"{self.notebook}: {self.score:g} / {self.max_score:g} points", "",
+                 f"{'exercise':<{width}}  points  diagnosis"]
+        for e in self.exercises:
+            text = (e.message or "passed").splitlines() or [""]
+            lines.append(f"{e.id:<{width}}  {e.score:>2g}/{e.max_score:<3g}  {text[0]}")
+            lines += [f"{'':<{width}}          {more}" for more in text[1:]]
+        return "\n".join(lines)
+
+
+def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
+    """Load a learner notebook and find its assignment.
+
+    Raises:
+        UnusableNotebook: with a one-line reason a learner can act on.
+    """
+    if not path.exists():
+        raise UnusableNotebook(f"{path}: no such file")
+    if not path.is_file():
+        raise UnusableNotebook(f"{path}: a folder, not a notebook file")
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
+        raise UnusableNotebook(f"{path}: not a readable Jupyter notebook ({type(error).__name__}: "
+                               f"{str(error).splitlines()[0] if str(error) else ''})") from None
+    present = {meta.get("grade_id") for meta in nbgrader_cells(nb)}
+    expected = {name: [meta["grade_id"] for meta in nbgrader_cells(nbformat.read(source, as_version=4))]
+                for name, source in assignments().items()}
+    best = max(expected, key=lambda name: len(present & set(expected[name])), default=None)
+    if best is None or not present & set(expected[best]):
+        raise UnusableNotebook(f"{path}: not a notebook of this course (no exercise cells of any assignment in "
+                               f"{', '.join(assignments())}); grade the copy you worked in under notebooks/")
+    tampered = metadata_changes(nb, nbformat.read(assignments()[best], as_version=4))
+    if tampered:
+        fresh = f"notebooks/{best}/{best}.ipynb"
+        raise UnusableNotebook(f"{path}: the grading metadata of its cells was changed ({'; '.join(tampered)}). "
+                               f"Copy your answers into a fresh copy (git checkout -- {fresh}) and grade that")
+    missing = [grade_id for grade_id in expected[best] if grade_id not in present]
+    if missing:
+        fresh = f"notebooks/{best}/{best}.ipynb"
+        raise UnusableNotebook(f"{path}: exercise cells were deleted or lost their metadata ({', '.join(missing)}). "
+                               f"Save your answers elsewhere, restore a fresh copy (git checkout -- {fresh}), "
+                               "paste your answers back into its answer cells, and grade that")
+    return nb, best
+
+
+FLAGS = {"grade": False, "solution": False, "locked": False, "points": None}  # nbgrader's flags, absent = default
+
+
+def metadata_changes(nb, course_nb) -> list[str]:
+    """How a submission's nbgrader metadata differs from the course's: re-flagged or added graded cells.
+
+    The trusted grade never reads these flags (it takes every test from the course), but nbgrader would stumble on
+    them, so the command line refuses such a file with the reason instead of a traceback. A copied graded cell is
+    not a change: grading keeps the first copy (autograder.course.preprocessors.SeparateCopiedCells).
+    """
+    course = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in course_nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade_id")}
+    seen, changes = set(), []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        grade_id = meta.get("grade_id")
+        if not grade_id or not (grade_id in course or meta.get("grade") or meta.get("solution")) or grade_id in seen:
+            continue
+        seen.add(grade_id)
+        if grade_id not in course:
+            changes.append(f"{grade_id} is a graded cell the course does not have")
+            continue
+        changed = [f"{flag} {meta.get(flag)!r} (course: {course[grade_id].get(flag)!r})"
+                   for flag, absent in FLAGS.items() if meta.get(flag, absent) != course[grade_id].get(flag, absent)]
+        if changed:
+            changes.append(f"{grade_id}: " + ", ".join(changed))
+    return changes
+
+
+def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeReport:
+    """Autograde a learner notebook with the hidden tests and return per-exercise scores and diagnoses.
+
+    Args:
+        path: the learner's .ipynb.
+        feedback: where to write nbgrader's feedback HTML (hidden tests stripped); None for no feedback.
+        on_start: called with the assignment name once the notebook is known to be gradable.
+
+    Raises:
+        UnusableNotebook: the file cannot be graded (see read_submission).
+        RuntimeError: nbgrader itself failed; its log is in the message.
+    """
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config import Config
+
+    from autograder.course.preprocessors import copied_cells
+
+    nb, assignment = read_submission(path)
+    if on_start:
+        on_start(assignment)
+    copies = copied_cells(nb)
+    if copies:
+        print(f"note: {path} has copies of the graded cell(s) {', '.join(copies)}; the first copy of each is graded, "
+              "the others run as ordinary cells.", file=sys.stderr)
+    kernel = nb.metadata.get("kernelspec", {}).get("name")
+    expected = nbformat.read(assignments()[assignment], as_version=4).metadata.get("kernelspec", {}).get("name")
+    if kernel != expected:  # nbgrader grades with the course's kernel anyway; say that the file asked for another
+        print(f"note: {path} asks for the kernel {kernel!r}; it is graded with the course's, {expected!r}.",
+              file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="autograde-") as root:
+        root = Path(root)
+        shutil.copytree(assignments()[assignment].parent, root / "source" / assignment)
+        submitted = root / "submitted" / STUDENT / assignment / f"{assignment}.ipynb"
+        submitted.parent.mkdir(parents=True)
+        nbformat.write(nb, submitted)
+
+        config = Config()
+        configure(config, release_directory="release")
+        config.CourseDirectory.root = str(root)
+        api = NbGraderAPI(config=config)
+        quiet_nbgrader()
+        steps = [("generate_assignment", lambda: api.generate_assignment(assignment)),
+                 ("autograde", lambda: api.autograde(assignment, STUDENT))]
+        if feedback:
+            steps.append(("generate_feedback", lambda: api.generate_feedback(assignment, STUDENT)))
+        for step, run in steps:
+            outcome = run()
+            if not outcome["success"]:
+                raise RuntimeError(f"nbgrader {step} failed:\n{outcome.get('error') or outcome.get('log')}")
+        if feedback:
+            Path(feedback).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / "feedback" / STUDENT / assignment / f"{assignment}.html", feedback)
+        graded = nbformat.read(root / "autograded" / STUDENT / assignment / f"{assignment}.ipynb", as_version=4)
+        return GradeReport(notebook=str(path), exercises=results(graded))
+
+
+def results(graded) -> list[ExerciseResult]:
+    """Scores (by nbgrader's own rule) and diagnoses from the test cells of an autograded notebook."""
+    from nbgrader.utils import determine_grade
+
+    found = []
+    for cell in graded.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade") or meta.get("solution"):
+            continue
+        score, max_score = determine_grade(cell)
+        found.append(ExerciseResult(exercise_id(meta["grade_id"]), float(score), max_score,
+                                    "" if score >= max_score else failure_message(cell.outputs)))
+    return found
+
+
+def failure_message(outputs) -> str:
+    """Why a test cell lost its points: its last error, or else what it wrote to stderr."""
+    from autograder.course.preprocessors import diagnosis  # nbgrader and the checks: loaded when grading starts
+
+    errors = [out for out in outputs if out.output_type == "error"]
+    if errors:
+        return diagnosis(errors[-1])
+    stderr = "".join(out.text for out in outputs if out.output_type == "stream" and out.name == "stderr")
+    return f"the cell wrote to stderr, which nbgrader scores as a failure: {stderr.strip()[:200]}"

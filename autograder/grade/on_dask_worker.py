@@ -1,0 +1,110 @@
+"""A class run's task on a Dask worker: one submission graded in a fresh process, its outputs handed back as text.
+
+The process is forked from this worker's fork server (which imports PRELOAD once) and runs
+autograder.grade.grading_process; this side only writes the scratch course, waits within the time limit and reads
+what the process left.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from autograder.grade.grading_process import _grade_here
+from autograder.grade.submission import Executed, Snapshot, Task, nbgrader_reason
+
+# Imported once by each worker's fork server, so a submission's process starts with them loaded (about 5 s of CPU
+# per submission saved: nbgrader, nbconvert, the checks and torch). Two more are what the checks' first calls of
+# torch would import, about 0.5 s each that every grading process would otherwise pay again: torch.autograd.grad
+# imports symbolic_shapes (and with it sympy), an optimizer's step imports torch._dynamo.
+PRELOAD = ["torch", "torch.fx.experimental.symbolic_shapes", "torch._dynamo", "nbgrader.apps", "autograder.course.preprocessors"]
+
+
+def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
+    """Run one submission's notebooks and trusted verdicts in a fresh, limited process; hand back the outputs.
+
+    Runs on a Dask worker. Never raises for a learner's doing: a submission that breaks its grading process comes
+    back with ``error`` set.
+    """
+    started = time.monotonic()
+    worker = _worker_address()
+    with tempfile.TemporaryDirectory(prefix=f"grade-{snapshot.assignment}-") as scratch:
+        root = Path(scratch)
+        _write_tree(root / "source" / snapshot.assignment, snapshot.source)
+        _write_tree(root / "submitted" / task.student / snapshot.assignment, task.files)
+        (root / "gradebook.db").write_bytes(snapshot.gradebook)
+        error = _run_grading_process(root, snapshot, task.student)
+        found = _report(root / "report.json")
+        graded = root / "autograded" / task.student / snapshot.assignment
+        notebooks = {p.stem: p.read_text(encoding="utf-8") for p in sorted(graded.glob("*.ipynb"))}
+        if error is None and not found.get("success"):
+            error = nbgrader_reason(found.get("log", "")) or "nbgrader did not say why it failed"
+        if error is None and not notebooks:
+            error = "nbgrader finished without writing an autograded notebook"
+        return Executed(task.student, notebooks if error is None else {}, found.get("log", ""),
+                        time.monotonic() - started, worker, error, found.get("cpu_seconds"))
+
+
+def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> str | None:
+    """Run ``_grade_here`` in a process forked from this worker's fork server; the reason it failed, or None."""
+    if multiprocessing.current_process().daemon:
+        return ("this Dask worker is a daemon process and cannot start grading processes: start workers with "
+                "DASK_DISTRIBUTED__WORKER__DAEMON=False (see the README)")
+    process = _fork_server().Process(target=_grade_here, args=(str(root), snapshot.assignment, student,
+                                                                 snapshot.config), daemon=False)
+    process.start()
+    process.join(snapshot.timeout_s)
+    if process.exitcode is None:
+        _kill_group(process.pid)  # it leads its own process group: what it started without a sandbox goes too
+        process.join()
+        return f"grading did not finish within {snapshot.timeout_s:g} s and was stopped"
+    if process.exitcode < 0:
+        name = signal.Signals(-process.exitcode).name
+        hint = (" (it ran out of memory, CPU time or file size)" if name in ("SIGKILL", "SIGXCPU", "SIGXFSZ", "SIGSEGV")
+                else "")
+        return f"the grading process was killed by {name}{hint}"
+    return None
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            kill()
+        except ProcessLookupError:
+            pass
+
+
+def _report(path: Path) -> dict:
+    """What the grading process wrote, or {} when it wrote nothing readable (it was killed while writing)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _fork_server():
+    """This process's multiprocessing context whose fork server imports PRELOAD (when it starts, on first use)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
+    for relative, content in files.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker
+        return get_worker().address
+    except ValueError:  # called outside a worker (tests)
+        return "local"
+
+

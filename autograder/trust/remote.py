@@ -1,0 +1,681 @@
+"""The trusted side of grading: learner objects that live in a sandboxed worker, seen here only as plain data.
+
+A :class:`Worker` starts ``autograder/trust/worker.py`` in the sandbox (``autograder.trust.sandbox``), runs the submission's
+code there, and hands the checks a :class:`Remote` for each learner object. Using a Remote (calling it, reading an
+attribute, applying an operator) sends a request; the worker performs it on the real object and answers with
+plain data -- numbers, strings, arrays, lists, tuples, dicts -- or with a new handle. The checks, the oracles and
+the comparison run here, in a process that never executes learner code: faking a pass means sending back the
+right numbers, which takes a correct implementation.
+
+Decoding is strict: only JSON types and our tagged arrays and handles are accepted, so nothing the worker sends can
+run code here. Every request has a deadline; a worker that misses it, dies, or sends garbage is killed and named.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import math
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from autograder.trust import sandbox
+
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+INSIDE_SCRIPT = "/tmp/grader/worker.py"
+DEFAULT_TIMEOUT_S = 10.0
+ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
+# Answers are numbers and modest arrays; a bigger frame is an attack on this process's memory (JSON decoding costs
+# ~50 bytes per element), so both the frame and the number of values in it are capped.
+FRAME_LIMIT = 16 * 1024 * 1024
+VALUE_LIMIT = 1_000_000
+EXERCISE_BUDGET_S = 240.0  # all of one exercise's requests together: slow-but-finite code cannot stall a class
+DTYPES = "?bBhHiIlLqQefd"
+ARRAY_DTYPES = DTYPES + "FD"  # arrays may also be complex (a check hands one over to be refused); numbers stay real
+MESSAGE_LIMIT = 300  # of a learner exception's text quoted in a diagnosis (it is the learner's text, not ours)
+# Learner exceptions that keep their type on this side (checks tell them apart); every other type becomes
+# LearnerError with the type's name. Only these classes are ever instantiated from what the worker says.
+MAPPED_ERRORS = {cls.__name__: cls for cls in (
+    ArithmeticError, AssertionError, AttributeError, FloatingPointError, ImportError, IndexError, KeyError,
+    LookupError, MemoryError, ModuleNotFoundError, NameError, NotImplementedError, OverflowError, RecursionError,
+    RuntimeError, StopIteration, TypeError, UnboundLocalError, ValueError, ZeroDivisionError)}
+
+
+_OPEN_WORKERS = 0
+_WRITE_BACK: list[bool] = []  # non-empty inside writing_back()
+
+
+@contextlib.contextmanager
+def writing_back():
+    """Inside, what a learner call does to an array argument is copied into the caller's array (as in one process).
+
+    Only ``call_learner`` asks for it, and it fails the exercise when an argument changed. Everywhere else the
+    check's arrays stay as they were whatever learner code does to its copies: a check may compute its expected
+    values from an array after handing it to learner code (``Tensor(seed)``) without that code choosing them.
+    """
+    _WRITE_BACK.append(True)
+    try:
+        yield
+    finally:
+        _WRITE_BACK.pop()
+
+
+def in_use() -> bool:
+    """Whether checks are running against a worker now (then the worker's deadlines time learner code)."""
+    return _OPEN_WORKERS > 0
+
+
+class Stopped(BaseException):
+    """The worker is gone: it missed its deadline (``timeout``), died, or broke the protocol.
+
+    A BaseException so that no ``except Exception`` in a check can mistake it for a wrong answer and go on.
+    """
+
+    def __init__(self, reason: str, timeout: bool = False):
+        super().__init__(reason)
+        self.reason, self.timeout = reason, timeout
+
+
+class LearnerError(Exception):
+    """An exception of a type defined by learner code (or SystemExit/KeyboardInterrupt raised by it)."""
+
+    def __init__(self, type_name: str, message: str):
+        super().__init__(message)
+        self.type_name = type_name
+
+
+class ProtocolError(Exception):
+    pass
+
+
+class Remote:
+    """A learner object that stays in the worker. Every use is a request; nothing of it runs here."""
+
+    __slots__ = ("_worker", "_handle")
+
+    def __getattr__(self, name: str):
+        # numpy and copy probe dunders: never ask learner code, except a context manager's two (checks drive
+        # `with no_grad():` step by step)
+        if name.startswith("__") and name.endswith("__") and name not in ("__enter__", "__exit__"):
+            raise AttributeError(name)
+        return self._worker.request({"op": "getattr", "target": self, "name": name})
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in Remote.__slots__:
+            object.__setattr__(self, name, value)
+        else:
+            self._worker.request({"op": "setattr", "target": self, "name": name, "args": [value]})
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} object>"
+
+    def _op(self, name: str, *args):
+        return self._worker.request({"op": "operator", "name": name, "args": list(args)})
+
+    def __float__(self): return self._op("float", self)
+    def __int__(self): return self._op("int", self)
+    def __bool__(self): return self._op("bool", self)
+    def __neg__(self): return self._op("neg", self)
+    def __instancecheck__(self, obj): return self._op("isinstance", obj, self)  # isinstance(x, LearnerClass)
+    def __subclasscheck__(self, cls): return self._op("issubclass", cls, self)
+
+
+def _binary(name: str, reflected: bool = False):
+    """Remote's operator method for ``name``: x + y sends ("add", x, y); 2 + x (reflected) sends ("add", 2, x)."""
+    def method(self, other):
+        return self._op(name, other, self) if reflected else self._op(name, self, other)
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "pow", "matmul"):
+    setattr(Remote, f"__{_name}__", _binary(_name))
+    setattr(Remote, f"__r{_name}__", _binary(_name, reflected=True))
+for _name in ("lt", "le", "gt", "ge"):
+    setattr(Remote, f"__{_name}__", _binary(_name))
+
+
+class _Callable:
+    def __call__(self, *args, **kwargs):
+        return self._worker.request({"op": "call", "target": self, "args": list(args), "kwargs": kwargs},
+                                    call_args=args if _WRITE_BACK else ())
+
+
+class _Container:
+    def __len__(self): return self._op("len", self)
+    def __iter__(self): return iter(self._worker.request({"op": "list", "target": self}))
+    def __getitem__(self, key): return self._op("getitem", self, key)
+    def __setitem__(self, key, value): self._op("setitem", self, key, value)
+
+
+_CLASSES: dict[tuple[str, bool, bool], type] = {}
+PROXY_CLASS_LIMIT = 500
+
+
+def _proxy_class(type_name: str, is_callable: bool, is_container: bool) -> type:
+    """A Remote subclass named after the learner's type, so messages can say "got Value".
+
+    Classes are kept for the process's life, so their number is capped: past it, new names all say "object".
+    """
+    name = re.sub(r"\W", "_", type_name)[:80] or "object"
+    if (name, is_callable, is_container) not in _CLASSES and len(_CLASSES) >= PROXY_CLASS_LIMIT:
+        name = "object"
+    key = (name, is_callable, is_container)
+    if key not in _CLASSES:
+        bases = (Remote,) + ((_Callable,) if is_callable else ()) + ((_Container,) if is_container else ())
+        _CLASSES[key] = type(name, bases, {"__slots__": ()})
+    return _CLASSES[key]
+
+
+def _sandboxed_worker(fd: int, hide, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
+    """worker.py in a sandbox of its own, talking over the socket ``fd``; ``env`` is added to its environment."""
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], hide=list(hide), binds={WORKER_SCRIPT: INSIDE_SCRIPT},
+                           limits=limits)
+    env = {**sandbox.environment(), "WORKER_FD": str(fd), **env}
+    if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path, in a private folder
+        command[-1] = str(WORKER_SCRIPT)
+        env.update(HOME=home, WORKER_HOME=home)
+    return subprocess.Popen(command, pass_fds=[fd], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=stderr, start_new_session=True)
+
+
+class Zygote:
+    """One sandbox for the exercises of one submission, whose process forks a fresh worker for each of them.
+
+    Starting a worker then costs a fork instead of a sandbox, an interpreter and numpy's import (0.14 s of CPU,
+    0.11 s of it numpy: about 4.5 s per student). The zygote never runs learner code, so every worker starts from
+    the same clean state; ending a worker kills every other process of the sandbox and restores its writable
+    folders, so the next exercise finds nothing the last one left (worker.py, ``zygote``). Where there is no
+    sandbox, or the zygote stops answering (learner code can kill it), workers start as their own sandboxes.
+
+    Use as a context manager around the exercises of one submission.
+    """
+
+    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits()):
+        self._hide, self._limits = list(hide), limits
+        self._control: socket.socket | None = None
+        self._process: subprocess.Popen | None = None
+        self._broken = not sandbox.bubblewrap()  # outside a PID namespace "every other process" is not ours
+
+    def __enter__(self) -> "Zygote":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def fork(self, connection: socket.socket, stderr) -> bool:
+        """Start a worker on ``connection`` writing to ``stderr`` (a file); False when this zygote cannot."""
+        if self._broken:
+            return False
+        try:
+            if self._control is None:
+                self._start()
+            socket.send_fds(self._control, [b"S"], [connection.fileno(), stderr.fileno()])
+            self._answer()
+            return True
+        except (OSError, ProtocolError):
+            self.close()  # the next exercise gets a fresh zygote
+            return False
+
+    def end(self) -> int:
+        """End the worker and all it started; its exit code (negative: the signal that ended it).
+
+        Raises:
+            subprocess.TimeoutExpired: the zygote did not answer (it is killed, and its workers with it).
+        """
+        try:
+            self._control.sendall(b"E")
+            return self._answer()
+        except (OSError, ProtocolError, AttributeError):
+            self.close()
+            raise subprocess.TimeoutExpired("zygote", ZYGOTE_TIMEOUT_S) from None
+
+    def close(self) -> None:
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
+            self._control.close()
+        self._process = self._control = None
+
+    def _start(self) -> None:
+        here, there = socket.socketpair()
+        self._process = _sandboxed_worker(there.fileno(), self._hide, self._limits, subprocess.DEVNULL,
+                                          WORKER_ZYGOTE="1")
+        there.close()
+        self._control = here
+        self._control.settimeout(ZYGOTE_TIMEOUT_S)
+
+    def _answer(self) -> int:
+        data = b""
+        while len(data) < 4:
+            chunk = self._control.recv(4 - len(data))
+            if not chunk:
+                raise ProtocolError("the zygote hung up")
+            data += chunk
+        return struct.unpack(">i", data)[0]
+
+
+class _ForkedWorker:
+    """A worker process forked by a Zygote, seen through the one call Worker makes of a subprocess.Popen it did not
+    start itself: ``wait``, which here also ends the worker (the zygote kills it and whatever it started)."""
+
+    def __init__(self, zygote: Zygote):
+        self._zygote, self.returncode = zygote, None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self._zygote.end()
+        return self.returncode
+
+
+class Worker:
+    """One sandboxed process holding one submission's code, for the checks of one exercise.
+
+    Use as a context manager; the process is killed on exit whatever happened. With a ``zygote`` (one per
+    submission), the process is forked from it instead of started as a sandbox of its own, and the zygote's sandbox
+    and limits apply.
+    """
+
+    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits(),
+                 budget_s: float = EXERCISE_BUDGET_S, zygote: Zygote | None = None):
+        here, there = socket.socketpair()
+        self._socket = here
+        self._home = tempfile.TemporaryDirectory(prefix="grading-worker-")
+        stderr_path = Path(self._home.name) / "stderr"
+        self._stderr = open(stderr_path, "wb")
+        if zygote is not None and zygote.fork(there, self._stderr):
+            self._process = _ForkedWorker(zygote)
+        else:
+            self._process = _sandboxed_worker(there.fileno(), hide, limits, self._stderr, home=self._home.name)
+        there.close()
+        self._next_id = 0
+        self._deadline: float | None = None
+        self._budget, self._budget_end = budget_s, time.monotonic() + budget_s
+        self._proxies: dict[int, Remote] = {}
+        self._callbacks: list = []
+        self._callback_ids: dict[int, int] = {}
+        self._call_args: tuple = ()
+        self._values = 0
+        self._installed: dict[str, Remote] = {}
+        self.stopped: Stopped | None = None
+        global _OPEN_WORKERS
+        _OPEN_WORKERS += 1
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        global _OPEN_WORKERS
+        if self._socket.fileno() < 0:
+            return  # closed already
+        _OPEN_WORKERS -= 1
+        self._kill()
+        self._socket.close()
+        self._stderr.close()
+        self._home.cleanup()
+
+    def _kill(self) -> None:
+        """End the worker and everything it started (its own process group, and its PID namespace with it)."""
+        if isinstance(self._process, subprocess.Popen) and self._process.poll() is None:
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a zygote that did not answer was killed instead
+            self._process.wait()
+
+    # -- the learner program -----------------------------------------------------------------------------------
+    def run(self, code: str, name: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Execute code in the learner's namespace. Raises what the code raised (mapped) or Stopped."""
+        self.request({"op": "exec", "code": code, "name": name}, timeout=timeout)
+
+    def install(self, module) -> Remote:
+        """Load one of our self-contained modules (numpy and the standard library only) into the worker.
+
+        Checks use this for reference code that must sit next to learner objects: reference nodes built on a
+        learner's class, a reference class carrying a learner's method. Such a module holds no exercise's answer.
+        """
+        if module.__name__ not in self._installed:
+            source = Path(module.__file__).read_text()
+            self._installed[module.__name__] = self.request({"op": "install", "name": module.__name__, "code": source})
+        return self._installed[module.__name__]
+
+    def evaluate(self, expression: str, timeout: float = DEFAULT_TIMEOUT_S):
+        """An expression over the learner's names, as plain data and Remotes."""
+        return self.request({"op": "eval", "code": expression}, timeout=timeout)
+
+    # -- requests ----------------------------------------------------------------------------------------------
+    def request(self, message: dict, timeout: float = DEFAULT_TIMEOUT_S, call_args: tuple = ()):
+        """Send one request and wait for its reply, serving the worker's callbacks meanwhile.
+
+        Nested requests (made by a callback while the outer one waits) share the outer request's deadline.
+        """
+        if self.stopped:
+            raise self.stopped
+        outermost = self._deadline is None
+        if outermost:
+            if time.monotonic() >= self._budget_end:
+                raise self._stop(self._over_budget())
+            self._deadline = min(time.monotonic() + timeout, self._budget_end)
+        self._next_id += 1
+        request_id = self._next_id
+        encoded = {**message, "id": request_id, **self._encoded(message)}  # a failure here is ours, not the learner's
+        if message["op"] == "call":
+            encoded["write_back"] = bool(call_args)  # the worker then reports changed arguments, and names returned ones
+        try:
+            self._send(encoded)
+            while True:
+                frame = self._receive()
+                if frame.get("reply") == request_id:
+                    break
+                if frame.get("op") == "callback" and isinstance(frame.get("id"), int) and frame["id"] < 0:
+                    self._send(self._serve_callback(frame))
+                    continue
+                raise ProtocolError("a reply to no request")
+            if "stopped" in frame:
+                raise self._stop(str(frame["stopped"])[:500])
+            if "error" not in frame:
+                return self._outcome(message["op"], frame["ok"], call_args)
+        except (ProtocolError, ValueError, TypeError, KeyError, IndexError, RecursionError, OverflowError):
+            raise self._stop("the process running your code sent something that is not an answer: does your code "
+                             "write to file descriptors it did not open, or change the grading process's code?") from None
+        finally:
+            if outermost:
+                self._deadline = None
+        raise self._exception(frame["error"])
+
+    def _outcome(self, op: str, value, call_args: tuple):
+        if op != "call":
+            return self._decode(value)
+        saved, self._call_args = self._call_args, call_args
+        try:
+            for sent, changed in zip(call_args, value["arguments"]):
+                self._write_back(sent, changed)
+            return self._decode(value["result"])
+        finally:
+            self._call_args = saved
+
+    def _encoded(self, message: dict) -> dict:
+        out = {}
+        for key in ("target", "args", "kwargs"):
+            if key in message:
+                value = message[key]
+                out[key] = self._encode(value) if key != "kwargs" else \
+                    {"__dict__": [[k, self._encode(v)] for k, v in value.items()]}
+        return out
+
+    def _write_back(self, sent, changed) -> None:
+        """Copy what a call did to an array argument into the caller's array, as if the call had run here."""
+        if not isinstance(sent, np.ndarray) or changed is None or not sent.flags.writeable:
+            return
+        now = self._decode(changed)
+        if isinstance(now, np.ndarray) and now.shape == sent.shape and not np.array_equal(now, sent, equal_nan=True):
+            np.copyto(sent, now, casting="unsafe")
+
+    def _serve_callback(self, frame: dict) -> dict:
+        try:
+            fn = self._callbacks[int(frame["target"])]
+            args = [self._decode(a) for a in frame.get("args", [])]
+            kwargs = self._decode(frame.get("kwargs", {"__dict__": []}))
+            return {"reply": frame["id"], "ok": self._encode(fn(*args, **kwargs))}
+        except (Stopped, ProtocolError):
+            raise
+        except Exception as error:  # the trusted function rejected the learner's input: an answer, like any other
+            kind = type(error).__name__ if type(error).__name__ in MAPPED_ERRORS else "RuntimeError"
+            return {"reply": frame["id"], "error": {"type": kind, "message": str(error)[:500], "builtin": True}}
+
+    def _exception(self, error: dict) -> BaseException:
+        kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:MESSAGE_LIMIT]
+        exception = MAPPED_ERRORS[kind](message) if error.get("builtin") and kind in MAPPED_ERRORS \
+            else LearnerError(kind, message)
+        exception.raised_in = str(error.get("raised_in", ""))[:80]  # where in the worker: no frames cross over
+        return exception
+
+    # -- values ------------------------------------------------------------------------------------------------
+    def _encode(self, value):
+        if value is None or type(value) in (bool, int, str):
+            return value
+        if type(value) is float:
+            return value if math.isfinite(value) else {"__float__": repr(value)}
+        if isinstance(value, Remote):
+            if value._worker is not self:
+                raise ValueError("a value from another worker")
+            return {"__ref__": value._handle}
+        if isinstance(value, np.ndarray) and value.dtype.char in ARRAY_DTYPES:
+            return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode(),
+                               bool(value.flags.writeable)]}
+        if isinstance(value, np.generic) and value.dtype.char in DTYPES:
+            item = value.item()
+            return {"__np__": [value.dtype.str, item if not isinstance(item, float) or math.isfinite(item) else repr(item)]}
+        if isinstance(value, list):
+            return [self._encode(v) for v in value]
+        if isinstance(value, tuple):
+            return {"__tuple__": [self._encode(v) for v in value]}
+        if isinstance(value, dict):
+            return {"__dict__": [[k, self._encode(v)] for k, v in value.items()]}
+        if isinstance(value, type) and issubclass(value, BaseException) and MAPPED_ERRORS.get(value.__name__) is value:
+            return {"__exctype__": value.__name__}
+        if isinstance(value, BaseException) and MAPPED_ERRORS.get(type(value).__name__) is type(value):
+            return {"__exc__": [type(value).__name__, str(value)]}
+        if type(value) is slice:
+            return {"__slice__": [self._encode(value.start), self._encode(value.stop), self._encode(value.step)]}
+        if value is Ellipsis:
+            return {"__ellipsis__": True}
+        if hasattr(type(value), "__remote_methods__"):  # one of our objects, used by learner code through its methods
+            methods = [[name, self._encode(getattr(value, name))] for name in type(value).__remote_methods__]
+            return {"__obj__": methods, "call": self._encode(value.__call__) if callable(value) else None}
+        if callable(value):
+            if id(value) not in self._callback_ids:
+                self._callback_ids[id(value)] = len(self._callbacks)
+                self._callbacks.append(value)
+            return {"__cb__": self._callback_ids[id(value)]}
+        raise TypeError(f"cannot send a {type(value).__name__} to the learner's process")
+
+    def _decode(self, value):
+        self._values += 1
+        if self._values > VALUE_LIMIT:
+            raise ProtocolError("too many values in one answer")
+        kind = type(value)
+        if value is None or kind in (bool, int, float, str):
+            return value
+        if kind is list:
+            return [self._decode(v) for v in value]
+        if kind is not dict or len(value) == 0:
+            raise ProtocolError(f"unexpected {kind.__name__}")
+        if "__nd__" in value:
+            return _array(*value["__nd__"])
+        if "__np__" in value:
+            dtype, item = value["__np__"]
+            dtype = _dtype(dtype)
+            return dtype.type(_float_text(item) if isinstance(item, str) else item)
+        if "__float__" in value:
+            return _float_text(value["__float__"])
+        if "__tuple__" in value:
+            return tuple(self._decode(v) for v in _list(value["__tuple__"]))
+        if "__dict__" in value:
+            pairs = _list(value["__dict__"])
+            return {_key(k): self._decode(v) for k, v in pairs}
+        if "__slice__" in value:
+            start, stop, step = (self._decode(v) for v in _list(value["__slice__"]))
+            if not all(v is None or type(v) is int for v in (start, stop, step)):
+                raise ProtocolError("slice bounds")
+            return slice(start, stop, step)
+        if "__ellipsis__" in value:
+            return Ellipsis
+        if "__cb__" in value:  # one of our own functions, handed back (a recipe stores the backward functions given)
+            return self._callbacks[int(value["__cb__"])]
+        if "__ref__" in value:
+            return self._proxy(int(value["__ref__"]), str(value.get("type", "object")), bool(value.get("callable")),
+                               bool(value.get("container")))
+        if "__arg__" in value:
+            sent = [a for a in self._call_args if isinstance(a, np.ndarray)]
+            return sent[int(value["__arg__"])]
+        raise ProtocolError(f"unknown tag {sorted(value)[:3]}")
+
+    def _proxy(self, handle: int, type_name: str, is_callable: bool, is_container: bool) -> Remote:
+        if handle not in self._proxies:
+            proxy = object.__new__(_proxy_class(type_name, is_callable, is_container))
+            object.__setattr__(proxy, "_worker", self)
+            object.__setattr__(proxy, "_handle", handle)
+            self._proxies[handle] = proxy
+        return self._proxies[handle]
+
+    # -- frames ------------------------------------------------------------------------------------------------
+    def _send(self, message: dict) -> None:
+        data = json.dumps(message, allow_nan=False).encode()
+        try:
+            self._socket.sendall(struct.pack(">I", len(data)) + data)
+        except OSError:
+            raise self._stop(self._death()) from None
+
+    def _receive(self) -> dict:
+        self._values = 0
+        header = self._read(4)
+        (size,) = struct.unpack(">I", header)
+        if size > FRAME_LIMIT:
+            raise ProtocolError(f"an answer larger than {FRAME_LIMIT >> 20} MiB")
+        return json.loads(self._read(size), parse_constant=_no_constant)
+
+    def _read(self, size: int) -> bytes:
+        chunks, left = [], size
+        while left:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._timed_out()
+            self._socket.settimeout(remaining)
+            try:
+                chunk = self._socket.recv(min(left, 1 << 20))
+            except socket.timeout:
+                raise self._timed_out() from None
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise self._stop(self._death())
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _timed_out(self) -> Stopped:
+        if self._deadline >= self._budget_end:
+            return self._stop(self._over_budget())
+        return self._stop("timeout", timeout=True)
+
+    def _over_budget(self) -> str:
+        return f"the checks of this exercise took more than {self._budget:g} s in all: is your code very slow?"
+
+    def _stop(self, reason: str, timeout: bool = False) -> Stopped:
+        """Kill the worker and remember why: every later request fails at once with the same reason."""
+        self._kill()
+        self.stopped = Stopped(reason, timeout=timeout)
+        return self.stopped
+
+    def _death(self) -> str:
+        """Why the worker ended, in words a learner can act on."""
+        try:
+            code = self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "the process that runs your code stopped answering"
+        self._stderr.flush()
+        tail = Path(self._home.name, "stderr").read_bytes()[-2000:].decode(errors="replace")
+        if code is not None and code > 128 and code - 128 in signal.Signals._value2member_map_:
+            code = -(code - 128)  # bubblewrap reports a signal death inside the sandbox as 128 + the signal
+        if "MemoryError" in tail:
+            return "your code ran out of memory (the limit is 4 GiB)"
+        if code == -signal.SIGXCPU:
+            return "your code used up its CPU time (about 5 minutes for one exercise's checks)"
+        if code == -signal.SIGSEGV:
+            return ("the process running your code crashed (segmentation fault): usually unbounded recursion past "
+                    "a raised recursion limit. Keep your own stack (a list) instead of recursing.")
+        if code is not None and code < 0:
+            return (f"the process running your code was killed by signal {signal.Signals(-code).name}: does your "
+                    "code kill processes?")
+        return (f"your code ended the process that runs it (exit code {code}): do not call exit(), sys.exit(), "
+                "os._exit() or kill processes in an exercise.")
+
+
+def call_method(value, name: str, *args):
+    """value.name(*args), in one request when value is remote (instead of one for the method, one for the call)."""
+    if isinstance(value, Remote):
+        return value._worker.request({"op": "method", "target": value, "name": name, "args": list(args)})
+    return getattr(value, name)(*args)
+
+
+def repeat(value, name: str, times: int) -> list:
+    """[value.name(), value.name().name(), ...]: ``times`` calls, each on the previous result.
+
+    One request when value is remote: a check building a 10,000-link chain waits for one reply, not 10,000.
+    """
+    if isinstance(value, Remote):
+        return value._worker.request({"op": "repeat", "target": value, "name": name, "times": times})
+    results = []
+    for _ in range(times):
+        value = getattr(value, name)()
+        results.append(value)
+    return results
+
+
+def type_of(value):
+    """type(value), for local and remote values alike (a Remote's type is the learner's class, as a Remote)."""
+    return value._op("type", value) if isinstance(value, Remote) else type(value)
+
+
+def beside(answer, module):
+    """``module`` where the learner's objects live: the module itself for local answers, installed in the worker
+    for remote ones (``answer`` may be a dict of answers, as some test cells pass)."""
+    found = [v for v in (answer.values() if isinstance(answer, dict) else [answer]) if isinstance(v, Remote)]
+    return found[0]._worker.install(module) if found else module
+
+
+def _no_constant(name: str):
+    raise ProtocolError(f"bare {name} in an answer")
+
+
+def _float_text(text: str) -> float:
+    if text not in ("nan", "inf", "-inf"):
+        raise ProtocolError(f"not a float: {text[:20]!r}")
+    return float(text)
+
+
+def _dtype(text, allowed: str = DTYPES) -> np.dtype:
+    dtype = np.dtype(str(text))
+    if dtype.char not in allowed:
+        raise ProtocolError(f"dtype {dtype} is not a number type")
+    return dtype
+
+
+def _list(value) -> list:
+    if type(value) is not list:
+        raise ProtocolError("expected a list")
+    return value
+
+
+def _key(key):
+    if type(key) not in (str, int):
+        raise ProtocolError("dict key")
+    return key
+
+
+def _array(dtype, shape, data, writeable) -> np.ndarray:
+    dtype = _dtype(dtype, ARRAY_DTYPES)
+    shape = tuple(int(n) for n in _list(shape))
+    if len(shape) > 32 or any(n < 0 for n in shape):
+        raise ProtocolError("array shape")
+    raw = base64.b64decode(str(data), validate=True)
+    if len(raw) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
+        raise ProtocolError("array size")
+    array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    array.flags.writeable = bool(writeable)
+    return array

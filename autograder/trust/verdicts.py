@@ -1,0 +1,237 @@
+"""Trusted verdicts: each exercise's check runs here, against the submission's code running in a sandboxed worker.
+
+For one exercise the worker gets the learner's program up to that exercise's test cell -- answer cells whole,
+every other cell reduced to its definitions (imports, functions, classes, attribute patches, constants), so
+demonstrations and training runs are not repeated -- then the exercise's check runs here, reading the names it
+declares (``autograder.checks.answer_names``) from the worker. Each exercise gets a fresh worker, forked from a clean
+zygote (``remote.Zygote``) that kills whatever the last worker left: one exercise's crash, loop or tampering cannot
+touch another's.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.trust import remote
+from autograder.contract import exercise_id
+
+HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+LOAD_TIMEOUT_S = 30.0  # one cell's top level: definitions take milliseconds; this only stops a runaway loop
+VERIFIED = "all hidden checks passed (verified outside your notebook's kernel)."
+
+
+@dataclass
+class Verdict:
+    exercise: str
+    passed: bool
+    message: str
+
+
+@dataclass
+class Cell:
+    name: str      # what a learner recognises: the answer's grade id, or "cell 7"
+    code: str
+    answer: bool
+
+
+def checked_exercise(test_source: str) -> str | None:
+    """The exercise id of the hidden block's ``check("id", globals())``, if it has one."""
+    start, end = test_source.find(HIDDEN_BLOCK[0]), test_source.find(HIDDEN_BLOCK[1])
+    if start < 0 or end < 0:
+        return None
+    for node in ast.walk(ast.parse(test_source[start:end])):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check" and node.args:
+            return ast.literal_eval(node.args[0])
+    return None
+
+
+class WorkerNamespace(Mapping):
+    """The learner's names, read from the worker when a check asks for them (as Remotes or plain data)."""
+
+    def __init__(self, worker: remote.Worker):
+        self.worker, self._read = worker, {}
+
+    def __getitem__(self, name: str):
+        if name not in self._read:
+            if not name.isidentifier():
+                raise KeyError(name)
+            try:
+                self._read[name] = self.worker.evaluate(name)
+            except NameError:
+                raise KeyError(name) from None
+        return self._read[name]
+
+    def __iter__(self):  # the checks look names up; they never list them
+        return iter(self._read)
+
+    def __len__(self) -> int:
+        return len(self._read)
+
+
+def definitions(code: str) -> str:
+    """The statements of a non-answer cell that later code may need: imports, defs, classes, patches, constants."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return ""
+    kept = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef,
+                                                   ast.ClassDef)) or _patch_or_constant(s)]
+    return "\n".join(ast.unparse(s) for s in kept)
+
+
+def _patch_or_constant(statement) -> bool:
+    """``Tensor.__add__ = add`` (a class patched with a function) or ``FULL_MNIST = False`` (a named constant)."""
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+        return False
+    targets = [leaf for t in (statement.targets if isinstance(statement, ast.Assign) else [statement.target])
+               for leaf in _leaves(t)]
+    if all(isinstance(t, ast.Attribute) for t in targets):
+        return all(isinstance(v, (ast.Name, ast.Attribute, ast.Lambda)) for v in _leaves(statement.value))
+    if not all(isinstance(t, ast.Name) for t in targets):
+        return False
+    try:
+        ast.literal_eval(statement.value)
+    except ValueError:
+        return False
+    return True
+
+
+def python(source: str) -> str:
+    """A cell's source as plain Python: IPython's magics and shell escapes become calls, as the kernel sees them."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(source)
+
+
+def _leaves(node) -> list:
+    """The elements of a (nested) tuple expression, or the expression itself."""
+    return [leaf for element in node.elts for leaf in _leaves(element)] if isinstance(node, ast.Tuple) else [node]
+
+
+def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
+    """The learner program of a submission, with the course's own test cells.
+
+    Cells are recognised by the grade ids of the course's source notebook, never by the submission's flags, so a
+    learner who unmarks, re-marks or edits a test cell changes nothing: test sources come from the course.
+
+    Returns:
+        cells: in the submission's order, test cells left out.
+        tests: exercise id -> (number of program cells before its test cell, the course's test cell source).
+    """
+    course = {c.metadata["nbgrader"]["grade_id"]: c for c in course_nb.cells
+              if c.metadata.get("nbgrader", {}).get("grade_id")}
+    answers = {g for g, c in course.items() if c.metadata["nbgrader"].get("solution")}
+    tests = {g: c.source for g, c in course.items() if c.metadata["nbgrader"].get("grade")
+             and not c.metadata["nbgrader"].get("solution")}
+    cells, found = [], {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in tests and exercise_id(grade_id) not in found:
+            found[exercise_id(grade_id)] = (len(cells), tests[grade_id])
+        elif grade_id in answers:
+            cells.append(Cell(grade_id, python(cell.source), answer=True))
+            answers.discard(grade_id)  # a pasted copy of an answer cell counts once
+        elif grade_id not in tests:
+            code = definitions(python(cell.source))
+            if code:
+                cells.append(Cell(f"cell {index + 1}", code, answer=False))
+    for grade_id, source in tests.items():  # a deleted test cell is still graded, after everything
+        found.setdefault(exercise_id(grade_id), (len(cells), source))
+    return cells, found
+
+
+def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
+    """The trusted verdict of every exercise whose course test cell calls a check."""
+    from autograder.checks import has_check
+
+    from autograder.checks.harness.diagnostics import case_seed
+
+    cells, tests = program(nb, course_nb)
+    found, poisoned, settled = {}, {}, {}
+    # Randomized cases drawn from the answers themselves: the same submission always gets the same grade.
+    seed = int(hashlib.sha256("\0".join(c.code for c in cells if c.answer).encode()).hexdigest()[:15], 16)
+    with remote.Zygote(hide) as zygote:
+        for exercise, (position, test_source) in tests.items():
+            check_id = checked_exercise(test_source)
+            if check_id is None or not has_check(check_id):
+                continue
+            with case_seed(seed):
+                found[exercise] = judge(check_id, cells[:position], hide, poisoned, settled, zygote)
+    return found
+
+
+def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...] = (), poisoned: dict[str, str] | None = None,
+          settled: dict | None = None, zygote: remote.Zygote | None = None) -> Verdict:
+    """Run one exercise's check against a fresh worker holding ``cells``.
+
+    The test cell's visible asserts are not run here: they use torch as a reference, and they can only fail a
+    submission, so the kernel's run of them is good enough (TrustedVerdicts counts a failure there).
+
+    ``poisoned`` maps cells whose top level killed or stalled a worker to why; they are left out from then on (and
+    reported), so one runaway cell costs its own exercise, not every exercise after it. ``settled`` holds the
+    verdicts of exercises checked before (``autograder.checks.check``): an exercise that builds on one of them is
+    not made to check it again.
+    """
+    from autograder.checks import check
+    from autograder.checks.harness.diagnostics import CheckFailure
+
+    poisoned = {} if poisoned is None else poisoned
+    while True:
+        worker = remote.Worker(hide=hide, zygote=zygote)
+        problems, culprit = load(worker, [c for c in cells if c.name not in poisoned])
+        if culprit is None:
+            break
+        worker.close()
+        poisoned[culprit] = problems[-1]
+    problems = [f"{why} -- so that cell was left out" for name, why in poisoned.items()
+                if any(c.name == name for c in cells)] + problems
+    with worker:
+        try:
+            check(check_id, WorkerNamespace(worker), quiet=True, settled=settled)
+        except CheckFailure as failure:
+            return Verdict(check_id, False, explain(failure.message, problems))
+        except remote.Stopped as stop:  # reading a name stalled or killed the worker
+            return Verdict(check_id, False, explain(stopped_message(stop), problems))
+    return Verdict(check_id, True, VERIFIED)
+
+
+def load(worker: remote.Worker, cells: list[Cell]) -> tuple[list[str], str | None]:
+    """Run the learner program in the worker.
+
+    Returns:
+        what went wrong, cell by cell (the checks decide what it costs), and the cell that stopped the worker.
+    """
+    problems = []
+    for cell in cells:
+        try:
+            if cell.answer:
+                worker.run(cell.code, f"<{cell.name}>", timeout=LOAD_TIMEOUT_S)
+            else:
+                worker.request({"op": "given", "code": cell.code, "name": f"<{cell.name}>"}, timeout=LOAD_TIMEOUT_S)
+        except remote.Stopped as stop:
+            problems.append(f"{cell.name}: {stopped_message(stop, LOAD_TIMEOUT_S)}")
+            return problems, cell.name
+        except NotImplementedError:
+            pass  # an exercise not done yet: its check says so
+        except Exception as error:
+            if cell.answer:  # a given cell failing here (an import of the blocked torch, say) is not the learner's
+                problems.append(f"{cell.name} raised {getattr(error, 'type_name', type(error).__name__)}: {error}")
+    return problems, None
+
+
+def stopped_message(stop: remote.Stopped, seconds: float = remote.DEFAULT_TIMEOUT_S) -> str:
+    if stop.timeout:
+        return f"your code did not finish within {seconds:g} s: is there a loop that never ends?"
+    return stop.reason
+
+
+def explain(message: str, problems: list[str]) -> str:
+    """The check's diagnosis, after what went wrong while running the notebook's cells (often the real cause)."""
+    if not problems:
+        return message
+    return "While running your notebook's cells: " + "; ".join(problems) + "\n" + message

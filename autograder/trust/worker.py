@@ -1,0 +1,513 @@
+"""The learner side of trusted grading: runs one submission's code and answers requests in plain data.
+
+This file runs *inside the sandbox*, as a script, with nothing of the course importable: only the standard
+library and numpy. It is the only code of ours in the process that executes learner code, and it holds no check,
+no oracle and no solution, so there is nothing here worth tampering with: whatever it sends back is judged by the
+trusted side (``autograder.trust.remote``), which decodes it as plain data and compares it with its own references.
+
+Protocol (one JSON document per frame, a 4-byte big-endian length first, over the socket whose descriptor is in
+$WORKER_FD):
+  requests   {"id": n, "op": "exec" | "given" | "eval" | "call" | "method" | "getattr" | "setattr" | "operator" |
+             "list" | "repeat", ...}; a call with "write_back": true answers {"result", "arguments": what changed}
+  replies    {"reply": n, "ok": value}, {"reply": n, "error": {"type", "message", "builtin"}}, or
+             {"reply": n, "stopped": reason} when the answer cannot count (threads left running)
+  callbacks  {"id": n, "op": "callback", "target": k, "args": [...], "kwargs": {...}} (from here to the trusted side)
+  install    {"id": n, "op": "install", "name", "code"}: reference code a check needs next to learner objects
+Values are JSON with tagged objects: {"__nd__": [dtype, shape, base64, writeable]} for arrays,
+{"__np__": [dtype, value]} for numpy scalars, {"__tuple__": [...]}, {"__dict__": [[k, v], ...]}, {"__float__": text}
+for non-finite floats, {"__ref__": handle, "type": name} for an object that stays here, {"__cb__": k} for a
+function that stays on the trusted side, {"__arg__": i} for "the very array you sent as argument i",
+{"__slice__": [start, stop, step]} and {"__ellipsis__": true} for indices, {"__obj__": [[method, callback]...],
+"call": callback} for an object of the trusted side that learner code uses through its methods.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import importlib
+import importlib.abc
+import json
+import math
+import operator
+import os
+import shutil
+import signal
+import socket
+import struct
+import sys
+import traceback
+import types
+
+import numpy as np
+
+# Libraries that differentiate for you. Learner code must not reach them while being graded; the sandbox also
+# hides their files, this is the second line (and the only one where no sandbox exists).
+AUTODIFF = ("torch", "functorch", "torchgen", "jax", "jaxlib", "autograd", "tensorflow", "sympy", "mpmath", "theano",
+            "aesara", "pytensor", "mxnet", "chainer", "tinygrad", "micrograd")
+COURSE = ("autograder", "labtools")  # the grader and the notebooks' helpers: not part of any answer
+# Imported by given cells for pictures and progress bars, which grading never shows: loaded only if something uses
+# them (matplotlib alone costs half a second per worker).
+DISPLAY = ("matplotlib", "IPython", "ipywidgets", "tqdm", "graphviz", "threadpoolctl")
+DTYPES = "?bBhHiIlLqQefd"  # bool, signed and unsigned integers, float16/32/64: the kinds a gradient can have
+ARRAY_DTYPES = DTYPES + "FD"  # arrays may also be complex (a check hands one over to be refused); numbers stay real
+OPERATORS = {name: getattr(operator, name) for name in (
+    "add", "sub", "mul", "truediv", "pow", "matmul", "neg", "getitem", "setitem", "lt", "le", "gt", "ge")}
+OPERATORS.update(len=len, float=float, int=int, bool=bool, isinstance=isinstance, issubclass=issubclass, type=type)
+
+
+class Unavailable(ImportError):
+    pass
+
+
+class _Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if top in AUTODIFF:
+            raise Unavailable(f"{name} cannot be imported while your code is graded: the exercise is to compute "
+                              "gradients yourself, with numpy")
+        if top in COURSE:
+            raise Unavailable(f"{name} cannot be imported while your code is graded: an answer may use numpy and "
+                              "the standard library, not the course's own packages")
+        return None
+
+
+class Connection:
+    """Length-prefixed JSON frames over a socket, with the handle tables of this side."""
+
+    def __init__(self, sock: socket.socket):
+        self.reader, self.writer = sock.makefile("rb"), sock.makefile("wb")
+        self.objects: dict[int, object] = {}   # handle -> object kept alive here
+        self.handles: dict[int, int] = {}      # id(object) -> handle
+        self.next_id = 0
+        self.args: list = []                   # the arrays of the current call, for {"__arg__": i}
+
+    def send(self, message: dict) -> None:
+        data = json.dumps(message, allow_nan=False).encode()
+        self.writer.write(struct.pack(">I", len(data)) + data)
+        self.writer.flush()
+
+    def receive(self) -> dict:
+        header = self.reader.read(4)
+        if len(header) < 4:
+            raise SystemExit(0)  # the trusted side hung up: nothing more to do
+        (size,) = struct.unpack(">I", header)
+        return json.loads(self.reader.read(size))
+
+    # -- values ------------------------------------------------------------------------------------------------
+    def encode(self, value, depth: int = 0):
+        kind = type(value)
+        if value is None or kind in (bool, int, str):
+            return value
+        if kind is float:
+            return value if math.isfinite(value) else {"__float__": repr(value)}
+        if isinstance(value, np.ndarray) and value.dtype.char in ARRAY_DTYPES:
+            for i, sent in enumerate(self.args):
+                if value is sent:
+                    return {"__arg__": i}
+            return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode(),
+                               bool(value.flags.writeable)]}
+        if isinstance(value, np.generic) and value.dtype.char in DTYPES:
+            item = value.item()
+            return {"__np__": [value.dtype.str, item if not isinstance(item, float) or math.isfinite(item) else repr(item)]}
+        if kind is slice:
+            return {"__slice__": [self.encode(value.start, depth + 1), self.encode(value.stop, depth + 1),
+                                  self.encode(value.step, depth + 1)]}
+        if value is Ellipsis:
+            return {"__ellipsis__": True}
+        if kind is Callback:
+            return {"__cb__": value._target}
+        if depth < 20 and kind is list:
+            return [self.encode(v, depth + 1) for v in value]
+        if depth < 20 and kind is tuple:
+            return {"__tuple__": [self.encode(v, depth + 1) for v in value]}
+        if depth < 20 and kind is dict and all(type(k) in (str, int) for k in value):
+            return {"__dict__": [[k, self.encode(v, depth + 1)] for k, v in value.items()]}
+        return self.reference(value)
+
+    def reference(self, value) -> dict:
+        handle = self.handles.get(id(value))
+        if handle is None:
+            handle = self.handles[id(value)] = self.next_id
+            self.objects[handle] = value
+            self.next_id += 1
+        kind = type(value)
+        return {"__ref__": handle, "type": kind.__name__[:80], "callable": callable(value),
+                "container": hasattr(kind, "__iter__") or hasattr(kind, "__getitem__")}
+
+    def decode(self, value):
+        if isinstance(value, list):
+            return [self.decode(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "__ref__" in value:
+            return self.objects[value["__ref__"]]
+        if "__cb__" in value:
+            return Callback(self, value["__cb__"])
+        if "__obj__" in value:
+            return TrustedObject({name: self.decode(method) for name, method in value["__obj__"]},
+                                 self.decode(value["call"]))
+        if "__nd__" in value:
+            dtype, shape, data, writeable = value["__nd__"]
+            array = np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype)).reshape(shape).copy()
+            array.flags.writeable = writeable
+            return array
+        if "__np__" in value:
+            dtype, item = value["__np__"]
+            return np.dtype(dtype).type(float(item) if isinstance(item, str) else item)
+        if "__float__" in value:
+            return float(value["__float__"])
+        if "__slice__" in value:
+            return slice(*(self.decode(v) for v in value["__slice__"]))
+        if "__exctype__" in value:
+            return getattr(builtins, value["__exctype__"])
+        if "__exc__" in value:
+            return getattr(builtins, value["__exc__"][0])(value["__exc__"][1])
+        if "__ellipsis__" in value:
+            return Ellipsis
+        if "__tuple__" in value:
+            return tuple(self.decode(v) for v in value["__tuple__"])
+        if "__dict__" in value:
+            return {k: self.decode(v) for k, v in value["__dict__"]}
+        raise ValueError(f"unknown value tag {sorted(value)}")
+
+    # -- requests ----------------------------------------------------------------------------------------------
+    def wait_for(self, request_id: int, namespace: dict):
+        """Serve the trusted side's requests until the reply to ``request_id`` (0: until it hangs up) arrives."""
+        while True:
+            message = self.receive()
+            if message.get("reply") == request_id and request_id:
+                return message
+            self.send(self.answer(message, namespace))
+
+    def answer(self, message: dict, namespace: dict) -> dict:
+        try:
+            reply = {"reply": message["id"], "ok": self.perform(message, namespace)}
+        except BaseException as error:  # noqa: B036 -- SystemExit and KeyboardInterrupt from learner code are answers too
+            if isinstance(error, RecursionError):
+                sys.setrecursionlimit(RECURSION_LIMIT)
+            reply = {"reply": message["id"], "error": describe(error)}
+        if running_threads() > BASELINE_THREADS:  # they could change results after we answer: the answer is void
+            reply = {"reply": message["id"], "stopped": "your code started a thread (or process) that was still "
+                                                        "running when it returned; an exercise must not leave any"}
+        return reply
+
+    def perform(self, message: dict, namespace: dict):
+        op = message["op"]
+        if op == "exec":
+            exec(compile(message["code"], message.get("name", "<cell>"), "exec"), namespace)
+            return None
+        if op == "eval":
+            return self.encode(eval(compile(message["code"], "<answer>", "eval"), namespace))
+        target = self.decode(message.get("target"))
+        args = self.decode(message.get("args", []))
+        kwargs = self.decode(message.get("kwargs", {"__dict__": []}))
+        if op == "getattr":
+            return self.encode(getattr(target, message["name"]))
+        if op == "method":
+            return self.encode(getattr(target, message["name"])(*args))
+        if op == "setattr":
+            setattr(target, message["name"], args[0])
+            return None
+        if op == "list":
+            return self.encode(list(target))
+        if op == "repeat":  # x.f(), x.f().f(), ...: a deep chain in one request instead of one per link
+            results = []
+            for _ in range(message["times"]):
+                target = getattr(target, message["name"])()
+                results.append(target)
+            return self.encode(results)
+        if op == "operator":
+            return self.encode(OPERATORS[message["name"]](*args))
+        if op == "call":
+            if not message.get("write_back"):
+                return {"result": self.encode(target(*args, **kwargs)), "arguments": []}
+            before = [a.copy() if isinstance(a, np.ndarray) else None for a in args]
+            result = target(*args, **kwargs)
+            # Arguments are copies here: send back what the call did to them, so in-place edits stay visible.
+            changed = [self.encode(a) if isinstance(a, np.ndarray) and not np.array_equal(a, b, equal_nan=True)
+                       else None for a, b in zip(args, before)]
+            self.args = [a for a in args if isinstance(a, np.ndarray)]
+            try:
+                return {"result": self.encode(result), "arguments": changed}
+            finally:
+                self.args = []
+        if op == "install":  # reference code a check needs next to the learner's objects (never an answer)
+            module = types.ModuleType(message["name"])
+            sys.modules[message["name"]] = module
+            exec(compile(message["code"], message["name"], "exec"), module.__dict__)
+            return self.reference(module)
+        if op == "given":
+            return self.run_given(message["code"], message.get("name", "<cell>"), namespace)
+        raise ValueError(f"unknown request {op!r}")
+
+
+    def run_given(self, code: str, name: str, namespace: dict) -> None:
+        """Run a given cell statement by statement; an import of a blocked library binds a stand-in instead, so a
+        learner who calls torch later is told why it is missing."""
+        for statement in ast.parse(code).body:
+            if isinstance(statement, (ast.Import, ast.ImportFrom)) and lazy(statement, namespace):
+                continue
+            try:
+                exec(compile(ast.Module([statement], []), name, "exec"), namespace)
+            except ImportError as error:
+                if not isinstance(statement, (ast.Import, ast.ImportFrom)):
+                    raise
+                for alias in statement.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    namespace[bound] = Missing(bound, str(error))
+
+
+def lazy(statement, namespace: dict) -> bool:
+    """Bind the names of an import of display-only modules to stand-ins that import on first use."""
+    module = statement.module if isinstance(statement, ast.ImportFrom) else None
+    names = [alias.name for alias in statement.names]
+    if getattr(statement, "level", 0) or any(top.split(".")[0] not in DISPLAY for top in ([module] if module else names)):
+        return False
+    for alias in statement.names:
+        if module is None:  # import a.b as c binds c to a.b; import a.b binds a
+            bound = alias.asname or alias.name.split(".")[0]
+            namespace[bound] = Lazy(alias.name if alias.asname else alias.name.split(".")[0])
+        else:
+            namespace[alias.asname or alias.name] = Lazy(module, alias.name)
+    return True
+
+
+class Lazy:
+    """A module (or one of its attributes) imported when first used."""
+
+    def __init__(self, module: str, attribute: str | None = None):
+        self._module, self._attribute = module, attribute
+
+    def _load(self):
+        loaded = importlib.import_module(self._module)
+        return getattr(loaded, self._attribute) if self._attribute else loaded
+
+    def __getattr__(self, name):
+        return getattr(self._load(), name)
+
+    def __call__(self, *args, **kwargs):
+        return self._load()(*args, **kwargs)
+
+
+class Missing:
+    """Stands for a library that cannot be imported while grading; any use says so."""
+
+    def __init__(self, name: str, why: str):
+        self._name, self._why = name, why
+
+    def __getattr__(self, attribute):
+        raise Unavailable(f"{self._name}.{attribute}: {self._why}")
+
+    def __call__(self, *args, **kwargs):
+        raise Unavailable(self._why)
+
+
+class Shell:
+    """What ``get_ipython()`` returns here: notebook magics (already turned into calls by the trusted side) do
+    nothing, except that a cell magic such as %%time still runs its cell's code."""
+
+    def run_line_magic(self, name, line, *args):
+        return None
+
+    def run_cell_magic(self, name, line, cell):
+        exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE)
+
+    def system(self, *args, **kwargs):
+        return None
+
+    getoutput = system
+
+
+class TrustedObject:
+    """An object of the checking side (a reference model, a spy optimizer): its methods are callbacks."""
+
+    def __init__(self, methods: dict, call):
+        self.__dict__.update(methods)
+        self._call = call
+
+    def __call__(self, *args, **kwargs):
+        if self._call is None:
+            raise TypeError("this object is not callable")
+        return self._call(*args, **kwargs)
+
+
+class Callback:
+    """A function that lives on the trusted side (a probe's f(x)); calling it asks the trusted side to run it."""
+
+    def __init__(self, connection: Connection, target: int):
+        self._connection, self._target = connection, target
+
+    def __call__(self, *args, **kwargs):
+        conn = self._connection
+        conn.next_id += 1
+        request_id = -conn.next_id  # negative ids: requests that start on this side
+        saved, conn.args = conn.args, []
+        try:
+            conn.send({"id": request_id, "op": "callback", "target": self._target,
+                       "args": [conn.encode(a) for a in args],
+                       "kwargs": {"__dict__": [[k, conn.encode(v)] for k, v in kwargs.items()]}})
+        finally:
+            conn.args = saved
+        reply = conn.wait_for(request_id, NAMESPACE)
+        if "error" in reply:
+            raise getattr(builtins, reply["error"]["type"], RuntimeError)(reply["error"]["message"])
+        return conn.decode(reply["ok"])
+
+
+def describe(error: BaseException) -> dict:
+    kind = type(error)
+    builtin = getattr(builtins, kind.__name__, None) is kind
+    try:
+        message = str(error)
+    except BaseException:  # noqa: B036 -- a learner exception whose __str__ fails still has a type
+        message = "(its message could not be shown)"
+    if not builtin and isinstance(error, ImportError):
+        builtin, kind = True, ImportError
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return {"type": kind.__name__[:80], "message": message[:300], "builtin": builtin,
+            "where": "".join(traceback.format_exception_only(kind, error))[-300:] if not builtin else "",
+            # the function that raised, e.g. a stub's name (diagnostics names it for the learner)
+            "raised_in": frame.tb_frame.f_code.co_qualname[:80] if frame is not None else ""}
+
+
+def running_threads() -> int:
+    """Threads of this process, whoever started them (the threading module does not see _thread or C threads)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+RECURSION_LIMIT = sys.getrecursionlimit()
+BASELINE_THREADS = running_threads()
+LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __main__ (dataclasses look it up)
+NAMESPACE = LEARNER.__dict__
+NAMESPACE["get_ipython"] = Shell
+
+
+def main() -> None:
+    sys.meta_path.insert(0, _Blocker())
+    sys.modules["__main__"] = LEARNER
+    os.chdir(os.environ.get("WORKER_HOME", "/tmp"))
+    connection = Connection(socket.socket(fileno=int(os.environ["WORKER_FD"])))
+    connection.wait_for(0, NAMESPACE)
+
+
+def zygote(control: socket.socket) -> None:
+    """Fork a fresh worker for each exercise of one submission from this process, which has numpy and this module
+    loaded and never runs learner code (autograder.trust.remote.Zygote). One request at a time on ``control``:
+
+      b"S" with two descriptors, the worker's socket and its stderr: fork a worker; answer its pid (4 bytes).
+      b"E": end the worker: kill every other process of this sandbox, remove what appeared in its writable folders
+            (/tmp, the home folders, the hidden course folder), answer the worker's exit code (4 bytes, negative
+            for a signal), so the next exercise finds nothing the last one left.
+
+    Anything else ends the zygote. Only inside the sandbox's own PID namespace, where "every other process" is this
+    submission's, as the child of its init.
+    """
+    if os.getppid() != 1:
+        raise SystemExit("zygote mode needs the sandbox's PID namespace")
+    worker, fresh = None, _scratch()
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 1, 2)
+        if message == b"S" and len(fds) == 2 and worker is None:
+            worker = os.fork()
+            if worker == 0:
+                control.close()
+                _forked_worker(*fds)
+            for fd in fds:
+                os.close(fd)
+            control.sendall(struct.pack(">i", worker))
+        elif message == b"E" and not fds and worker is not None:
+            code = _end(worker, fresh)
+            worker = None
+            control.sendall(struct.pack(">i", code))
+        else:
+            return
+
+
+def _forked_worker(connection_fd: int, stderr_fd: int) -> None:
+    """A worker as if freshly started: its own session, stderr, folder and random state. Never returns."""
+    code = 1
+    try:
+        os.setsid()
+        os.dup2(stderr_fd, 2)
+        os.close(stderr_fd)
+        np.random.seed()  # a forked child would otherwise repeat the zygote's stream
+        home = f"/tmp/worker-{os.getpid()}"
+        os.mkdir(home)
+        os.environ.update(WORKER_FD=str(connection_fd), WORKER_HOME=home)
+        main()
+        code = 0
+    except SystemExit as done:  # what the interpreter would exit with
+        code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+    except BaseException:  # noqa: B036 -- as an uncaught exception ends a process: traceback, exit code 1
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _end(worker: int, fresh: set[str]) -> int:
+    """Kill every process of the sandbox but its init and this one, and remove from its writable folders what is
+    not in ``fresh`` (what they held when the sandbox started); the worker's exit code."""
+    me = os.getpid()
+    for _ in range(100):  # a process may fork while the others are being killed: go round until none is left
+        alive = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in (1, me)
+                 and _state(pid) not in ("Z", "X", "")]
+        if not alive:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    _, status = os.waitpid(worker, 0)
+    for path in sorted(_scratch() - fresh):  # sorted: a folder before what it holds, which goes with it
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    return os.waitstatus_to_exitcode(status)
+
+
+def _scratch() -> set[str]:
+    """Every path in the sandbox's writable tmpfs folders, not descending into what is mounted on them (the
+    worker script, the interpreter, a hidden folder inside /tmp): the same set before and after a clean exercise."""
+    visible = {}
+    with open("/proc/self/mountinfo") as mounts:  # the last mount on a point is the one that shows
+        for line in mounts:
+            fields = line.split()
+            kind = fields[fields.index("-") + 1]
+            visible[fields[4]] = kind == "tmpfs" and "rw" in fields[5].split(",")
+    found = set()
+    for point in (point for point, writable in visible.items() if writable):
+        try:
+            device = os.stat(point).st_dev
+        except OSError:
+            continue
+        for folder, dirs, files in os.walk(point):
+            dirs[:] = [d for d in dirs if os.lstat(os.path.join(folder, d)).st_dev == device]
+            found.update(os.path.join(folder, name) for name in dirs + files)
+    return found
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+if __name__ == "__main__":
+    if os.environ.get("WORKER_ZYGOTE"):
+        zygote(socket.socket(fileno=int(os.environ["WORKER_FD"])))
+    else:
+        main()

@@ -1,0 +1,417 @@
+"""Notebook 2 checks: a wrong implementation per misconception probe is rejected with that probe's message, and
+correct alternatives (Kahn's algorithm, a Value with its own rules for - and /, an MLP without Layer) pass.
+
+Wrong implementations are small text edits of the solution notebook's own code, the way a learner's slip looks;
+genuinely different implementations (other walks, another Value, another network) are extra code.
+"""
+import numpy as np
+import pytest
+
+from autograder import check
+from autograder.tools.solutions import solution_namespace
+from conftest import rejects
+
+NB = "02_scalar_engine"
+
+
+def engine(edits=None, extra=""):
+    return solution_namespace(NB, edits, extra)
+
+
+def edited(exercise_id, *pairs):
+    """The solution with (right, wrong) text edits in the answer cell of ``exercise_id``."""
+    return engine({exercise_id: list(pairs)})
+
+
+@pytest.mark.parametrize("exercise", ["value_node", "topological_order", "backward", "derived_operators",
+                                      "nonlinearities", "mlp"])
+def test_solution_passes(exercise):
+    check(exercise, engine())
+
+
+# ------------------------------------------------------------------------------------------- topological_order
+
+KAHN = '''
+from collections import deque
+
+def topological_order(root):
+    """Kahn's algorithm: count each node's consumers, emit a node once all of them are emitted, then reverse."""
+    consumers, seen, todo = {}, {root}, [root]
+    while todo:
+        node = todo.pop()
+        for child in node._prev:
+            consumers[child] = consumers.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    ready, emitted = deque([root]), []
+    while ready:
+        node = ready.popleft()
+        emitted.append(node)
+        for child in node._prev:
+            consumers[child] -= 1
+            if consumers[child] == 0:
+                ready.append(child)
+    return emitted[::-1]
+'''
+
+RECURSIVE = '''
+def topological_order(root):
+    order, visited = [], set()
+
+    def visit(node):
+        if node not in visited:
+            visited.add(node)
+            for child in node._prev:
+                visit(child)
+            order.append(node)
+    visit(root)
+    return order
+'''
+
+RAISES_THE_LIMIT = RECURSIVE.replace("    order, visited = [], set()\n",
+                                     "    import sys\n    sys.setrecursionlimit(100_000)\n    order, visited = [], set()\n")
+
+BY_PATHS = '''
+def topological_order(root):
+    """Reverse pre-order over every path, deduplicated at the end: exponential on stacked diamonds."""
+    seen, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        seen.append(node)
+        stack.extend(node._prev)
+    order, kept = [], set()
+    for node in reversed(seen):
+        if node not in kept:
+            kept.add(node)
+            order.append(node)
+    return order
+'''
+
+EXPAND = '''        elif node not in visited:
+            # Mark a node when it is expanded, not when it is pushed: a node pushed earlier by another consumer
+            # must still be appended before this one.
+            visited.add(node)
+            stack.append((node, True))  # come back to it after its inputs
+            stack.extend((child, False) for child in node._prev if child not in visited)
+'''
+MARK_ON_PUSH = '''        else:
+            stack.append((node, True))
+            for child in node._prev:
+                if child not in visited:
+                    visited.add(child)
+                    stack.append((child, False))
+'''
+
+
+def test_topological_order_accepts_kahns_algorithm():
+    check("topological_order", engine(extra=KAHN))
+
+
+@pytest.mark.parametrize("pairs, phrases", [
+    ([("        elif node not in visited:\n", "        else:\n")], ["more than once"]),
+    ([("    return order\n", "    return order[::-1]\n")], ["root comes first"]),
+    ([(EXPAND, MARK_ON_PUSH), ("order, visited = [], set()", "order, visited = [], {root}")],
+     ["comes before one of its inputs"]),
+    ([("    return order\n", "    return order[1:]\n")], ["reachable"]),
+    ([("    return order\n", "    return tuple(order)\n")], ["return a list", "got tuple"]),  # audit 14: the page says list
+    ([("    return order\n", "    return order if root._prev else []\n")], ["single leaf"]),
+])
+def test_topological_order_rejects(pairs, phrases):
+    rejects("topological_order", edited("topological_order", *pairs), *phrases)
+
+
+@pytest.mark.parametrize("extra, phrases", [
+    (RECURSIVE, ["RecursionError", "stack"]),
+    (RAISES_THE_LIMIT, ["recursion limit"]),
+])
+def test_topological_order_rejects_recursive_walks(extra, phrases):
+    rejects("topological_order", engine(extra=extra), *phrases)
+
+
+def test_endless_walk_is_stopped_with_a_diagnosis(monkeypatch):
+    from autograder.checks.harness import diagnostics
+    monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 1)
+    rejects("topological_order", engine(extra=BY_PATHS), "did not finish")
+
+
+# ------------------------------------------------------------------------------------------- backward
+
+BACKWARD_KAHN = KAHN + '''
+def backward(self):
+    self.grad = 1.0
+    for node in reversed(topological_order(self)):
+        node._backward()
+
+Value.backward = backward
+'''
+
+PER_PATH = '''
+def backward(self):
+    """Follows every path from the output: shared nodes run once per path."""
+    self.grad = 1.0
+    stack = [self]
+    while stack:
+        node = stack.pop()
+        node._backward()
+        stack.extend(node._prev)
+
+Value.backward = backward
+'''
+
+FIRST_REACHED = '''
+def backward(self):
+    """Runs each node's rule when a depth-first walk from the output first reaches it, and skips it after."""
+    self.grad = 1.0
+    visited, stack = set(), [self]
+    while stack:
+        node = stack.pop()
+        if node not in visited:
+            visited.add(node)
+            node._backward()
+            stack.extend(node._prev)
+
+Value.backward = backward
+'''
+
+OWN_RECURSIVE_ORDER = RECURSIVE.replace("def topological_order(", "def my_order(") + '''
+def backward(self):
+    self.grad = 1.0
+    for node in reversed(my_order(self)):
+        node._backward()
+
+Value.backward = backward
+'''
+
+SEED = "    self.grad = 1.0\n"
+
+
+def test_backward_accepts_kahns_order():
+    check("backward", engine(extra=BACKWARD_KAHN))
+
+
+@pytest.mark.parametrize("pairs, phrases", [
+    ([("for node in reversed(order):", "for node in order:")], ["processed before all of its consumers"]),
+    ([(SEED, "")], ["seeded with 1"]),
+    ([(SEED, ""), ("        node._backward()\n", "        node._backward()\n    self.grad = 1.0\n")], ["seeded with 1"]),
+    ([(SEED, "    for node in order:\n        node.grad = 0.0\n    self.grad = 1.0\n")], ["accumulates"]),
+])
+def test_backward_rejects(pairs, phrases):
+    rejects("backward", edited("backward", *pairs), *phrases)
+
+
+@pytest.mark.parametrize("extra, phrases", [
+    (PER_PATH, ["ran 2 times", "once per path"]),
+    (FIRST_REACHED, ["the share of one product only", "processed before all of its consumers"]),
+    (OWN_RECURSIVE_ORDER, ["RecursionError"]),
+])
+def test_backward_rejects_other_walks(extra, phrases):
+    rejects("backward", engine(extra=extra), *phrases)
+
+
+def test_backward_names_a_broken_topological_order():
+    rejects("backward", engine(extra=RECURSIVE), "from topological_order", "RecursionError")
+
+
+# ------------------------------------------------------------------------------------------- Value
+
+DIRECT_RULES = '''
+def __sub__(self, other):
+    other = other if isinstance(other, Value) else Value(other)
+    out = Value(self.data - other.data, (self, other), "-")
+
+    def _backward():
+        self.grad += out.grad
+        other.grad -= out.grad
+    out._backward = _backward
+    return out
+
+
+def __truediv__(self, other):
+    other = other if isinstance(other, Value) else Value(other)
+    out = Value(self.data / other.data, (self, other), "/")
+
+    def _backward():
+        self.grad += out.grad / other.data
+        other.grad += -self.data / other.data ** 2 * out.grad
+    out._backward = _backward
+    return out
+
+
+Value.__sub__ = __sub__
+Value.__truediv__ = __truediv__
+Value.__rsub__ = lambda self, other: Value(other) - self
+Value.__rtruediv__ = lambda self, other: Value(other) / self
+Value.__neg__ = lambda self: Value(0.0) - self
+'''
+
+
+@pytest.mark.parametrize("exercise_id", ["value_node", "derived_operators", "nonlinearities", "mlp"])
+def test_value_with_its_own_rules_for_minus_and_divide_passes(exercise_id):
+    check(exercise_id, engine(extra=DIRECT_RULES))
+
+
+ADD_RULE = '''            self.grad += out.grad   # local derivative of a + b with respect to a is 1
+            other.grad += out.grad  # ... and with respect to b too
+'''
+MUL_RULE = '''            self.grad += other.data * out.grad  # local derivative with respect to self is the other input
+            other.grad += self.data * out.grad
+'''
+WRAP_FOR_MUL = '''        other = other if isinstance(other, Value) else Value(other)
+        out = Value(self.data * other.data, (self, other), "*")
+'''
+
+
+@pytest.mark.parametrize("pairs, phrases", [
+    ([(ADD_RULE, ADD_RULE.replace("+=", "=")), (MUL_RULE, MUL_RULE.replace("+=", "="))], ["shared node", "+="]),
+    ([('out = Value(self.data * other.data, (self, other), "*")', 'out = Value(self.data * other.data, (), "*")')],
+     ["_prev"]),
+    ([(ADD_RULE, ADD_RULE + "            out.grad = 0.0  # torch-style freeing\n")], ["leave out.grad alone"]),
+    ([(WRAP_FOR_MUL, "        if not isinstance(other, Value):\n            return Value(self.data * other)\n"
+                     '        out = Value(self.data * other.data, (self, other), "*")\n')], ["Wrap the number"]),
+    ([(MUL_RULE, "            self.grad += out.grad\n            other.grad += out.grad\n")], ["multiply sends"]),
+    # audit 14: the page names the operations
+    ([('(self, other), "+")', "(self, other))")], ["_op ''", "'+'"]),
+    ([('(self, other), "*")', '(self, other), "mul")')], ["_op 'mul'", "'*'"]),
+])
+def test_value_node_rejects(pairs, phrases):
+    rejects("value_node", edited("value_node", *pairs), *phrases)
+
+
+@pytest.mark.parametrize("pairs, phrases", [
+    ([("return other + (-self)", "return self + (-other)")], ["self is the right operand"]),
+    ([("return other * self ** -1", "return self * other ** -1")], ["in __rtruediv__, self is the right operand"]),
+    ([("self.grad += k * self.data ** (k - 1) * out.grad", "self.grad += k * self.data ** k * out.grad")], ["x ** 3"]),
+    ([("def __radd__(self, other):  # other + self\n    return self + other",
+       "def __radd__(self, other):  # other + self\n    return Value(self.data) if other == 0 else self + other")],
+     ["sum() starts from 0"]),
+    ([('f"**{k}"', '"pow"')], ["_op 'pow'", "'**2'"]),  # audit 14: the page names it f"**{k}"
+    ([('f"**{k}"', 'f"**{float(k)}"')], ["'**2'"]),
+])
+def test_derived_operators_reject(pairs, phrases):
+    rejects("derived_operators", edited("derived_operators", *pairs), *phrases)
+
+
+TANH_FORWARD = 'out = Value(math.tanh(self.data), (self,), "tanh")'
+
+
+@pytest.mark.parametrize("pairs, phrases", [
+    ([("self.grad += out.data * out.grad", "self.grad += self.data * out.grad")], ["its output", "not its input"]),
+    ([(TANH_FORWARD, "e = math.exp(2 * self.data)\n    out = Value((e - 1) / (e + 1), (self,), \"tanh\")")],
+     ["overflows"]),
+    ([("self.grad += (out.data > 0) * out.grad", "self.grad += (self.data >= 0) * out.grad")], ["exactly 0"]),
+    ([("self.grad += (1 - out.data ** 2) * out.grad", "self.grad += (1 - self.data ** 2) * out.grad")], ["1 - x²"]),
+    ([("self.grad += out.grad / self.data", "self.grad += math.log(self.data) * out.grad")], ["not log(x)"]),
+    # audit 14: the page's table names each operation
+    ([('(self,), "ReLU")', '(self,), "relu")')], ["_op 'relu'", "'ReLU'"]),
+    ([('(self,), "exp")', '(self,), "e^x")')], ["'exp'"]),
+    ([('(self,), "log")', '(self,), "ln")')], ["'log'"]),
+    ([('(self,), "tanh")', '(self,), "th")')], ["'tanh'"]),
+])
+def test_nonlinearities_reject(pairs, phrases):
+    rejects("nonlinearities", edited("nonlinearities", *pairs), *phrases)
+
+
+@pytest.mark.parametrize("pairs", [
+    [("self.grad += out.data * out.grad", "self.grad += math.exp(self.data) * out.grad")],
+    [("out = Value(self.data if self.data > 0 else 0.0, (self,), \"ReLU\")",
+      "out = Value(max(self.data, 0.0), (self,), \"ReLU\")"),
+     ("self.grad += (out.data > 0) * out.grad", "self.grad += out.grad if self.data > 0 else 0.0")],
+], ids=["exp rule from the input", "relu with max"])
+def test_nonlinearities_accept_other_spellings(pairs):
+    check("nonlinearities", edited("nonlinearities", *pairs))
+
+
+@pytest.mark.parametrize("exercise_id", ["derived_operators", "nonlinearities"])
+def test_later_exercises_name_a_broken_value_node(exercise_id):
+    namespace = edited("value_node", (ADD_RULE, ADD_RULE.replace("+=", "=")), (MUL_RULE, MUL_RULE.replace("+=", "=")))
+    rejects(exercise_id, namespace, "from value_node, which fails its own check", "shared node")
+
+
+@pytest.mark.parametrize("exercise_id", ["derived_operators", "nonlinearities", "mlp"])
+def test_later_exercises_name_a_broken_backward_instead_of_a_knock_on_symptom(exercise_id):
+    """One wrong backward used to cost derived_operators, nonlinearities and mlp too, with messages such as
+    "5 - x must stay connected to x"; now each names backward as the cause."""
+    rejects(exercise_id, engine(extra=PER_PATH), "runs your code from backward, which fails its own check",
+            "once per path")
+
+
+# ------------------------------------------------------------------------------------------- mlp
+
+LAYERLESS = '''
+class MLP(Module):
+    """No Layer class: each layer is a plain list of the solution's Neurons."""
+
+    def __init__(self, n_inputs, sizes):
+        dims = [n_inputs] + list(sizes)
+        self.layers = [[Neuron(dims[i], nonlinear=i < len(sizes) - 1) for _ in range(dims[i + 1])]
+                       for i in range(len(sizes))]
+
+    def __call__(self, x):
+        for layer in self.layers:
+            x = [neuron(x) for neuron in layer]
+        return x[0] if len(x) == 1 else x
+
+    def parameters(self):
+        return [p for layer in self.layers for neuron in layer for p in neuron.parameters()]
+'''
+
+DRAW = "self.w = [Value(random.uniform(-1, 1)) for _ in range(n_inputs)]"
+NEURON_SIGNATURE = "def __init__(self, n_inputs, nonlinear=True):"
+
+
+@pytest.mark.parametrize("pairs, extra", [
+    ([], LAYERLESS),
+    ([(DRAW, "self.w = [Value(2 * random.random() - 1) for _ in range(n_inputs)]")], ""),  # the same draws
+    ([("act = sum((wi * xi for wi, xi in zip(self.w, x)), self.b)",
+       "act = sum(wi * xi for wi, xi in zip(self.w, x)) + self.b")], ""),  # the sum may start from 0
+], ids=["without Layer", "2·random() - 1", "sum from 0"])
+def test_mlp_accepts_correct_alternatives(pairs, extra):
+    check("mlp", engine({"mlp": pairs}, extra))
+
+
+@pytest.mark.parametrize("pairs, phrases", [
+    ([("return act.relu() if self.nonlinear else act", "return act.tanh() if self.nonlinear else act")],
+     ["ReLU on every layer except the last"]),
+    ([("nonlinear=i != len(layer_sizes) - 1", "nonlinear=True")], ["ReLU on every layer except the last"]),
+    ([("return self.w + [self.b]", "return [self.b] + self.w")], ["weights then its bias"]),
+    ([("class MLP(Module):\n", "class MLP(Module):\n    def zero_grad(self):\n        pass\n\n")], ["zero_grad"]),
+    ([("return outs[0] if len(outs) == 1 else outs", "return outs")], ["returned a list of one"]),
+    ([("return [p for layer in self.layers for p in layer.parameters()]",
+       "return [p for layer in self.layers for p in layer.parameters()][:-1]")], ["distinct parameters"]),
+    # audit 14: the conventions the page says the grader relies on
+    ([("self.b = Value(0.0)", "self.b = Value(random.uniform(-1, 1))")], ["bias should be Value(0.0)"]),
+    ([(DRAW, "self.w = [Value(float(np.random.uniform(-1, 1))) for _ in range(n_inputs)]")],
+     ["random.uniform(-1, 1)", "not numpy's"]),
+    ([(DRAW, "self.w = [Value(0.5) for _ in range(n_inputs)]")], ["random.uniform(-1, 1)"]),
+    ([(DRAW, "self.w = [Value(random.uniform(-1, 1)) for _ in range(n_inputs)][::-1]")], ["construction order"]),
+    ([(NEURON_SIGNATURE, "def __init__(self, n_inputs, nonlinear=False):")], ["Neuron(n_inputs, nonlinear=True)"]),
+])
+def test_mlp_rejects(pairs, phrases):
+    rejects("mlp", edited("mlp", *pairs), *phrases)
+
+
+def test_op_names_are_read_from_the_learners_object_under_trusted_grading():
+    """A Remote has an `_op` method of its own: the check must ask the learner's object, not the proxy."""
+    from autograder import CheckFailure
+    from autograder.trust import remote
+    from autograder.checks.scalar_engine import _check_op_name
+
+    with remote.Worker() as worker:
+        worker.run("class V:\n    def __init__(self, op):\n        self._op = op\n", "<cell>")
+        V = worker.evaluate("V")
+        _check_op_name("value_node", V("+"), "+", "V('+')")
+        with pytest.raises(CheckFailure, match="has _op 'add'"):
+            _check_op_name("value_node", V("add"), "+", "V('add')")
+
+
+def test_central_differences_run_the_program_that_was_graded():
+    """v2 = v0 / (v0 + v0) at v0 = 0.1 divides by 0.2, the edge of the programs' safe range: nudged down by h, an
+    oracle that decided each step again swapped the division for a scaling and reported a slope of 349999 (a
+    spurious failure). A program is resolved once, and every replay runs its lines."""
+    from autograder.checks.harness.random_programs import VALUE, Step, make_program
+    from autograder.checks.scalar_engine import compare_program
+
+    program = make_program(VALUE, [(np.asarray(0.1), True)], [Step("+", 0, 0, 0), Step("/", 0, 1, 0)], None)
+    assert program.lines == [("+", 0, 0, None), ("/", 0, 1, None)]
+    compare_program("nonlinearities", engine()["Value"], program, with_differences=True)

@@ -1,0 +1,97 @@
+"""How learner code is called and how a failure is shown."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autograder.checks.harness import diagnostics
+from autograder.checks.harness.diagnostics import Abandon, CheckFailure, as_float, call_learner
+
+
+def test_failure_renders_without_frames_or_source():
+    failure = CheckFailure("some_exercise", "line one\nline two")
+    rendered = "\n".join(failure._render_traceback_())
+    assert "line one" in rendered and "line two" in rendered and "some_exercise" in rendered
+    assert "File" not in rendered and "check(" not in rendered
+
+
+def test_learner_exception_becomes_failure_naming_the_input():
+    with pytest.raises(CheckFailure, match=r"ZeroDivisionError.*for input x = 0") as info:
+        call_learner("ex", lambda x: 1 / x, 0, shown_input="x = 0")
+    assert isinstance(info.value.cause, ZeroDivisionError)
+
+
+def test_stub_is_reported_as_not_implemented():
+    def stub(x):
+        raise NotImplementedError()
+    with pytest.raises(CheckFailure, match="`test_stub_is_reported_as_not_implemented.<locals>.stub` is not written"):
+        call_learner("ex", stub, 1)
+    with pytest.raises(CheckFailure, match=r"\[ex\] `ex` is not written yet"):  # called through a lambda: no better name
+        call_learner("ex", lambda x: (_ for _ in ()).throw(NotImplementedError()), 1)
+
+
+def test_runaway_loop_is_stopped(monkeypatch):
+    monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 0.2)
+
+    def loop(x):
+        while True:
+            try:
+                time.sleep(0.01)
+            except Exception:  # a learner's catch-all must not swallow the time limit
+                pass
+    started = time.monotonic()
+    with pytest.raises(Abandon, match="did not finish within"):  # past hypothesis: no shrinking on a timeout
+        call_learner("ex", loop, 1)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("value", ["3", [1.0, 2.0], None])
+def test_as_float_rejects_non_numbers(value):
+    with pytest.raises(CheckFailure):
+        as_float("ex", value, "the slope")
+
+
+def test_missing_return_is_named():
+    with pytest.raises(CheckFailure, match="forget its `return`"):
+        as_float("ex", None, "the slope")
+
+
+def test_checks_leave_no_hypothesis_folder_where_they_run(tmp_path):
+    """A learner's notebook folder and nbgrader's autograded/ folder stay as they were: hypothesis keeps its cache in
+    the temp folder, even for a caller that did not choose a place."""
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"}
+    code = ("from autograder import check\nfrom autograder.tools.solutions import solution_namespace\n"
+            "check('unbroadcast', solution_namespace('03_backward_functions'), quiet=True)")
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, check=True, capture_output=True, timeout=300)
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_a_probe_names_the_slip_its_wrong_answer_matches():
+    probes = [diagnostics.Probe("f(2)", lambda: 4.0, 4.0),
+              diagnostics.Probe("g(2)", lambda: 2.0, 4.0, slips=((3.0, "off by one"), (2.0, "forgot to square")))]
+    with pytest.raises(CheckFailure, match=r"forgot to square\ng\(2\): expected 4, received 2"):
+        diagnostics.run_probes("ex", probes)
+
+
+def test_a_probe_without_a_matching_slip_gives_its_reason_or_just_the_numbers():
+    with pytest.raises(CheckFailure, match=r"^\[ex\] a reason\nh: expected 1, received 5\.$"):
+        diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0, slips=((2.0, "no"),), why="a reason")])
+    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received 5\.$"):
+        diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0)])
+    diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 1.0 + 1e-13, 1.0)])  # within AGAINST_TORCH
+
+
+def test_a_time_limit_outlives_a_nested_call(monkeypatch):
+    """A probe's call runs learner code through call_learner again: the inner limit must not switch the outer off."""
+    monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 1)
+
+    def probe_call():
+        call_learner("ex", lambda: None, shown_input="a nested call")
+        deadline = time.monotonic() + 5  # learner code that runs on after the nested call (bounded, so a bug fails)
+        while time.monotonic() < deadline:
+            pass
+
+    with pytest.raises(Abandon):
+        call_learner("ex", probe_call, shown_input="a probe")

@@ -1,0 +1,266 @@
+"""Class grading on Dask (autograder.grade.class_run): every submission gets a row, failures are retried once and
+recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
+import os
+import pickle
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.grade import class_run, on_dask_worker
+from autograder.tools.bench_grading import differences, gradebook_cells, synthetic_class
+from autograder.grade.class_run import ClassGradingError, grade_class
+from autograder.grade.on_dask_worker import execute_submission
+from autograder.grade.submission import Executed, Task
+from autograder.course import SCRATCH_COURSE_CONFIG
+from test_cpu import cpu_measurable
+from conftest import REPO
+
+NB = "01_nudging"  # the quickest notebook to grade
+
+
+def nbgrader(root, *args):
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def submit(root, students: dict) -> None:
+    for student, nb in students.items():
+        path = root / "submitted" / student / NB / f"{NB}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(nb) if isinstance(nb, bytes) else nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A course with one real submission, and that submission's real execution (reused by the fake workers)."""
+    root = tmp_path_factory.mktemp("template")
+    shutil.copytree(REPO / "source" / NB, root / "source" / NB)
+    (root / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
+    nbgrader(root, "generate_assignment", NB)
+    solved = synthetic_class(NB, root)["full-marks"]
+    submit(root, {"full-marks": solved})
+    course = class_run.Course.open(root)
+    files, _ = class_run.preflight(course.submitted(NB)["full-marks"], course.ignored)
+    executed = execute_submission(course.snapshot(NB, 600), Task("full-marks", files))
+    assert not list(root.glob("tmp*")), "the grading process left temporary files behind"
+    assert executed.error is None, executed.log
+    return root, solved, executed
+
+
+class FakeWorkers:
+    """Stands in for execute_submission: hands back the template's execution, failing as told.
+
+    Dask pickles a task's function, so attempts are counted in files, not in the object.
+    """
+
+    def __init__(self, executed, folder, fail: dict[str, int], interrupt_after: int | None = None):
+        self.executed, self.folder, self.fail, self.interrupt_after = executed, folder, fail, interrupt_after
+        folder.mkdir()
+
+    @property
+    def attempts(self) -> dict[str, int]:
+        found = {}
+        for mark in self.folder.iterdir():
+            found[mark.stem] = found.get(mark.stem, 0) + 1
+        return found
+
+    def __call__(self, snapshot, task):
+        (self.folder / f"{task.student}.{task.attempt}").touch()
+        so_far = sum(self.attempts.values())
+        if self.interrupt_after is not None and so_far >= self.interrupt_after:
+            if so_far == self.interrupt_after:
+                signal.raise_signal(signal.SIGINT)  # what Ctrl-C in the terminal does
+            time.sleep(2)  # still grading when the run stops
+        if task.attempt <= self.fail.get(task.student, 0):
+            raise MemoryError("the worker ran out of memory")
+        return Executed(task.student, self.executed.notebooks, "log", 0.1, "fake")
+
+
+@pytest.fixture
+def threads():
+    """A local Dask cluster of one thread worker: the fake above runs in this process, one task at a time."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        yield cluster.scheduler_address
+
+
+def class_of(template, tmp_path, students):
+    root, solved, executed = template
+    shutil.copytree(root, tmp_path / "course")
+    shutil.rmtree(tmp_path / "course" / "submitted")
+    submit(tmp_path / "course", {s: solved for s in students})
+    return tmp_path / "course", executed
+
+
+def test_failures_are_retried_once_then_recorded_and_every_submission_gets_a_row(template, tmp_path, threads, capsys):
+    course, executed = class_of(template, tmp_path, ["ann", "bob", "cat"])
+    submit(course, {"dan": b"{ not json"})
+    fake = FakeWorkers(executed, tmp_path / "attempts", fail={"bob": 1, "cat": 5})
+    rows = {r.student: r for r in grade_class(course, NB, scheduler=threads, execute=fake)}
+    assert set(rows) == {"ann", "bob", "cat", "dan"}
+    assert rows["ann"].status == rows["bob"].status == "graded" and rows["ann"].score == rows["ann"].max_score == 10
+    assert fake.attempts == {"ann": 1, "bob": 2, "cat": 2}  # retried once, never a third time; dan never sent
+    assert rows["cat"].status == "failed" and "MemoryError" in rows["cat"].note and rows["cat"].attempts == 2
+    assert rows["dan"].status == "failed" and "not a readable notebook" in rows["dan"].note
+    table = (course / class_run.LOGS / f"{NB}.tsv").read_text()
+    assert all(f"\t{s}\t" in table for s in rows)
+    assert "retrying once" in capsys.readouterr().err
+    assert (course / "autograded" / "bob" / NB / f"{NB}.ipynb").is_file()
+    assert not (course / "autograded" / "cat").exists()
+
+
+def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tmp_path, threads):
+    course, executed = class_of(template, tmp_path, ["ann", "bob", "cat"])
+    fake = FakeWorkers(executed, tmp_path / "first", fail={}, interrupt_after=2)
+    first = {r.student: r.status for r in grade_class(course, NB, scheduler=threads, execute=fake)}
+    assert sorted(first.values()) == ["graded", "stopped", "stopped"]  # Ctrl-C while the second was grading
+    again = FakeWorkers(executed, tmp_path / "second", fail={})
+    second = {r.student: r.status for r in grade_class(course, NB, scheduler=threads, execute=again)}
+    assert sorted(second.values()) == ["graded", "graded", "skipped"] and len(again.attempts) == 2
+    chosen = FakeWorkers(executed, tmp_path / "third", fail={})
+    third = grade_class(course, NB, scheduler=threads, execute=chosen, students=["bob"], force=True)
+    assert [(r.student, r.status) for r in third] == [("bob", "graded")] and chosen.attempts == {"bob": 1}
+
+
+def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(template, tmp_path, threads):
+    """The recording process leaves the metadata check to the grading worker (course.set_stage): it must still fail."""
+    course, _ = class_of(template, tmp_path, ["ann"])
+    broken = nbformat.read(course / "submitted" / "ann" / NB / f"{NB}.ipynb", as_version=4)
+    cell = nbformat.v4.new_code_cell("1 + 1")
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "bogus", "solution": False, "locked": False,
+                                 "schema_version": 3}  # a graded cell without points
+    broken.cells.append(cell)
+    submit(course, {"ann": broken})
+    (row,) = grade_class(course, NB, scheduler=threads)
+    assert row.status == "failed" and "metadata may be corrupted" in row.note, row
+    assert not (course / "autograded" / "ann").exists()
+
+
+def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
+    course, executed = class_of(template, tmp_path, ["ann"])
+    scratch = set(Path(tempfile.gettempdir()).glob("class-grading-*"))
+    with pytest.raises(ClassGradingError, match="no submission of 01_nudging for zed"):
+        grade_class(course, NB, scheduler=threads, students=["zed"])
+    with pytest.raises(ClassGradingError, match="nbgrader generate_assignment 02_scalar_engine"):
+        grade_class(course, "02_scalar_engine", scheduler=threads)
+    assert set(Path(tempfile.gettempdir()).glob("class-grading-*")) == scratch  # nothing left behind
+    done = subprocess.run([sys.executable, "-m", "autograder", "autograde", "02_scalar_engine", "--course", str(course)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "cannot grade:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how_to_start_it(template, tmp_path,
+                                                                                              monkeypatch):
+    import multiprocessing
+
+    from autograder.grade.class_run import course_config
+    from autograder.grade.submission import Snapshot
+
+    shutil.copy(template[0] / "gradebook.db", tmp_path / "gradebook.db")
+    shutil.copytree(template[0] / "source", tmp_path / "source")
+    (tmp_path / "submitted" / "ann" / NB).mkdir(parents=True)
+    os.mkfifo(tmp_path / "submitted" / "ann" / NB / f"{NB}.ipynb")  # reading it never returns: nbgrader hangs
+    snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), timeout_s=3)
+    started = time.monotonic()
+    assert on_dask_worker._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 3 s and was stopped"
+    assert time.monotonic() - started < 60
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
+    reason = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
+    assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
+
+
+def test_a_grading_process_forked_after_preload_computes_torch_references_without_heavy_imports():
+    """What the fork server preloads covers the checks' own first uses of torch: a vector-Jacobian product imports
+    sympy, an optimizer's step torch._dynamo, each about 0.5 s per submission when paid in each grading process."""
+    program = (f"import importlib, sys\nfor name in {on_dask_worker.PRELOAD!r}: importlib.import_module(name)\n"
+               "loaded = set(sys.modules)\nimport torch\n"
+               "x = torch.ones(3, dtype=torch.float64, requires_grad=True)\n"
+               "torch.autograd.grad(x * 2, x, torch.ones(3, dtype=torch.float64))\n"
+               "x.grad = torch.ones(3, dtype=torch.float64)\ntorch.optim.SGD([x], lr=0.1).step()\n"
+               "print(' '.join(sorted(set(sys.modules) - loaded)))")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    heavy = [name for name in done.stdout.split() if name.split(".")[0] == "sympy" or name.startswith("torch._dynamo")]
+    assert not heavy, heavy
+
+
+@pytest.mark.slow
+def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(tmp_path):
+    """The parallel path for real, on a local Dask cluster of processes, against `nbgrader autograde` itself."""
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    shutil.copytree(REPO / "source" / NB, serial / "source" / NB, ignore=shutil.ignore_patterns(".hypothesis"))
+    (serial / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
+    nbgrader(serial, "generate_assignment", NB)
+    everyone = synthetic_class(NB, serial)
+    submit(serial, {s: everyone[s] for s in ("full-marks", "attacker", "crasher", "copied-cell")})
+    (serial / "submitted" / "full-marks" / NB / "timestamp.txt").write_text("2026-11-30 09:15:00.000000 UTC")
+    (serial / "submitted" / "crasher" / NB / "notes.txt").write_text("an extra file nbgrader keeps")
+    shutil.copytree(serial, parallel)
+    nbgrader(serial, "autograde", NB)  # a copied cell no longer stops nbgrader itself (SeparateCopiedCells)
+    done = subprocess.run([sys.executable, "-m", "autograder", "autograde", NB, "--workers", "2"], cwd=parallel,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 graded" in done.stderr and "copied cell(s) test_" in done.stderr
+    if cpu_measurable():  # each line gives the CPU of that submission's processes, its sandboxed kernel included
+        used = re.search(r"full-marks\s+graded\s+10/10\s+[\d.]+ s\s+([\d.]+) CPU s", done.stderr)
+        assert used and float(used.group(1)) > 1.0, done.stderr
+    wrong = differences(gradebook_cells(serial, NB), gradebook_cells(parallel, NB))
+    assert not wrong, wrong
+    scores = {}
+    for (student, _, _, kind), value in gradebook_cells(parallel, NB).items():
+        scores[student] = scores.get(student, 0) + (value[0] or 0 if kind == "grade" else 0)
+    assert scores == {"full-marks": 10, "attacker": 0, "crasher": 0, "copied-cell": 10}
+    assert (parallel / "autograded" / "crasher" / NB / "notes.txt").is_file()
+    nbgrader(parallel, "generate_feedback", NB)  # nbgrader's own tools work on what the parallel run stored
+    assert (parallel / "feedback" / "full-marks" / NB / f"{NB}.html").is_file()
+    assert "tampered" not in (parallel / "gradebook.db").read_bytes().decode("latin-1")
+    again = subprocess.run([sys.executable, "-m", "autograder", "autograde", NB, "--workers", "1"], cwd=parallel,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "4 skipped" in again.stderr
+    assert (parallel / class_run.LOGS / NB / "attacker.log").is_file()
+
+
+def test_widgets_wait_for_nobody_while_nbgrader_runs_the_notebook(monkeypatch, capsys):
+    """A learner's own call of a widget (the course's cells are skipped by tag) shows a line instead of waiting."""
+    from labtools import h_explorer
+    from labtools.graph import backward_stepper
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    assert type(h_explorer()).__name__ == "VBox"
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert h_explorer() is None and backward_stepper(object()) is None
+    said = capsys.readouterr().out
+    assert "The h slider is interactive" in said and "The backward stepper is interactive" in said
+
+
+def test_an_oversized_submission_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    (tmp_path / f"{NB}.ipynb").write_bytes(b"x" * 3000)
+    monkeypatch.setattr(class_run, "MAX_SUBMISSION_BYTES", 2048)
+    monkeypatch.setattr(class_run, "read_tree", lambda *a: pytest.fail("read before its size was checked"))
+    files, note = class_run.preflight(tmp_path, [])
+    assert files is None and "the limit is" in note
+
+
+def test_the_bench_report_states_the_targets_and_the_bound_serial_grading_sets(capsys):
+    from autograder.tools.bench_grading import report
+
+    figures = {"students": 2, "submissions": 4, "cpu_scope": "test", "cores": 2, "not_graded": [],
+               "serial": {"a": [30.0, 40.0, [14.0, 16.0]], "b": [20.0, 25.0, [9.0, 11.0]]},
+               "parallel": [36.0, 70.0], "parallel_seconds": {"a": [12.0], "b": [8.0]},
+               "differences": {"a": [], "b": ["ann cell x: 1 against 0"]}, "submission_cpu": 60.0}
+    report(figures)
+    said = capsys.readouterr().out
+    assert "parallel/serial wall time: 0.72 (target <= 0.6: MISSED)" in said
+    assert "parallel CPU per student: 35.0 s (target <= 40: met)" in said and "the rest, 5.0 s" in said
+    assert "agree cell by cell" in said and "1 cells differ" in said
+    assert "serial grading kept 1.30 cores busy" in said and "cannot beat a ratio of 0.65" in said

@@ -1,0 +1,615 @@
+"""Trusted grading: the worker protocol, the sandbox, and the attack catalogue.
+
+Each attack is a submission built from the untouched learner notebook (or the solution, for attacks on one
+exercise) that tries to get points without the work. Under trusted grading each must earn nothing on the exercise
+it attacks, with the reason given, while the rest of the notebook is graded normally.
+"""
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import nbformat
+import numpy as np
+import pytest
+
+from autograder.trust import remote, sandbox, verdicts
+from autograder.contract import assignments
+from autograder.course import SCRATCH_COURSE_CONFIG
+from conftest import REPO, learner_notebook, solution_notebook
+
+NB = "01_nudging"
+requires_sandbox = pytest.mark.skipif(not sandbox.bubblewrap(), reason="bubblewrap is not available here")
+
+
+# ------------------------------------------------------------------------------------------------ the worker
+
+def test_calls_callbacks_and_in_place_edits_cross_the_boundary():
+    with remote.Worker() as worker:
+        worker.run("def nudge(f, x, h):\n    x[0] += 1.0\n    return (f(x + h) - f(x - h)) / (2 * h), x", "<cell>")
+        nudge = worker.evaluate("nudge")
+        x = np.array([1.0, 2.0])
+        slope, copy = nudge(lambda v: float((v ** 2).sum()), x, 1e-3)
+        assert x.tolist() == [1.0, 2.0] and copy.tolist() == [2.0, 2.0]  # the caller's array is left alone
+        assert slope == pytest.approx(8.0)
+        with remote.writing_back():  # as call_learner asks: the edit shows, as it would in one process
+            slope, same = nudge(lambda v: float((v ** 2).sum()), x, 1e-3)
+        assert x.tolist() == [2.0, 2.0] and same is x  # returning an argument returns the caller's own array
+
+
+def test_learner_objects_stay_in_the_worker_and_answer_in_plain_data():
+    with remote.Worker() as worker:
+        worker.run("class V:\n    def __init__(self, d):\n        self.data, self._prev = d, set()\n"
+                   "    def __add__(self, o):\n        out = V(self.data + o.data)\n        out._prev = {self, o}\n"
+                   "        return out\n", "<cell>")
+        V = worker.evaluate("V")
+        a, b = V(2.0), V(3.0)
+        c = a + b
+        assert isinstance(c, remote.Remote) and type(c).__name__ == "V"
+        assert c.data == 5.0 and type(c.data) is float
+        assert set(c._prev) == {a, b}  # the same learner object always comes back as the same handle
+
+
+def test_learner_exceptions_keep_builtin_types_and_name_their_own():
+    with remote.Worker() as worker:
+        worker.run("class Oops(Exception): pass\ndef f(x):\n    raise Oops('no') if x else ValueError('bad')", "<c>")
+        f = worker.evaluate("f")
+        with pytest.raises(remote.LearnerError) as info:
+            f(1)
+        assert info.value.type_name == "Oops"
+        with pytest.raises(ValueError, match="bad"):
+            f(0)
+
+
+@pytest.mark.parametrize("frame", [
+    {"__nd__": ["|O", [1], "AAAAAAAAAAA=", True]},          # an object array would unpickle on this side
+    {"__nd__": ["<f8", [2], "AAAAAAAAAAA=", True]},          # size does not match the shape
+    {"__pickle__": "gASV"},                                  # no such tag
+    {"__np__": ["<f8", "1e308*10"]},                          # only nan/inf spelled as text
+    {"__dict__": [[["a"], 1]]},                              # keys must be plain
+])
+def test_decoding_accepts_only_plain_data(frame):
+    with remote.Worker() as worker:
+        with pytest.raises(remote.ProtocolError):
+            worker._decode(frame)
+
+
+@requires_sandbox
+def test_a_sandboxed_process_starts_with_the_default_sigint_whoever_started_grading():
+    """A background job or a local Dask cluster starts grading with SIGINT ignored (see sandbox.Limits.prlimit)."""
+    code = "import signal; h = signal.getsignal(signal.SIGINT); print(getattr(h, '__name__', h))"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        seen = subprocess.run(sandbox.wrap([sys.executable, "-c", code]), capture_output=True, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert seen.stdout.strip() == "default_int_handler", seen.stderr
+
+
+def test_the_sandbox_hides_the_course_the_network_and_autodiff():
+    with remote.Worker() as worker:
+        worker.run("import os, socket\n"
+                   "def probe(path):\n    try:\n        return sorted(os.listdir(path))\n"
+                   "    except OSError as error:\n        return type(error).__name__\n"
+                   "def online():\n    try:\n        socket.create_connection(('127.0.0.1', 22), timeout=1)\n"
+                   "        return True\n    except OSError:\n        return False\n", "<cell>")
+        probe = worker.evaluate("probe")
+        assert probe(str(REPO / "source")) == "FileNotFoundError"
+        assert probe(str(REPO)) in ([".venv"], [])
+        assert worker.evaluate("online")() is False
+        for library in ("torch", "sympy", "autograder"):
+            with pytest.raises(ImportError, match="cannot be imported while your code is graded"):
+                worker.run(f"import {library}", "<cell>")
+
+
+@pytest.mark.parametrize("code, reason", [
+    ("import os\nos._exit(3)", "ended the process that runs it"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed by signal SIGKILL"),
+    ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "timeout"),
+    ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
+     "still running when it returned"),
+])
+@pytest.mark.parametrize("forked", [False, True], ids=["own sandbox", "from a zygote"])
+def test_a_runaway_worker_is_stopped_with_a_named_reason(code, reason, forked):
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote if forked else None) as worker:
+        with pytest.raises(remote.Stopped) as info:
+            worker.run(code, "<cell>", timeout=2)
+        assert reason in info.value.reason
+        with pytest.raises(remote.Stopped):  # and it stays stopped
+            worker.evaluate("1")
+
+
+STARTED = "open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]"  # when the sandbox's init started
+LEAVE_A_MESS = """
+import os, subprocess, sys
+import numpy as np
+open("/tmp/answers.txt", "w").write("kept for the next exercise")
+open("/root/notes.txt", "w").write("and here")
+os.makedirs("/tmp/grader/extra", exist_ok=True)
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+np.ones = None  # tampering with a library the next exercise uses
+"""
+
+
+@pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
+def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote():
+    looks = ("sorted(set(os.listdir('/tmp')) - {f'worker-{os.getpid()}'}), os.listdir('/root'), "
+             "os.listdir('/tmp/grader'), [p for p in os.listdir('/proc') if p.isdigit()]")
+    with remote.Zygote() as zygote:
+        with remote.Worker(zygote=zygote) as first:
+            assert type(first._process).__name__ == "_ForkedWorker"
+            first.run("import os", "<cell>")
+            fresh_tmp, fresh_home, _, _ = first.evaluate(looks)  # a hidden course folder may have a mount point here
+            first.run(LEAVE_A_MESS, "<cell>")
+            assert "answers.txt" in first.evaluate("os.listdir('/tmp')")
+            sandbox_started = first.evaluate(STARTED)
+        with remote.Worker(zygote=zygote) as second:
+            assert type(second._process).__name__ == "_ForkedWorker"
+            second.run("import os\nimport numpy as np", "<cell>")
+            in_tmp, in_home, in_grader, processes = second.evaluate(looks)
+            mine = str(second.evaluate("os.getpid()"))
+            assert (in_tmp, in_home, in_grader) == (fresh_tmp, fresh_home, ["worker.py"])
+            assert sorted(processes, key=int) == ["1", "2", mine]  # the sandbox's init, the zygote, this worker
+            assert second.evaluate("np.ones(2).tolist()") == [1.0, 1.0]
+            assert second.evaluate(STARTED) == sandbox_started  # cleaned up, not replaced by a fresh zygote
+
+
+@pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
+def test_learner_code_that_kills_the_zygote_costs_only_its_own_exercise():
+    with remote.Zygote() as zygote:
+        with remote.Worker(zygote=zygote) as first, contextlib.suppress(remote.Stopped):  # it may die with the zygote
+            first.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", "<cell>", timeout=2)
+        for _ in range(2):  # the next exercise still gets a worker, then a fresh zygote serves the one after
+            with remote.Worker(zygote=zygote) as worker:
+                worker.run("x = 6 * 7", "<cell>")
+                assert worker.evaluate("x") == 42
+        assert type(worker._process).__name__ == "_ForkedWorker"
+
+
+def test_memory_is_limited():
+    with remote.Worker(limits=sandbox.Limits(memory_bytes=2 << 30)) as worker:
+        with pytest.raises(MemoryError):
+            worker.run("block = bytearray(3 << 30)", "<cell>")
+
+
+# ------------------------------------------------------------------------------------------------ verdicts
+
+def submission(base, answers: dict[str, str]):
+    """A notebook (learner or solution version) with some answer cells replaced."""
+    nb = nbformat.read(base, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in answers:
+            cell.source = answers[cell.metadata["nbgrader"]["grade_id"]]
+    return nb
+
+
+def course(name=NB):
+    return nbformat.read(assignments()[name], as_version=4)
+
+
+PATCH_THE_GRADER = (
+    "import sys, types, autograder\n"
+    "autograder.check = lambda *args, **kwargs: None\n"
+    "sys.modules['autograder'] = types.SimpleNamespace(check=lambda *args, **kwargs: None)\n"
+    "def central_difference(f, x, h):\n    raise NotImplementedError()\n")
+BORROW_THE_SOLUTION = (
+    "import json\n"
+    "from autograder.tools.solutions import solution_namespace\n"
+    "central_difference = solution_namespace('01_nudging')['central_difference']\n")
+READ_THE_SOURCE = (
+    f"import json\nsource = json.load(open({str(REPO / 'source' / NB / (NB + '.ipynb'))!r}))\n"
+    "exec(''.join(next(c for c in source['cells'] if c['metadata'].get('nbgrader', {}).get('grade_id') "
+    "== 'central_difference')['source']))\n")
+HAND_IT_TO_TORCH = (
+    "import torch\n"
+    "def tanh_network_gradients(x, w1, b1, w2, t):\n"
+    "    p = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (w1, b1, w2)]\n"
+    "    ((p[2] * torch.tanh(p[0] * x + p[1]) - t) ** 2).backward()\n"
+    "    return tuple(float(v.grad) for v in p)\n")
+
+
+@pytest.mark.parametrize("answer, phrase", [
+    (PATCH_THE_GRADER, "autograder cannot be imported"),
+    (BORROW_THE_SOLUTION, "autograder cannot be imported"),
+    (READ_THE_SOURCE, "No such file"),
+])
+def test_attacks_on_the_grader_earn_nothing(answer, phrase):
+    found = verdicts.verdicts(submission(learner_notebook(NB), {"central_difference": answer}), course())
+    assert not found["central_difference"].passed
+    assert phrase in found["central_difference"].message, found["central_difference"].message
+
+
+def test_handing_the_work_to_torch_earns_nothing_and_says_why():
+    found = verdicts.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": HAND_IT_TO_TORCH}), course())
+    verdict = found["tanh_network_gradients"]
+    assert not verdict.passed and "torch" in verdict.message and "while your code is graded" in verdict.message
+    assert all(found[e].passed for e in ("central_difference", "numerical_gradient", "log_square_trace"))
+
+
+def test_tampered_test_cells_are_graded_from_the_course():
+    nb = nbformat.read(learner_notebook(NB), as_version=4)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == "test_central_difference":
+            cell.source, meta["grade"], meta["points"] = "pass", False, 100  # unmarked and emptied
+    found = verdicts.verdicts(nb, course())
+    assert set(found) == {"central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"}
+    assert not any(v.passed for v in found.values())
+
+
+def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
+    monkeypatch.setattr(verdicts, "LOAD_TIMEOUT_S", 2.0)
+    loop = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    found = verdicts.verdicts(submission(solution_notebook(NB), {"numerical_gradient": loop}), course())
+    assert not found["numerical_gradient"].passed
+    assert "numerical_gradient: your code did not finish within 2 s" in found["numerical_gradient"].message
+    assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
+
+
+# Attacks a red team found, each closed since: the answer is wrong, and the extra code tries to make it pass.
+RIGGED_KIT = {  # rewrite the reference graph helpers that run in the learner's process, to agree with any order
+    "02_scalar_engine": ("topological_order",
+                         "def topological_order(root):\n"
+                         "    import sys\n"
+                         "    seen, queue = {id(root)}, [root]\n"
+                         "    for node in queue:\n"
+                         "        for child in node._prev:\n"
+                         "            if id(child) not in seen:\n"
+                         "                seen.add(id(child))\n"
+                         "                queue.append(child)\n"
+                         "    for name, module in list(sys.modules.items()):\n"
+                         "        if name.endswith('reference_nodes'):\n"
+                         "            module.graph = lambda r: (queue[::-1], [[] for _ in queue])\n"
+                         "    return queue[::-1]\n"),
+    "04_tensor_engine": ("topological_sort",
+                         "def topological_sort(end_node):\n"
+                         "    import sys\n"
+                         "    seen, queue = {id(end_node)}, [end_node]\n"
+                         "    for node in queue:\n"
+                         "        for parent in node.parents:\n"
+                         "            if id(parent) not in seen:\n"
+                         "                seen.add(id(parent))\n"
+                         "                queue.append(parent)\n"
+                         "    for name, module in list(sys.modules.items()):\n"
+                         "        if name.endswith('reference_engine'):\n"
+                         "            module.graph = lambda end: ([end], [[]])\n"
+                         "    return queue[::-1]\n"),
+}
+SYMPY_FROM_ELSEWHERE = (
+    "import os, sys\n"
+    "def tanh_network_gradients(x, w1, b1, w2, t):\n"
+    "    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != '_Blocker']\n"
+    "    for prefix in (sys.base_prefix, '/usr/lib/python3', '/usr/local/lib/python3.11'):\n"
+    "        sys.path += [os.path.join(prefix, 'lib', 'python3.11', 'site-packages'), os.path.join(prefix, 'dist-packages')]\n"
+    "    import sympy\n"
+    "    a, b, c = sympy.symbols('a b c')\n"
+    "    loss = (c * sympy.tanh(a * x + b) - t) ** 2\n"
+    "    return tuple(float(sympy.diff(loss, v).subs({a: w1, b: b1, c: w2})) for v in (a, b, c))\n")
+FORGED_FRAME = (  # answer the grader's request from inside learner code with a frame built to exhaust its memory
+    "def central_difference(f, x, h):\n"
+    "    import sys, struct, time\n"
+    "    frame = sys._getframe()\n"
+    "    while frame.f_code.co_name != 'answer':\n"
+    "        frame = frame.f_back\n"
+    "    connection, message = frame.f_locals['self'], frame.f_locals['message']\n"
+    "    data = b'{\"reply\": %d, \"ok\": {\"result\": [' % message['id'] + b'[],' * 6_000_000 + b'[]]}}'\n"
+    "    connection.writer.write(struct.pack('>I', len(data)) + data)\n"
+    "    connection.writer.flush()\n"
+    "    time.sleep(60)\n")
+
+
+CHOSEN_EXPECTATIONS = {  # write into the check's arrays, so that what it expects is what the wrong answer gives
+    "03_backward_functions": ("forward_and_back",
+                              "def forward_and_back(a, b, c):\n"
+                              "    a[...], b[...], c[...] = 1.0, 1.0, np.e\n"
+                              "    return np.ones(np.shape(a)), np.ones(np.shape(a)), np.full(np.shape(a), 1 / np.e)\n",
+                              "changed an array it was given"),
+    "05_modules_mnist": ("cross_entropy",
+                         "_plain_init, _next = Tensor.__init__, []\n"
+                         "def _zeroing_init(self, array, requires_grad=False):\n"
+                         "    if _next and isinstance(array, np.ndarray) and array.flags.writeable:\n"
+                         "        _next.clear()\n"
+                         "        array[...] = 0.0  # the upstream seed the check makes next, and expects from\n"
+                         "    _plain_init(self, array, requires_grad)\n"
+                         "Tensor.__init__ = _zeroing_init\n"
+                         "def cross_entropy(logits, labels):\n"
+                         "    z = logits.array - logits.array.max(axis=1, keepdims=True)\n"
+                         "    rows = np.arange(len(labels))\n"
+                         "    loss = np.log(np.exp(z).sum(axis=1)) - z[rows, labels]\n"
+                         "    out = apply_op(lambda x: loss.copy(), (lambda g, out, x: np.zeros_like(x),), logits)\n"
+                         "    _next.append(True)\n"
+                         "    return out\n",
+                         "then logits.grad: expected"),
+}
+NO_RELU_HIDDEN_BY_BIASES = ("class Neuron(Module):\n"
+                            "    def __init__(self, n_inputs, nonlinear=True):\n"
+                            "        self.w = [Value(random.uniform(-1, 1)) for _ in range(n_inputs)]\n"
+                            "        self.b = Value(50.0)  # every pre-activation stays positive: ReLU never shows\n"
+                            "    def __call__(self, x):\n"
+                            "        return sum((wi * xi for wi, xi in zip(self.w, x)), self.b)\n"
+                            "    def parameters(self):\n"
+                            "        return self.w + [self.b]\n")
+
+
+@pytest.mark.parametrize("name", sorted(CHOSEN_EXPECTATIONS))
+def test_learner_code_cannot_choose_the_checks_expected_values(name):
+    exercise, answer, phrase = CHOSEN_EXPECTATIONS[name]
+    found = verdicts.verdicts(submission(solution_notebook(name), {exercise: answer}), course(name))
+    assert not found[exercise].passed and phrase in found[exercise].message, found[exercise].message
+
+
+def test_a_network_is_judged_with_weights_the_check_chooses():
+    nb = nbformat.read(solution_notebook("02_scalar_engine"), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "mlp")
+    start, end = cell.source.index("class Neuron"), cell.source.index("class Layer")
+    cell.source = cell.source[:start] + NO_RELU_HIDDEN_BY_BIASES + "\n\n" + cell.source[end:]
+    verdict = verdicts.verdicts(nb, course("02_scalar_engine"))["mlp"]
+    assert not verdict.passed and "the same weights in torch give" in verdict.message
+
+
+def test_the_accuracy_probe_cannot_be_matched_without_the_model():
+    from autograder.checks.modules_mnist import ACCURACY_SEEDS, reference_accuracy
+    from labtools.datasets import load_mnist
+
+    data = load_mnist(verbose=False)
+    images, labels = data.test_images[:300], data.test_labels[:300]
+    accuracies = []
+    for seed in ACCURACY_SEEDS:
+        rng = np.random.default_rng(seed)
+        params = [rng.uniform(-0.036, 0.036, (784, 16)), np.zeros(16), rng.uniform(-0.25, 0.25, (16, 10)), np.zeros(10)]
+        accuracies.append(reference_accuracy(params, images, labels))
+    shares = set(np.bincount(labels, minlength=10) / len(labels))
+    assert len(set(accuracies)) == len(accuracies) and not shares & set(accuracies)
+
+
+def test_replies_cannot_grow_the_grading_process_without_bound():
+    from autograder.checks.harness.diagnostics import MESSAGE_LIMIT, CheckFailure
+
+    for n in range(remote.PROXY_CLASS_LIMIT + 50):
+        remote._proxy_class(f"Flood{n}", False, False)
+    assert len(remote._CLASSES) <= remote.PROXY_CLASS_LIMIT + 1
+    assert len(CheckFailure("x", "y" * 10 * MESSAGE_LIMIT).message) < MESSAGE_LIMIT + 10
+
+
+@pytest.mark.parametrize("name", sorted(RIGGED_KIT))
+def test_rigging_the_reference_helpers_in_the_learners_process_earns_nothing(name):
+    exercise, answer = RIGGED_KIT[name]
+    found = verdicts.verdicts(submission(solution_notebook(name), {exercise: answer}), course(name))
+    assert not found[exercise].passed and "comes before" in found[exercise].message, found[exercise].message
+
+
+def test_autodiff_libraries_cannot_be_reached_from_other_package_folders():
+    found = verdicts.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": SYMPY_FROM_ELSEWHERE}),
+                             course())
+    assert not found["tanh_network_gradients"].passed
+    assert "cannot be imported while your code is graded" in found["tanh_network_gradients"].message
+
+
+def test_a_forged_oversized_answer_is_refused_before_it_is_decoded():
+    found = verdicts.verdicts(submission(learner_notebook(NB), {"central_difference": FORGED_FRAME}), course())
+    assert not found["central_difference"].passed
+    assert "sent something that is not an answer" in found["central_difference"].message
+
+
+def test_randomized_cases_depend_on_the_submission_so_answers_cannot_be_learnt_by_heart():
+    from hypothesis import given, strategies as st
+
+    from autograder.checks.harness.diagnostics import RANDOM_CASES, case_seed
+
+    def cases():  # as in a check: the decorators run when the check runs, inside the grade's case_seed
+        seen = []
+
+        @RANDOM_CASES
+        @given(st.floats(-10, 10))
+        def record(x):
+            seen.append(x)
+
+        record()
+        return seen
+
+    def drawn(seed=None):
+        if seed is None:
+            return cases()
+        with case_seed(seed):
+            return cases()
+
+    assert drawn() == drawn()            # in a learner's kernel: the same cases every run
+    assert drawn(1) == drawn(1)          # one submission: a reproducible grade
+    assert drawn(1) != drawn(2) != drawn()
+
+
+def test_solution_notebooks_pass_every_trusted_check(assignment):
+    found = verdicts.verdicts(nbformat.read(solution_notebook(assignment), as_version=4), course(assignment))
+    assert found and all(v.passed for v in found.values()), {e: v.message for e, v in found.items() if not v.passed}
+
+
+def test_a_realistic_mistake_gets_the_same_diagnosis_in_the_worker_as_in_process(assignment):
+    """The same check code runs on local objects (a learner's kernel) and on remote ones: same verdict, same words."""
+    from autograder import CheckFailure, check
+    from autograder.tools.solutions import solution_namespace
+    from autograder.tools.demo import MISTAKES
+
+    grade_id, edits = MISTAKES[assignment]
+    namespace = solution_namespace(assignment, {grade_id: edits})
+    with pytest.raises(CheckFailure) as local:
+        check(grade_id, namespace, quiet=True)
+    mistaken = nbformat.read(solution_notebook(assignment), as_version=4)
+    for cell in mistaken.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            for right, wrong in edits:
+                cell.source = cell.source.replace(right, wrong)
+    verdict = verdicts.verdicts(mistaken, course(assignment))[grade_id]
+    assert not verdict.passed and verdict.message == local.value.message
+
+
+def test_complex_arrays_cross_the_sandbox_so_every_dtype_probe_runs_there_too():
+    """The grader hands numerical_gradient a complex array, which must be refused; the worker's protocol carries it
+    (arrays may be complex, numbers stay real), so the trusted verdict and the kernel's agree."""
+    mistaken = nbformat.read(solution_notebook(NB), as_version=4)
+    for cell in mistaken.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "numerical_gradient":
+            assert "if not np.issubdtype(x.dtype, np.floating):" in cell.source
+            cell.source = cell.source.replace("if not np.issubdtype(x.dtype, np.floating):", 'if x.dtype.kind in "iub":')
+    verdict = verdicts.verdicts(mistaken, course())["numerical_gradient"]
+    assert not verdict.passed and "complex128 array was accepted" in verdict.message, verdict.message
+
+
+def test_the_learner_package_does_not_load_the_grader():
+    done = subprocess.run([sys.executable, "-c", "import sys, labtools; "
+                           "print(sorted({m.split('.')[0] for m in sys.modules} & {'autograder', 'torch'}))"],
+                          cwd=REPO / "labtools", capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda meta: meta.update(grade=False), "test_central_difference: grade False (course: True)"),
+    (lambda meta: meta.update(points=100), "test_central_difference: points 100 (course: 2)"),
+])
+def test_changed_grading_metadata_is_refused_with_the_reason(tmp_path, change, reason):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_central_difference")
+    change(cell.metadata["nbgrader"])
+    nb.cells.append(nbformat.from_dict({**cell, "id": "copied"}))  # and a pasted copy of it
+    path = tmp_path / "tampered.ipynb"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert reason in done.stderr and "copies" not in done.stderr  # a copy alone is no reason to refuse (below)
+
+
+@pytest.mark.slow
+def test_a_copied_graded_cell_is_graded_once_with_a_note(tmp_path):
+    """Plain nbgrader stops the whole run on a repeated grade id; the course grades the first copy and says so."""
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    at, cell = next((i, c) for i, c in enumerate(nb.cells)
+                    if c.metadata.get("nbgrader", {}).get("grade_id") == "test_central_difference")
+    nb.cells.insert(at + 1, nbformat.from_dict({**cell, "id": "copied"}))
+    path = tmp_path / "copied.ipynb"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "copies of the graded cell(s) test_central_difference" in done.stderr and "10 / 10 points" in done.stdout
+
+
+def test_a_kernel_importing_the_checks_loads_no_notebook_reader():
+    """Every graded kernel runs `from autograder import check` (the hidden cells); nbformat's schema validator would
+    cost it about 1.3 s of CPU (jsonschema's format checkers), and the checks do not read notebooks."""
+    done = subprocess.run([sys.executable, "-c", "import sys, autograder; print(sorted(m for m in sys.modules if "
+                           "m.split('.')[0] in ('nbformat', 'jsonschema', 'nbgrader')))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_grading_skips_a_measured_cell_and_says_so():
+    """Timing a demonstration is no part of the learner's work: ContainedExecute leaves the cell unrun (here there is
+    no kernel at all, so running it would raise) and puts a note where its figures would be."""
+    from nbformat.v4 import new_code_cell
+
+    from autograder.contract import MEASURED_TAG
+    from autograder.course.preprocessors import NOT_MEASURED, ContainedExecute
+
+    cell = new_code_cell("raise SystemExit('a measured cell ran')", metadata={"tags": [MEASURED_TAG]})
+    cell, _ = ContainedExecute().preprocess_cell(cell, {}, 0)
+    assert [o.text for o in cell.outputs] == [NOT_MEASURED] and cell.execution_count is None
+    with pytest.raises(Exception):  # an untagged cell goes to the kernel, of which there is none here
+        ContainedExecute().preprocess_cell(new_code_cell("1"), {}, 0)
+
+
+def test_the_kernels_outputs_can_cost_points_but_never_give_them():
+    """TrustedVerdicts on kernel outputs that disagree with the trusted verdicts, both ways."""
+    from nbformat.v4 import new_output
+
+    from autograder.course.preprocessors import JOB, TrustedVerdicts
+
+    class Done:  # a finished verdict job
+        def result(self):
+            return {"central_difference": verdicts.Verdict("central_difference", False, "forward difference"),
+                    "numerical_gradient": verdicts.Verdict("numerical_gradient", True, verdicts.VERIFIED)}
+
+    nb = course()
+    tests = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+             if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+    tests["test_central_difference"].outputs = [  # the kernel claims a pass (patched checks, say)
+        new_output("stream", name="stdout", text="central_difference: all hidden checks passed.\n")]
+    tests["test_numerical_gradient"].outputs = [  # the kernel's visible assert failed
+        new_output("error", ename="AssertionError", evalue="", traceback=["assert numerical_gradient(f, x) == 1"])]
+    resources = {"unique_key": NB, "nbgrader": {"assignment": NB, "notebook": NB}, JOB: Done()}
+    nb, _ = TrustedVerdicts().preprocess(nb, resources)
+    (claimed,) = tests["test_central_difference"].outputs
+    assert claimed.output_type == "error" and "failed verification" in claimed.evalue
+    (visible,) = tests["test_numerical_gradient"].outputs
+    assert visible.output_type == "error" and "visible test failed" in visible.evalue
+
+
+# ------------------------------------------------------------------------------------------------ through nbgrader
+
+def grade(path, env=None):
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+    return done.returncode, {e["id"]: e for e in json.loads(done.stdout)["exercises"]}
+
+
+@pytest.mark.slow
+def test_attacks_under_nbgrader_autograde(tmp_path):
+    """Patching the grader in the kernel, and killing the kernel's parent and the kernel, through the CLI."""
+    attacks = {
+        "central_difference": PATCH_THE_GRADER.replace("raise NotImplementedError()", "return 0.0"),
+        "numerical_gradient": "import os\ndef numerical_gradient(f, x, h=1e-5):\n    os.kill(os.getppid(), 9)\n",
+        "log_square_trace": "import os\ndef log_square_trace(x):\n    os._exit(0)\n",
+    }
+    path = tmp_path / "attack.ipynb"
+    nbformat.write(submission(solution_notebook(NB), attacks), path)
+    code, found = grade(path)
+    assert code == 1
+    assert found["central_difference"]["score"] == 0
+    assert "autograder cannot be imported" in found["central_difference"]["message"]
+    assert found["numerical_gradient"]["score"] == 0
+    assert found["log_square_trace"]["score"] == 0 and "ended the process" in found["log_square_trace"]["message"]
+    assert found["tanh_network_gradients"]["passed"]  # graded normally after the kernel died
+
+
+@pytest.mark.slow
+def test_a_kernel_that_ignores_interrupts_is_stopped_and_the_rest_graded(tmp_path):
+    loop = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    path = tmp_path / "loop.ipynb"
+    nbformat.write(submission(solution_notebook(NB), {"numerical_gradient": loop}), path)
+    code, found = grade(path, env={"BACKPROP_CELL_TIMEOUT_S": "10"})
+    assert code == 1 and found["numerical_gradient"]["score"] == 0
+    assert all(found[e]["passed"] for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
+
+
+@pytest.mark.slow
+def test_a_class_with_an_attacker_is_graded_normally_by_the_nbgrader_command(tmp_path):
+    """`nbgrader autograde` itself, with the course's config: the attacker (graded first) gets nothing, the others
+    exactly what they earned, and the gradebook is the one nbgrader wrote."""
+    import csv
+
+    from autograder.course import solution_version
+    from autograder.tools.demo import attacked
+
+    shutil.copytree(REPO / "source" / NB, tmp_path / "source" / NB)
+    (tmp_path / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
+
+    def nbgrader(*args):
+        done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=900, env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep +
+                                                os.environ["PATH"]})
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    nbgrader("generate_assignment", NB)
+    untouched = nbformat.read(tmp_path / "release" / NB / f"{NB}.ipynb", as_version=4)
+    class_ = {"attacker": attacked(untouched), "full-marks": solution_version(course()), "untouched": untouched}
+    for student, nb in class_.items():
+        path = tmp_path / "submitted" / student / NB / f"{NB}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+    nbgrader("autograde", NB)
+    nbgrader("export", "--to", "grades.csv")
+    with open(tmp_path / "grades.csv") as table:
+        scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(table)}
+    assert scores == {"attacker": 0.0, "full-marks": 10.0, "untouched": 0.0}
