@@ -17,20 +17,22 @@ export PYDEVD_DISABLE_FILE_VALIDATION = 1
 # nbgrader runs `alembic` and Jupyter runs `python`: both must be the virtual environment's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup demo test test-quick lab pair instructor release solutions grade autograde bench bench-grading data clean
+.PHONY: help setup demo test test-quick check lint lab pair instructor release solutions grade autograde bench bench-grading data clean
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
 	@echo "make test        the whole test suite (about 12 minutes on 2 cores)"
-	@echo "make test-quick  the fast subset: no notebook execution"
+	@echo "make test-quick  the fast subset: no Jupyter kernel started (about 3 minutes)"
+	@echo "make lint        ruff, with the rules in pyproject.toml (make test runs it first)"
 	@echo "make lab         JupyterLab on notebooks/, for a learner"
 	@echo "make pair [IP=0.0.0.0]  the same with real-time collaboration: driver and navigator open the printed URL"
 	@echo "make instructor  JupyterLab at the course root, opening Formgrader"
 	@echo "make grade NB=notebooks/01_nudging/01_nudging.ipynb   grade one notebook against the hidden tests"
 	@echo "make autograde ASSIGNMENT=01_nudging [WORKERS=N] [SCHEDULER=tcp://host:8786] [STUDENT=id...] [FORCE=1]"
 	@echo "                 grade every submission under submitted/ in parallel (Dask) into gradebook.db"
-	@echo "make release     regenerate notebooks/ from source/ (nbgrader generate_assignment)"
-	@echo "make solutions   regenerate solutions/ from source/ (executed, hidden tests removed)"
+	@echo "make check EX=unbroadcast   one exercise's tests and its notebook's consistency tests (under a minute)"
+	@echo "make release [NB=03_backward_functions]   regenerate notebooks/ from source/ (nbgrader generate_assignment)"
+	@echo "make solutions [NB=03_backward_functions] regenerate solutions/ from source/ (executed, hidden tests removed)"
 	@echo "make bench       time one MNIST-sized epoch: course engine vs hand-written numpy vs torch"
 	@echo "make bench-grading  grade a synthetic class serially (nbgrader) and in parallel (Dask); about 15 minutes"
 	@echo "make data        download full MNIST into data/mnist/ (needs a network; the course works offline without)"
@@ -47,11 +49,20 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m autograder demo
 
-test: $(STAMP)
+# The linter (ruff, pinned in requirements.txt, rules in pyproject.toml) runs first: a lint error fails the run at once.
+lint: $(STAMP)
+	$(BIN)/ruff check
+
+test: lint
 	$(BIN)/python -m pytest
 
-test-quick: $(STAMP)
+test-quick: lint
 	$(BIN)/python -m pytest -m "not slow"
+
+# One exercise's tests and its notebook's consistency tests: the loop for working on one check.
+check: $(STAMP)
+	@test -n "$(EX)" || { echo "usage: make check EX=<exercise id>, e.g. make check EX=unbroadcast"; exit 2; }
+	$(BIN)/python -m autograder.tools.exercise_tests $(EX)
 
 # The three kinds of JupyterLab server are described in autograder/tools/lab.py. IP=0.0.0.0 lets a remote partner in.
 IP ?= localhost
@@ -65,11 +76,12 @@ pair: $(STAMP)
 instructor: $(STAMP)
 	$(BIN)/python -m autograder lab instructor
 
+# NB=<NN_name> (or a notebook's path) rebuilds one notebook; without it, all five.
 release: $(STAMP)
-	$(BIN)/python -m autograder release
+	$(BIN)/python -m autograder release $(basename $(notdir $(NB)))
 
 solutions: $(STAMP)
-	$(BIN)/python -m autograder solutions
+	$(BIN)/python -m autograder solutions $(basename $(notdir $(NB)))
 
 grade: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make grade NB=notebooks/<NN_name>/<NN_name>.ipynb"; exit 2; }

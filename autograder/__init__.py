@@ -19,9 +19,9 @@ __all__ = ["CheckFailure", "check"]
 
 def __getattr__(name: str):
     if name == "check":
-        from autograder.checks import check
+        from autograder.checks import check  # on first use: the checks import torch
         return check
     if name == "CheckFailure":
-        from autograder.checks.harness.diagnostics import CheckFailure
+        from autograder.checks.harness.diagnostics import CheckFailure  # on first use, as check
         return CheckFailure
     raise AttributeError(f"module 'autograder' has no attribute {name!r}")

@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from autograder.contract import assignments
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
@@ -32,8 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     autograde.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler, e.g. tcp://host:8786")
     autograde.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit for one submission "
                            "(default: 1800)")
-    commands.add_parser("release", help="regenerate notebooks/ from source/")
-    commands.add_parser("solutions", help="regenerate and execute solutions/ from source/")
+    for command, what in (("release", "regenerate notebooks/ from source/"),
+                          ("solutions", "regenerate and execute solutions/ from source/")):
+        build_one = commands.add_parser(command, help=what)
+        build_one.add_argument("names", nargs="*", metavar="ASSIGNMENT", help="only these (default: every one); "
+                               "a notebook's path names its assignment too")
     commands.add_parser("demo", help="rebuild everything and grade a demo class with nbgrader")
     commands.add_parser("bench", help="time one MNIST-sized epoch: course engine vs numpy vs torch")
     commands.add_parser("bench-grading", help="grade a synthetic class serially with nbgrader and in parallel; "
@@ -52,24 +57,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "autograde":
         return run_autograde(args)
     if args.command == "lab":
-        from autograder.tools.lab import main as lab
+        from autograder.tools.lab import main as lab  # each command loads only its own code
         return lab(args.kind, rest)
     if args.command == "bench-grading":
-        from autograder.tools.bench_grading import main as bench_grading
+        from autograder.tools.bench_grading import main as bench_grading  # each command loads only its own code
         return bench_grading()
     if args.command == "demo":
-        from autograder.tools.demo import main as demo
+        from autograder.tools.demo import main as demo  # each command loads only its own code
         return demo()
     if args.command == "bench":
-        from autograder.tools.bench import main as bench
+        from autograder.tools.bench import main as bench  # each command loads only its own code
         return bench()
-    from autograder.course import build
-    for path in getattr(build, args.command)():
+    from autograder.course import build  # release, solutions: nbgrader loads only for them
+
+    names = [Path(name).stem for name in args.names]
+    unknown = [name for name in names if name not in assignments()]
+    if unknown:
+        parser.error(f"no assignment {', '.join(unknown)}; the course has {', '.join(assignments())}")
+    for path in getattr(build, args.command)(names=names or None):
         print(path)
     return 0
 
 
 def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
+    # Only what grading one notebook needs (nbgrader and torch load later, once the file is known to be gradable).
     from autograder.grade.notebook import UnusableNotebook, grade
 
     def announce(assignment: str) -> None:
@@ -91,9 +102,10 @@ def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
 
 
 def run_autograde(args) -> int:
-    from autograder.trust import sandbox
+    # The class run and the sandbox, for this command only.
     from autograder.grade.class_run import ClassGradingError, grade_class
     from autograder.grade.submission import TIMEOUT_S
+    from autograder.trust import sandbox
 
     if sandbox.warning():
         print(sandbox.warning(), file=sys.stderr)

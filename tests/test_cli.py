@@ -130,7 +130,7 @@ def test_notebook_with_deleted_test_cell_exits_2(tmp_path):
 @pytest.mark.slow
 def test_nbgrader_validate_is_honest_on_an_untouched_and_a_solved_notebook():
     """JupyterLab's Validate button runs `nbgrader validate`: it must fail an untouched notebook on every exercise,
-    naming the stub, and pass a solved one (issue 12)."""
+    naming the stub, and pass a solved one."""
     def validate(path):
         return subprocess.run([str(Path(sys.executable).parent / "nbgrader"), "validate", str(path)], cwd=REPO,
                               capture_output=True, text=True, timeout=600).stdout
@@ -139,3 +139,9 @@ def test_nbgrader_validate_is_honest_on_an_untouched_and_a_solved_notebook():
     assert "VALIDATION FAILED ON 4 CELL(S)" in untouched
     assert untouched.count("is not written yet") == 4
     assert "Success! Your notebook passes all the tests." in validate(solution_notebook(NB))
+
+
+def test_rebuilding_an_unknown_notebook_is_refused_with_the_names_there_are():
+    done = subprocess.run([sys.executable, "-m", "autograder", "solutions", "notebooks/09_nothing/09_nothing.ipynb"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no assignment 09_nothing" in done.stderr and "01_nudging" in done.stderr

@@ -1,5 +1,6 @@
 """The layout's promises, read from the source: no import circle, grading never imports the tools, the code that runs
-next to learner code imports nothing of the course."""
+next to learner code imports nothing of the course, and every import of the project inside a function says why it is
+there."""
 from __future__ import annotations
 
 import ast
@@ -110,3 +111,49 @@ def test_grading_never_imports_the_tools(name):
 def test_code_beside_learner_code_imports_only_the_standard_library_and_numpy(name):
     outside = {target.split(".")[0] for target, _, _ in imports(name)} - set(sys.stdlib_module_names) - {"numpy"}
     assert not outside, f"{name} runs in the sandbox, where {sorted(outside)} cannot be imported"
+def test_every_import_inside_a_function_says_why():
+    """An import of the project's own modules inside a function is there to save start-up time, or to load something
+    only where it is needed: a comment in its block of imports (or on the ``try:`` that holds it) says which."""
+    silent = []
+    for name, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        for target, statement, in_function in imports(name):
+            if not in_function or target.split(".")[0] not in PACKAGES:
+                continue
+            if not explained(lines, statement.lineno - 1):
+                silent.append(f"{path.relative_to(REPO)}:{statement.lineno}: {target}")
+    assert not sorted(set(silent))
+
+
+def explained(lines: list[str], at: int) -> bool:
+    """Whether the import on line ``at`` (0-based), or the run of imports, comments and ``try:`` lines just above it,
+    carries a comment."""
+    while at >= 0:
+        line = lines[at].strip()
+        if line and not line.startswith(("import ", "from ", "try:", "#")):
+            return False
+        if "#" in line:
+            return True
+        at -= 1
+    return False
+
+
+def test_explained_finds_a_comment_in_the_import_block_only():
+    lines = ["def f():", "    x = 1  # not about imports", "    import a", "    # why", "    import b", "    import c"]
+    assert explained(lines, 5) and explained(lines, 4) and not explained(lines, 2)
+
+
+def test_the_import_paths_instructors_use_keep_working():
+    """nbgrader_config.py files call autograder.course's configure; scripts written from an earlier README import
+    grade_class from autograder.class_grading; every import the README shows must work as printed."""
+    import re
+
+    from autograder.class_grading import grade_class
+    from autograder.course import configure, configure_exchange
+    from autograder.grade.class_run import grade_class as where_it_lives
+
+    assert grade_class is where_it_lives and callable(configure) and callable(configure_exchange)
+    shown = re.findall(r"^(from autograder[\w.]* import [\w, ]+)", (REPO / "README.md").read_text(), re.MULTILINE)
+    assert shown, "the README shows no import of the grader"
+    for line in shown:
+        exec(line, {})

@@ -525,7 +525,7 @@ PROTOCOL_PROBLEMS = {
 @exercise("training", builds_on=("sequential", "cross_entropy", "sgd"))
 def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor) -> None:
     ex = "training"
-    from labtools.datasets import load_mnist
+    from labtools.datasets import load_mnist  # labtools loads matplotlib and widgets: only this check needs it
 
     kit = beside(Tensor, reference_modules)
     rng = np.random.default_rng(11)

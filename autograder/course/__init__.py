@@ -36,6 +36,7 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     its trusted verdicts, writing no grades (a grading worker); "record" takes that run's outputs instead of running
     anything (ReplayExecution, whose ``directory`` the caller sets) and writes the gradebook as nbgrader does.
     """
+    # nbgrader, and the checks behind the preprocessors, load only when a configuration is built.
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from nbgrader.converters import Autograde
     from nbgrader.coursedir import CourseDirectory
@@ -89,6 +90,7 @@ def configure_exchange(c, root: Path) -> None:
 
 def set_stage(c, stage: str) -> None:
     """Set which part of ``nbgrader autograde`` a config ``c`` runs (see configure), leaving the rest as it is."""
+    # As in configure: nbgrader and the checks load only when a configuration is built.
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import CheckCellMetadata, Execute
 

@@ -58,17 +58,19 @@ def has_local_edits(path: Path) -> bool:
     return status.returncode != 0 or bool(status.stdout.strip())
 
 
-def solutions(dest: Path = REPO / "solutions", execute: bool = True) -> list[Path]:
-    """Write each source notebook with hidden tests removed, executed top to bottom with its outputs.
+def solutions(dest: Path = REPO / "solutions", execute: bool = True, names: list[str] | None = None) -> list[Path]:
+    """Write each source notebook (or those in ``names``) with hidden tests removed, executed top to bottom with its
+    outputs, as ``dest/<name>/<name>.ipynb``.
 
     Raises:
         nbclient.exceptions.CellExecutionError: a cell of a solution notebook failed.
+        KeyError: a name in ``names`` is no assignment of the course.
     """
     from nbclient import NotebookClient
 
     written = []
-    for name, source in assignments().items():
-        nb = solution_version(nbformat.read(source, as_version=4))
+    for name in names or assignments():
+        nb = solution_version(nbformat.read(assignments()[name], as_version=4))
         out = Path(dest) / name / f"{name}.ipynb"
         out.parent.mkdir(parents=True, exist_ok=True)
         if execute:

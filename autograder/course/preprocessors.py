@@ -89,7 +89,7 @@ class VerdictJob(threading.Thread):
     def run(self):
         try:
             self.found = verdicts.verdicts(self.nb, self.course_nb, hide=self.hide)
-        except BaseException as error:  # noqa: B036 -- handed to the waiting thread, which raises it
+        except BaseException as error:  # handed to the waiting thread, which raises it
             self.error = error
 
     def result(self) -> dict:

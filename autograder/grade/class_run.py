@@ -34,6 +34,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+import nbformat
+
+from autograder.course import configure, quiet_nbgrader, set_stage
+from autograder.course.preprocessors import copied_cells
 from autograder.grade.on_dask_worker import execute_submission
 from autograder.grade.submission import TIMEOUT_S, Executed, Row, Snapshot, Task, nbgrader_reason
 
@@ -147,8 +151,6 @@ def course_config(root: Path, stage: str):
     from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
 
-    from autograder.course import configure, set_stage
-
     if (root / "nbgrader_config.py").is_file():
         config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     else:
@@ -177,10 +179,6 @@ def preflight(folder: Path, ignored: list[str]) -> tuple[dict[str, bytes] | None
 
     A copied graded cell is graded (autograder.course.preprocessors.SeparateCopiedCells); the note names it.
     """
-    import nbformat
-
-    from autograder.course.preprocessors import copied_cells
-
     size = sum(path.stat().st_size for path in tree(folder, ignored))
     if size > MAX_SUBMISSION_BYTES:  # measured before reading: nothing that large is held in memory
         return None, f"the submission folder holds {size >> 20} MiB; the limit is {MAX_SUBMISSION_BYTES >> 20} MiB"
@@ -255,31 +253,42 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
     Raises:
         ClassGradingError: the run cannot start; the message says what to do.
     """
-    from autograder.course import quiet_nbgrader
-
     names = [assignments] if isinstance(assignments, str) else list(assignments)
+    run = Run(list(students), force, workers, scheduler, timeout_s, execute, out or sys.stderr)
     quiet_nbgrader()
     course = Course.open(root)
     try:
-        return _grade(course, names, students, force, workers, scheduler, timeout_s, execute, out)
+        return _grade(course, names, run)
     finally:
         shutil.rmtree(course.scratch, ignore_errors=True)
 
 
-def _grade(course, names, students, force, workers, scheduler, timeout_s, execute, out) -> list[Row]:
+@dataclass(frozen=True)
+class Run:
+    """How one class run grades, as grade_class was asked (its arguments say what each means)."""
+    students: list[str]
+    force: bool
+    workers: int | None
+    scheduler: object
+    timeout_s: float
+    execute: object
+    out: object
+
+
+def _grade(course, names: list[str], run: Run) -> list[Row]:
     found = {}
     for assignment in names:
         course.check_assignment(assignment)
         found[assignment] = course.submitted(assignment)
-    unknown = sorted(set(students) - {student for submitted in found.values() for student in submitted})
+    unknown = sorted(set(run.students) - {student for submitted in found.values() for student in submitted})
     if unknown:
         raise ClassGradingError(f"no submission of {' or '.join(names)} for {', '.join(unknown)} under "
                                 f"{course.root / 'submitted'}")
-    logs = {assignment: RunLog(course.root, assignment, out or sys.stderr) for assignment in names}
+    logs = {assignment: RunLog(course.root, assignment, run.out) for assignment in names}
     rows, tasks = [], []
     for assignment, submitted in found.items():
-        for student in [s for s in students if s in submitted] if students else list(submitted):
-            if not force and course.already_graded(assignment, student):
+        for student in [s for s in run.students if s in submitted] if run.students else list(submitted):
+            if not run.force and course.already_graded(assignment, student):
                 rows.append(logs[assignment].add(Row(student, "skipped", note="already graded (--force grades it again)")))
                 continue
             files, note = preflight(submitted[student], course.ignored)
@@ -288,7 +297,7 @@ def _grade(course, names, students, force, workers, scheduler, timeout_s, execut
             else:
                 tasks.append(Task(student, files, note, assignment=assignment))
     if tasks:
-        rows += _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute)
+        rows += _run_tasks(course, tasks, logs, run)
     for assignment, log in logs.items():
         log.summary([row for row in rows if row.assignment == assignment])
     return rows
@@ -304,7 +313,7 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
                  "distributed.scheduler.work-stealing": False}
 
 
-def _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute) -> list[Row]:
+def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run) -> list[Row]:
     import dask
     from distributed import Client, LocalCluster
     from tqdm.auto import tqdm
@@ -318,18 +327,18 @@ def _run_tasks(course, tasks, logs, workers, scheduler, timeout_s, execute) -> l
     rows = []
     with dask.config.set(settings), StopRequest() as stop:
         cluster = None
-        if scheduler is None:
+        if run.scheduler is None:
             with stop.shielding():
-                cluster = LocalCluster(n_workers=workers or os.cpu_count(), threads_per_worker=1, processes=True,
+                cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
                                        dashboard_address=None, silence_logs=40)
         try:
             what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
             out = next(iter(logs.values())).out
-            with Client(cluster if scheduler is None else scheduler) as client, \
+            with Client(cluster if run.scheduler is None else run.scheduler) as client, \
                     tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out,
                          dynamic_ncols=True) as bar:
-                snapshots = {a: course.snapshot(a, timeout_s) for a in dict.fromkeys(t.assignment for t in tasks)}
-                for task, executed, what in Dispatch(client, snapshots, execute).outcomes(tasks, stop):
+                snapshots = {a: course.snapshot(a, run.timeout_s) for a in dict.fromkeys(t.assignment for t in tasks)}
+                for task, executed, what in Dispatch(client, snapshots, run.execute).outcomes(tasks, stop):
                     log = logs[task.assignment]
                     if what == "retrying":
                         bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)

@@ -13,6 +13,8 @@ import signal
 import tempfile
 from pathlib import Path
 
+from autograder.course import quiet_nbgrader
+from autograder.grade.cpu import CpuMeter
 from autograder.trust.sandbox import Limits
 
 
@@ -29,7 +31,7 @@ def _grade_here(root: str, assignment: str, student: str, config: bytes) -> None
     """
     try:
         report = _autograde_here(root, assignment, student, config)
-    except BaseException:  # noqa: B036 -- whatever stops nbgrader is the reason this submission failed
+    except BaseException:  # whatever stops nbgrader is the reason this submission failed
         import traceback
         report = {"success": False, "log": traceback.format_exc()}
     Path(root, "report.json").write_text(json.dumps(report))
@@ -47,12 +49,10 @@ def _autograde_here(root: str, assignment: str, student: str, config: bytes) -> 
         "HYPOTHESIS_STORAGE_DIRECTORY": str(Path(root) / ".hypothesis"),
         # One BLAS/OpenMP thread per process: one grading per core, and small matrices run faster single-threaded.
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    # After the settings above, which torch and BLAS read when they load.
     import torch
     from nbgrader.apps import NbGraderAPI
     from threadpoolctl import threadpool_limits
-
-    from autograder.course import quiet_nbgrader
-    from autograder.grade.cpu import CpuMeter
 
     quiet_nbgrader()  # this process's stderr is the Dask worker's, which a local cluster prints over the progress bar
     torch.set_num_threads(1)

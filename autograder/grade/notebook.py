@@ -139,12 +139,13 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         UnusableNotebook: the file cannot be graded (see read_submission).
         RuntimeError: nbgrader itself failed; its log is in the message.
     """
+    nb, assignment = read_submission(path)
+    # nbgrader, the checks and torch load only now: an unusable file was refused without waiting for them.
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config
 
     from autograder.course.preprocessors import copied_cells
 
-    nb, assignment = read_submission(path)
     if on_start:
         on_start(assignment)
     copies = copied_cells(nb)

@@ -16,14 +16,15 @@ import time
 
 import numpy as np
 
+from autograder.tools.solutions import solution_namespace
+from labtools.datasets import load_fashion_mnist
+
 REPEATS = 5
 ROWS, BATCH, HIDDEN, LR = 60_000, 64, 128, 0.05
 TARGETS = {"engine/numpy": 1.3, "engine/torch": 1.0}
 
 
 def load_data():
-    from labtools.datasets import load_fashion_mnist
-
     try:
         data = load_fashion_mnist(verbose=False)
         return data.train_images[:ROWS], data.train_labels[:ROWS], str(data)
@@ -34,8 +35,6 @@ def load_data():
 
 def engine_epoch(images, labels):
     """One epoch with the notebook-5 reference solution, exactly as its training cell calls it."""
-    from autograder.tools.solutions import solution_namespace
-
     ns = solution_namespace("05_modules_mnist")
     np.random.seed(0)
     model = ns["Sequential"](ns["Linear"](784, HIDDEN), ns["ReLU"](), ns["Linear"](HIDDEN, 10))

@@ -27,13 +27,15 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.contract import REPO, assignments
+from autograder.contract import COURSE_ID, REPO, assignments
 from autograder.course import SCRATCH_COURSE_CONFIG
+from autograder.grade.class_run import grade_class
 from autograder.grade.cpu import CpuMeter
+from autograder.tools.demo import submissions
 
 BENCH = REPO / "build" / "bench-grading"
 PER_NOTEBOOK = 12
-TARGET_RATIO = 0.6          # parallel wall / serial wall, issue 11
+TARGET_RATIO = 0.6          # parallel wall / serial wall
 TARGET_CPU_PER_STUDENT = 40  # seconds of CPU for the five notebooks of one student
 # nbgrader's log with a time on each line: the serial run's per-submission times come from its "student" lines.
 LOG_FORMAT = "--Application.log_format=%(asctime)s.%(msecs)03d %(levelname)s %(message)s"
@@ -42,8 +44,6 @@ STARTS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) INFO Creating/upd
 
 def synthetic_class(name: str, course: Path) -> dict[str, nbformat.NotebookNode]:
     """PER_NOTEBOOK submissions of one assignment, by student id (the demo's four, then the kinds above)."""
-    from autograder.tools.demo import submissions
-
     found = submissions(name, course)
     solved, untouched = found["full-marks"], found["untouched"]
     found["crasher"] = _with_first_answer(untouched, "import os\nos._exit(1)\n")
@@ -126,8 +126,6 @@ def gradebook_cells(root: Path, assignment: str) -> dict[tuple, tuple]:
     """Every grade and comment of an assignment in a course's gradebook, by (student, notebook, cell, kind)."""
     from nbgrader.api import Gradebook
 
-    from autograder.contract import COURSE_ID
-
     found = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gradebook:
         for submission in gradebook.assignment_submissions(assignment):
@@ -149,8 +147,6 @@ def differences(a: dict, b: dict) -> list[str]:
 
 
 def main() -> int:
-    from autograder.grade.class_run import grade_class
-
     meter = CpuMeter("bench-grading", machine_fallback=True)
     atexit.register(meter.close)
     print(f"Building a synthetic class of {PER_NOTEBOOK} submissions per notebook in {BENCH.relative_to(REPO)}/",

@@ -5,8 +5,11 @@ from __future__ import annotations
 import sys
 import types
 
+import nbformat
+
 from autograder.contract import assignments
 from autograder.course import solution_version
+from autograder.trust.verdicts import definitions
 
 
 def solution_namespace(name: str, edits: dict | None = None, extra: str = "") -> dict:
@@ -20,10 +23,6 @@ def solution_namespace(name: str, edits: dict | None = None, extra: str = "") ->
     Raises:
         ValueError: an edit no longer matches the solution, or names no answer cell.
     """
-    import nbformat
-
-    from autograder.trust.verdicts import definitions
-
     nb = solution_version(nbformat.read(assignments()[name], as_version=4))
     edits = dict(edits or {})
     module = types.ModuleType("__learner__")  # registered, as a notebook's __main__ is: dataclasses look it up

@@ -1,10 +1,11 @@
 """Where learner code runs while it is graded: a bubblewrap sandbox with resource limits.
 
 Every process that runs learner code during grading (the check worker, and nbgrader's kernel) is started through
-:func:`wrap`. With bubblewrap (Debian's ``bubblewrap``) the process gets its own user, PID, network, IPC and mount
-namespaces; the whole file system is read-only; ``/tmp``, home folders and the course folder are empty tmpfs, so
-``source/``, ``solutions/``, the checks, other submissions and the gradebook cannot be read or written; libraries
-that differentiate for you (torch, sympy, ...) are hidden; and the process dies with its parent. ``prlimit`` caps
+:func:`wrap`. With bubblewrap (Debian's ``bubblewrap``) the process gets its own user, PID, IPC and mount
+namespaces, and the check worker its own network namespace too (nbgrader's kernel keeps the host network: its client
+talks to it over loopback TCP); the whole file system is read-only; ``/tmp``, home folders and the course folder
+are empty tmpfs, so ``source/``, ``solutions/``, the checks, other submissions and the gradebook cannot be read or
+written; libraries that differentiate for you (torch, sympy, ...) are hidden; and the process dies with its parent. ``prlimit`` caps
 CPU time, address space, file size and open files, so a runaway is stopped by the kernel, not by a polite signal.
 
 Without bubblewrap (or where the machine forbids user namespaces) the limits still apply but the files are not

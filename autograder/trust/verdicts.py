@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograder.checks import check, has_check
+from autograder.checks.harness.diagnostics import CheckFailure, case_seed
 from autograder.trust import remote
 from autograder.contract import exercise_id
 
@@ -147,10 +149,6 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
 
 def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
     """The trusted verdict of every exercise whose course test cell calls a check."""
-    from autograder.checks import has_check
-
-    from autograder.checks.harness.diagnostics import case_seed
-
     cells, tests = program(nb, course_nb)
     found, poisoned, settled = {}, {}, {}
     # Randomized cases drawn from the answers themselves: the same submission always gets the same grade.
@@ -165,8 +163,8 @@ def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
     return found
 
 
-def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...] = (), poisoned: dict[str, str] | None = None,
-          settled: dict | None = None, zygote: remote.Zygote | None = None) -> Verdict:
+def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...], poisoned: dict[str, str], settled: dict,
+          zygote: remote.Zygote) -> Verdict:
     """Run one exercise's check against a fresh worker holding ``cells``.
 
     The test cell's visible asserts are not run here: they use torch as a reference, and they can only fail a
@@ -177,10 +175,6 @@ def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...] = (), poisone
     verdicts of exercises checked before (``autograder.checks.check``): an exercise that builds on one of them is
     not made to check it again.
     """
-    from autograder.checks import check
-    from autograder.checks.harness.diagnostics import CheckFailure
-
-    poisoned = {} if poisoned is None else poisoned
     while True:
         worker = remote.Worker(hide=hide, zygote=zygote)
         problems, culprit = load(worker, [c for c in cells if c.name not in poisoned])

@@ -246,7 +246,7 @@ def test_training_accepts_other_correct_loop_styles():
      "np.random.default_rng(0).uniform(-k, k, (out_features, in_features))", "identical weights"),
     ("sgd", "        for p in self.params:\n            p.grad = None",
      "        for p in self.params[:-1]:\n            p.grad = None", "clear every parameter's gradient"),
-    # zero_grad must leave None, as the notebook asks and the visible tests assert (issue 12)
+    # zero_grad must leave None, as the notebook asks and the visible tests assert
     ("module", "        for p in self.parameters():\n            p.grad = None",
      "        for p in self.parameters():\n            p.grad.array[...] = 0.0", "has no gradient yet"),
     ("module", "        for p in self.parameters():\n            p.grad = None",

@@ -243,7 +243,7 @@ def tanh_network_gradients(x, w1, b1, w2, t):
 # ------------------------------------------------------------------------------------------- the h slider
 
 def test_the_h_slider_answers_state_what_the_slider_shows():
-    """Notebook 1's answers to the h-slider questions quote measured errors (issue 12): they must stay true of
+    """Notebook 1's answers to the h-slider questions quote measured errors: they must stay true of
     labtools.nudging on the slider's own stops (10^-12 ... 1, every quarter decade)."""
     import nbformat
 

@@ -7,7 +7,7 @@ from autograder.checks.harness.oracles import central_differences, torch_gradien
 
 
 def test_seed_example_log_plus_exp_times_z():
-    # Course seed 002 §1: f = log(x) + exp(y)·z at (1, 3, 2) has gradient (1, 40.1711, 20.0855).
+    # Handout #6, "Backprop in Practice", §1: f = log(x) + exp(y)·z at (1, 3, 2) has gradient (1, 40.1711, 20.0855).
     exact = torch_gradients(lambda x, y, z: torch.log(x) + torch.exp(y) * z, 1.0, 3.0, 2.0)
     numeric = central_differences(lambda x, y, z: np.log(x) + np.exp(y) * z, 1.0, 3.0, 2.0)
     for grads in (exact, numeric):

@@ -61,7 +61,7 @@ def test_every_name_a_check_reads_is_defined_by_its_notebook(assignment):
 
 def test_each_test_cell_shows_the_learner_the_same_check_that_grades(assignment):
     """The visible part of a test cell starts with run_check and the very arguments of the hidden call, so the
-    diagnosis in the learner's notebook and the grade cannot disagree (issue 12)."""
+    diagnosis in the learner's notebook and the grade cannot disagree."""
     for cell in source_nb(assignment).cells:
         if not cell.metadata.get("nbgrader", {}).get("grade"):
             continue
@@ -75,7 +75,7 @@ def test_each_test_cell_shows_the_learner_the_same_check_that_grades(assignment)
 
 
 def test_widget_cells_are_skipped_by_unattended_runs(assignment):
-    """A cell that shows a live widget carries nbclient's skip tag, so grading never waits on it (issue 11)."""
+    """A cell that shows a live widget carries nbclient's skip tag, so grading never waits on it."""
     calls = re.compile(r"^\s*(\w+\s*=\s*)?(" + "|".join(WIDGET_FUNCTIONS) + r")\(", re.M)
     widget_cells = [c for c in source_nb(assignment).cells if c.cell_type == "code" and calls.search(c.source)]
     for cell in widget_cells:
@@ -155,7 +155,7 @@ def test_notebook_5_carries_notebook_4s_solution_engine_verbatim():
             assert cell.source in given5, f"notebook 5's engine differs from notebook 4's solution near:\n{cell.source[:200]}"
 
 
-# --------------------------------------------------------------------- the exercise pages a learner reads (issue 12)
+# --------------------------------------------------------------------- the exercise pages a learner reads
 
 EXERCISE_HEADING = re.compile(r"^### Exercise (\d+) — (.+) \((\d+) points?\)$", re.M)
 EXERCISE_FACTS = re.compile(r"^> \*\*Difficulty\*\* ([1-5])/5 · \*\*Importance\*\* ([1-5])/5 · \*\*Time\*\* about (\d+) min · "

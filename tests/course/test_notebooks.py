@@ -1,4 +1,5 @@
-"""Notebooks run as learners and instructors run them (slow: each starts a Jupyter kernel)."""
+"""Notebooks run as learners and instructors run them (the slow ones start a Jupyter kernel), and the generated
+folders in sync with source/."""
 import json
 import re
 
@@ -11,8 +12,6 @@ from autograder.contract import INTERACTIVE_TAG, assignments
 from autograder.course import KERNEL_ARGS, solution_version
 from conftest import learner_notebook, solution_notebook
 
-pytestmark = pytest.mark.slow
-
 
 def execute(nb, cwd, allow_errors=False):
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=allow_errors, extra_arguments=KERNEL_ARGS,
@@ -20,6 +19,7 @@ def execute(nb, cwd, allow_errors=False):
     return nb
 
 
+@pytest.mark.slow
 def test_untouched_learner_notebook_fails_only_on_its_stubs(assignment):
     """Every test cell says which function is still a stub (run_check's diagnosis, without a traceback); an ungraded
     cell that calls a stub raises its NotImplementedError, and one after it may miss a name the failed cell would
@@ -43,13 +43,14 @@ def test_untouched_learner_notebook_fails_only_on_its_stubs(assignment):
     assert all(any(o.output_type == "error" for o in c.outputs) for c in graded), "a test cell passed on a stub"
 
 
-def test_notebooks_folder_is_in_sync_with_source(tmp_path):
-    for fresh in release(tmp_path):
-        committed = learner_notebook(fresh.parent.name)
-        assert json.loads(fresh.read_text()) == json.loads(committed.read_text()), \
-            f"{committed} is stale: run `make release` and commit"
+def test_notebooks_folder_is_in_sync_with_source(tmp_path, assignment):
+    [fresh] = release(tmp_path, names=[assignment])
+    committed = learner_notebook(assignment)
+    assert json.loads(fresh.read_text()) == json.loads(committed.read_text()), \
+        f"{committed} is stale: run `make release NB={assignment}` and commit"
 
 
+@pytest.mark.slow
 def test_solutions_folder_is_in_sync_with_source_and_every_check_passes_in_it(tmp_path):
     """Each source notebook runs once per test run, here: as its solution version, top to bottom. Execution is
     deterministic (widget ids are renumbered), so the run must reproduce every byte of the committed JSON; and each

@@ -102,6 +102,7 @@ def class_of(template, tmp_path, students):
     return tmp_path / "course", executed
 
 
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_failures_are_retried_once_then_recorded_and_every_submission_gets_a_row(template, tmp_path, threads, capsys):
     course, executed = class_of(template, tmp_path, ["ann", "bob", "cat"])
     submit(course, {"dan": b"{ not json"})
@@ -119,6 +120,7 @@ def test_failures_are_retried_once_then_recorded_and_every_submission_gets_a_row
     assert not (course / "autograded" / "cat").exists()
 
 
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tmp_path, threads):
     course, executed = class_of(template, tmp_path, ["ann", "bob", "cat"])
     fake = FakeWorkers(executed, tmp_path / "first", fail={}, interrupt_after=2)
@@ -132,6 +134,7 @@ def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tm
     assert [(r.student, r.status) for r in third] == [("bob", "graded")] and chosen.attempts == {"bob": 1}
 
 
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(template, tmp_path, threads):
     """The recording process leaves the metadata check to the grading worker (course.set_stage): it must still fail."""
     course, _ = class_of(template, tmp_path, ["ann"])
@@ -146,6 +149,7 @@ def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(templa
     assert not (course / "autograded" / "ann").exists()
 
 
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     course, executed = class_of(template, tmp_path, ["ann"])
     scratch = set(Path(tempfile.gettempdir()).glob("class-grading-*"))
@@ -159,6 +163,7 @@ def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     assert done.returncode == 2 and "cannot grade:" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how_to_start_it(template, tmp_path,
                                                                                               monkeypatch):
     import multiprocessing

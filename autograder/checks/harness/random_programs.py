@@ -23,7 +23,6 @@ NUMBER_LEFT = ["c+", "c-", "c*", "c/"]           # a number, then a node: the re
 NUMBER_RIGHT = ["-c", "/c"]                      # a node, then a number
 POWERS = ["**2", "**3", "**-1", "**0.5"]
 NONLINEAR = ["exp", "log", "tanh", "relu"]
-TENSOR_ONLY = ["@", "sum", "mean", "reshape", "index"]
 
 
 @dataclass(frozen=True)
