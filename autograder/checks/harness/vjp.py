@@ -8,6 +8,8 @@ rule for what a returned gradient must be. A shape error raised inside the learn
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -15,6 +17,28 @@ import torch
 from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, CheckFailure, Probe,
                                                    call_learner, close, fmt)
 from autograder.checks.harness.oracles import central_differences
+
+
+@dataclass(frozen=True)
+class VJPCase:
+    """One vector–Jacobian product asked of a learner's backward function.
+
+    ``back(grad_out, out, *inputs, **kwargs)`` is asked for d/d inputs[index] of sum(grad_out · forward(*inputs,
+    **kwargs)): the upstream gradient times the local derivative of the output with respect to that input, summed
+    back to the input's shape. An exercise builds its case once, without inputs, and completes it for each call
+    with ``dataclasses.replace``.
+    """
+    ex: str                                # the exercise id every CheckFailure carries
+    name: str                              # the backward function as messages name it: "multiply_back1"
+    back: Callable                         # the learner's backward function
+    forward: Callable                      # the forward operation on float64 torch tensors: torch.mul, a lambda
+    inputs: Sequence = ()                  # the forward's inputs: numpy arrays of any dtype, or Python numbers
+    index: int = 0                         # the input whose gradient ``back`` returns
+    grad_out: np.ndarray | None = None     # the upstream gradient, of the output's shape; None: a reproducible one
+    kwargs: Mapping[str, object] = field(default_factory=dict)  # the forward's keywords (dim=...); back gets them too
+    # False at a kink (relu at 0): there central differences measure the mean of the two one-sided slopes, while
+    # torch, and the exercise, take the right-hand convention, so check_vjp skips them.
+    smooth: bool = True
 
 
 def as_gradient(ex, name, result, shape, shown):
@@ -61,68 +85,82 @@ def numeric_vjp(forward, inputs, index, grad_out, **kwargs):
     return central_differences(weighted, inputs[index])[0]
 
 
-def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True, **kwargs):
-    """Call the learner's ``back(grad_out, out, *inputs, **kwargs)`` and compare with torch and central differences.
+def check_vjp(case: VJPCase) -> np.ndarray:
+    """Ask the learner's backward function for ``case`` and compare with torch and central differences (the latter
+    skipped when ``case.smooth`` is False).
 
-    smooth=False skips the differences: at a kink (relu at 0) they measure the mean of the two one-sided slopes,
-    while torch, and the exercise, take the right-hand convention.
+    Returns:
+        The learner's gradient, a float64 array of ``case.inputs[case.index]``'s shape.
+
+    Raises:
+        CheckFailure: a wrong value (showing torch's or the differences'), shape or dtype, a shape error inside the
+            learner's code told in shapes, or an argument changed in place.
     """
-    if grad_out is None:
-        grad_out = _upstream(name, forward, inputs, kwargs)
-    out, expected = torch_vjp(forward, inputs, index, grad_out, **kwargs)
-    shown = _shown(name, grad_out, inputs, kwargs)
-    got = learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs)
-    if not close(got, expected, _tolerance(inputs)):
-        raise CheckFailure(ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
-    numeric = numeric_vjp(forward, inputs, index, grad_out, **kwargs) if smooth else got
+    case, out, expected, shown = _prepare(case)
+    got = learner_vjp(case, out, shown)
+    if not close(got, expected, _tolerance(case.inputs)):
+        raise CheckFailure(case.ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
+    numeric = numeric_vjp(case.forward, case.inputs, case.index, case.grad_out, **case.kwargs) if case.smooth else got
     if not close(got, numeric, AGAINST_DIFFERENCES):
-        raise CheckFailure(ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
+        raise CheckFailure(case.ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
     return got
 
 
-def vjp_probe(ex, why, name, back, forward, inputs, index, grad_out=None, slips=(), **kwargs) -> Probe:
+def vjp_probe(case: VJPCase, why: str, slips: tuple[tuple[object, str], ...] = ()) -> Probe:
     """A hand-picked input whose failure has a known cause, as a Probe for ``run_probes``: the expected value is
     torch's VJP, and every diagnosis, a wrong shape or dtype included, starts with ``why`` (or with the matching
-    slip's cause). Central differences are left to the random cases: on a probe torch is exact."""
-    if grad_out is None:
-        grad_out = _upstream(name, forward, inputs, kwargs)
-    out, expected = torch_vjp(forward, inputs, index, grad_out, **kwargs)
-    shown = _shown(name, grad_out, inputs, kwargs)
+    slip's cause; ``slips`` as in Probe). Central differences are left to the random cases: on a probe torch is
+    exact."""
+    case, out, expected, shown = _prepare(case)
 
     def call():
         try:
-            return learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs)
+            return learner_vjp(case, out, shown)
         except CheckFailure as failure:
-            raise CheckFailure(ex, f"{why}\n{failure.message}") from None
-    return Probe(shown, call, expected, slips, why, _tolerance(inputs))
+            raise CheckFailure(case.ex, f"{why}\n{failure.message}") from None
+    return Probe(shown, call, expected, slips, why, _tolerance(case.inputs))
 
 
-def learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs) -> np.ndarray:
+def learner_vjp(case: VJPCase, out: np.ndarray, shown: str) -> np.ndarray:
     """The learner's gradient for inputs[index] as a float64 array of its shape; a shape error inside their code is
-    told in shapes, and a changed argument is named."""
-    sent = [np.array(grad_out), out, *[np.array(v) if isinstance(v, np.ndarray) else v for v in inputs]]
+    told in shapes, and a changed argument is named.
+
+    ``case.grad_out`` must be set; ``out`` is the forward's output (float64) and ``shown`` the call as messages show
+    it. Raises CheckFailure.
+    """
+    sent = [np.array(case.grad_out), out, *[np.array(v) if isinstance(v, np.ndarray) else v for v in case.inputs]]
     try:
-        result = call_learner(ex, back, *sent, shown_input=shown, **kwargs,
-                              changed_input=f"{name} changed grad_out or an input in place ({shown}). In an engine "
-                                            "the backward functions of one operation share grad_out: compute new "
-                                            "arrays instead.")
+        result = call_learner(case.ex, case.back, *sent, shown_input=shown, **case.kwargs,
+                              changed_input=f"{case.name} changed grad_out or an input in place ({shown}). In an "
+                                            "engine the backward functions of one operation share grad_out: compute "
+                                            "new arrays instead.")
     except CheckFailure as failure:
         if isinstance(failure.cause, ValueError) and SHAPE_ERROR.search(str(failure.cause)):
-            raise CheckFailure(ex, shape_error(name, failure.cause, grad_out, inputs, index, forward)) from None
+            raise CheckFailure(case.ex, shape_error(case, failure.cause)) from None
         raise
-    return as_gradient(ex, name, result, np.shape(inputs[index]), shown)
+    return as_gradient(case.ex, case.name, result, np.shape(case.inputs[case.index]), shown)
 
 
-def _upstream(name, forward, inputs, kwargs) -> np.ndarray:
+def _prepare(case: VJPCase) -> tuple[VJPCase, np.ndarray, np.ndarray, str]:
+    """What asking ``case`` needs: the case with an upstream gradient (a reproducible one when it names none), the
+    forward's output and torch's VJP (float64 arrays), and the call as messages show it."""
+    if case.grad_out is None:
+        case = replace(case, grad_out=_upstream(case))
+    out, expected = torch_vjp(case.forward, case.inputs, case.index, case.grad_out, **case.kwargs)
+    return case, out, expected, _shown(case)
+
+
+def _upstream(case: VJPCase) -> np.ndarray:
     """A reproducible upstream gradient of the output's shape, with three decimals so that messages stay readable."""
-    shape = forward(*[torch.tensor(np.asarray(v, dtype=np.float64)) for v in inputs], **kwargs).shape
-    rng = np.random.default_rng(len(name) + sum(np.size(v) for v in inputs))
+    shape = case.forward(*[torch.tensor(np.asarray(v, dtype=np.float64)) for v in case.inputs], **case.kwargs).shape
+    rng = np.random.default_rng(len(case.name) + sum(np.size(v) for v in case.inputs))
     return rng.uniform(-2, 2, size=tuple(shape)).round(3)
 
 
-def _shown(name, grad_out, inputs, kwargs) -> str:
-    extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
-    return f"{name}(grad_out of shape {np.shape(grad_out)}, out, " + ", ".join(describe(v) for v in inputs) + f"{extra})"
+def _shown(case: VJPCase) -> str:
+    extra = "".join(f", {k}={v!r}" for k, v in case.kwargs.items())
+    return (f"{case.name}(grad_out of shape {np.shape(case.grad_out)}, out, "
+            + ", ".join(describe(v) for v in case.inputs) + f"{extra})")
 
 
 def _tolerance(inputs):
@@ -134,14 +172,15 @@ def _tolerance(inputs):
 SHAPE_ERROR = re.compile(r"shape|broadcast|dimension|axes|axis")  # numpy's words for a shape mismatch
 
 
-def shape_error(name, error, grad_out, inputs, index, forward) -> str:
+def shape_error(case: VJPCase, error: ValueError) -> str:
     """A shape error raised inside a backward function, told in the exercise's terms: which shapes met, and which
-    shape the result must have."""
-    names = ["x", "y"][:len(inputs)]
-    shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in zip(names, inputs))
-    told = (f"{name} raised ValueError ({error}). The shapes it was given: grad_out {np.shape(grad_out)} (the "
-            f"output's), {shapes}; it must return an array of {names[index]}'s shape {np.shape(inputs[index])}.")
-    if forward is torch.matmul:
+    shape the result must have. ``case.grad_out`` must be set."""
+    names = ["x", "y"][:len(case.inputs)]
+    shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in zip(names, case.inputs))
+    told = (f"{case.name} raised ValueError ({error}). The shapes it was given: grad_out {np.shape(case.grad_out)} "
+            f"(the output's), {shapes}; it must return an array of {names[case.index]}'s shape "
+            f"{np.shape(case.inputs[case.index])}.")
+    if case.forward is torch.matmul:
         told += (" For out = x @ y, the gradient for x is grad_out @ y.T and the gradient for y is x.T @ grad_out: "
                  "multiplied by the other operand untransposed, the sizes that should meet in the product do not "
                  "(treat a 1-d x as a row and a 1-d y as a column first).")
