@@ -9,7 +9,7 @@ Probe numbers come from course seed 000 (cell 06) and the notebook-3 issue: (3,)
 """
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -17,149 +17,12 @@ from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from autograder.checks.registry import exercise
-from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, CheckFailure,
-                                    Probe, call_learner, close, fmt, run_probes)
-from autograder.checks.harness.oracles import central_differences
+from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt,
+                                                   run_probes)
+from autograder.checks.harness.vjp import VJPCase, as_gradient, check_vjp, describe, torch_vjp, vjp_probe
 
 
-# ------------------------------------------------------------------------------------------------ shared harness
-
-def as_gradient(ex, name, result, shape, shown):
-    """The learner's gradient as a float64 ndarray of the input's shape, or a CheckFailure.
-
-    One rule for every backward function and unbroadcast. A view, ``grad_out`` itself or a read-only array (what
-    ``np.broadcast_to`` gives) is accepted: the course's engines never write into a gradient, they add into new
-    arrays (notebook 4). numpy turns 0-d arithmetic into numpy scalars (even ``np.sum(a, keepdims=True)`` of a 0-d
-    ``a``), so a numpy scalar stands for a 0-d array.
-    """
-    if isinstance(result, np.generic):
-        result = np.asarray(result)
-    if not isinstance(result, np.ndarray):
-        raise CheckFailure(ex, f"{name} returned {type(result).__name__}; return a numpy array ({shown}).")
-    if result.shape != tuple(shape):
-        hint = " Sum away what broadcasting added (unbroadcast)." if result.size > np.prod(shape, dtype=int) else ""
-        raise CheckFailure(ex, f"{name} returned shape {result.shape}, but the input has shape {tuple(shape)} ({shown}): "
-                               f"a gradient has its input's shape.{hint}")
-    if np.issubdtype(result.dtype, np.integer) or result.dtype == bool:
-        raise CheckFailure(ex, f"{name} returned dtype {result.dtype} ({shown}): an integer gradient buffer truncates "
-                               "fractions. Build gradients in float64 (e.g. np.zeros(shape) or grad_out * 1.0).")
-    if result.dtype != np.float64:
-        raise CheckFailure(ex, f"{name} returned dtype {result.dtype} ({shown}): return float64, whatever the inputs' "
-                               "dtype; float32 keeps only ~7 significant digits.")
-    return np.array(result, dtype=np.float64, subok=False)  # a plain array: no subclass can bend the comparison
-
-
-def torch_vjp(forward, inputs, index, grad_out, **kwargs):
-    """d/d inputs[index] of sum(grad_out · forward(*inputs)), by torch.autograd in float64."""
-    tensors = [torch.tensor(np.asarray(v, dtype=np.float64), requires_grad=(j == index)) for j, v in enumerate(inputs)]
-    out = forward(*tensors, **kwargs)
-    (grad,) = torch.autograd.grad(out, tensors[index], torch.as_tensor(grad_out, dtype=torch.float64))
-    return out.detach().numpy(), grad.numpy()
-
-
-def numeric_vjp(forward, inputs, index, grad_out, **kwargs):
-    """The same VJP by central differences (forward evaluated with torch, no autograd), nudging inputs[index] only."""
-    upstream = torch.as_tensor(grad_out, dtype=torch.float64)
-    tensors = [torch.tensor(np.asarray(v, dtype=np.float64)) for v in inputs]
-
-    def weighted(value):
-        tensors[index] = torch.from_numpy(value)  # the nudged copy; the other inputs stay as they are
-        return float((upstream * forward(*tensors, **kwargs)).sum())
-    return central_differences(weighted, inputs[index])[0]
-
-
-def check_vjp(ex, name, back, forward, inputs, index, grad_out=None, smooth=True, **kwargs):
-    """Call the learner's ``back(grad_out, out, *inputs, **kwargs)`` and compare with torch and central differences.
-
-    smooth=False skips the differences: at a kink (relu at 0) they measure the mean of the two one-sided slopes,
-    while torch, and the exercise, take the right-hand convention.
-    """
-    if grad_out is None:
-        grad_out = _upstream(name, forward, inputs, kwargs)
-    out, expected = torch_vjp(forward, inputs, index, grad_out, **kwargs)
-    shown = _shown(name, grad_out, inputs, kwargs)
-    got = learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs)
-    if not close(got, expected, _tolerance(inputs)):
-        raise CheckFailure(ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
-    numeric = numeric_vjp(forward, inputs, index, grad_out, **kwargs) if smooth else got
-    if not close(got, numeric, AGAINST_DIFFERENCES):
-        raise CheckFailure(ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
-    return got
-
-
-def vjp_probe(ex, why, name, back, forward, inputs, index, grad_out=None, slips=(), **kwargs) -> Probe:
-    """A hand-picked input whose failure has a known cause, as a Probe for ``run_probes``: the expected value is
-    torch's VJP, and every diagnosis, a wrong shape or dtype included, starts with ``why`` (or with the matching
-    slip's cause). Central differences are left to the random cases: on a probe torch is exact."""
-    if grad_out is None:
-        grad_out = _upstream(name, forward, inputs, kwargs)
-    out, expected = torch_vjp(forward, inputs, index, grad_out, **kwargs)
-    shown = _shown(name, grad_out, inputs, kwargs)
-
-    def call():
-        try:
-            return learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs)
-        except CheckFailure as failure:
-            raise CheckFailure(ex, f"{why}\n{failure.message}") from None
-    return Probe(shown, call, expected, slips, why, _tolerance(inputs))
-
-
-def learner_vjp(ex, name, back, forward, inputs, index, grad_out, out, shown, kwargs) -> np.ndarray:
-    """The learner's gradient for inputs[index] as a float64 array of its shape; a shape error inside their code is
-    told in shapes, and a changed argument is named."""
-    sent = [np.array(grad_out), out, *[np.array(v) if isinstance(v, np.ndarray) else v for v in inputs]]
-    try:
-        result = call_learner(ex, back, *sent, shown_input=shown, **kwargs,
-                              changed_input=f"{name} changed grad_out or an input in place ({shown}). In an engine "
-                                            "the backward functions of one operation share grad_out: compute new "
-                                            "arrays instead.")
-    except CheckFailure as failure:
-        if isinstance(failure.cause, ValueError) and SHAPE_ERROR.search(str(failure.cause)):
-            raise CheckFailure(ex, shape_error(name, failure.cause, grad_out, inputs, index, forward)) from None
-        raise
-    return as_gradient(ex, name, result, np.shape(inputs[index]), shown)
-
-
-def _upstream(name, forward, inputs, kwargs) -> np.ndarray:
-    """A reproducible upstream gradient of the output's shape, with three decimals so that messages stay readable."""
-    shape = forward(*[torch.tensor(np.asarray(v, dtype=np.float64)) for v in inputs], **kwargs).shape
-    rng = np.random.default_rng(len(name) + sum(np.size(v) for v in inputs))
-    return rng.uniform(-2, 2, size=tuple(shape)).round(3)
-
-
-def _shown(name, grad_out, inputs, kwargs) -> str:
-    extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
-    return f"{name}(grad_out of shape {np.shape(grad_out)}, out, " + ", ".join(describe(v) for v in inputs) + f"{extra})"
-
-
-def _tolerance(inputs):
-    # A float32 input carries ~7 significant digits into any formula that uses it as it is (np.square(y) stays
-    # float32): hold such results to float32's precision, and float64 ones to float64's.
-    return FLOAT32_INPUTS if any(np.asarray(v).dtype == np.float32 for v in inputs) else AGAINST_TORCH
-
-
-SHAPE_ERROR = re.compile(r"shape|broadcast|dimension|axes|axis")  # numpy's words for a shape mismatch
-
-
-def shape_error(name, error, grad_out, inputs, index, forward) -> str:
-    """A shape error raised inside a backward function, told in the exercise's terms: which shapes met, and which
-    shape the result must have."""
-    names = ["x", "y"][:len(inputs)]
-    shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in zip(names, inputs))
-    told = (f"{name} raised ValueError ({error}). The shapes it was given: grad_out {np.shape(grad_out)} (the "
-            f"output's), {shapes}; it must return an array of {names[index]}'s shape {np.shape(inputs[index])}.")
-    if forward is torch.matmul:
-        told += (" For out = x @ y, the gradient for x is grad_out @ y.T and the gradient for y is x.T @ grad_out: "
-                 "multiplied by the other operand untransposed, the sizes that should meet in the product do not "
-                 "(treat a 1-d x as a row and a 1-d y as a column first).")
-    return told
-
-
-def describe(value) -> str:
-    if isinstance(value, (int, float)):
-        return f"the Python number {value!r}"
-    return f"{np.asarray(value).dtype} array of shape {np.shape(value)}"
-
+# ------------------------------------------------------------------------------------------------ random inputs
 
 def cast(values, dtype):
     """Inputs in a dtype the forward pass might have seen: float64, float32, integers or a Python number."""
@@ -279,35 +142,38 @@ def check_unbroadcast(unbroadcast) -> None:
 # ------------------------------------------------------------------------------------------------ elementwise rules
 
 def pair_exercise(ex, backs, forward, low=0.5, high=2.0, probes=()):
-    """Check f_back0 (and f_back1) of a two-input elementwise operation on probes then random broadcast pairs."""
-    run_probes(ex, [vjp_probe(ex, why, *backs[index], forward, inputs, index, grad_out)
+    """Check f_back0 (and f_back1) of a two-input elementwise operation on probes then random broadcast pairs.
+    ``backs`` lists (name, backward function) by input; a probe is (inputs, index, grad_out, why)."""
+    rules = [VJPCase(ex, name, back, forward, index=index) for index, (name, back) in enumerate(backs)]
+    run_probes(ex, [vjp_probe(replace(rules[index], inputs=inputs, grad_out=grad_out), why)
                     for inputs, index, grad_out, why in probes])
 
     @RANDOM_CASES
     @given(pair_cases(), st.integers(0, len(backs) - 1))
-    def random_case(case, index):
-        inputs = make_pair(case, low, high)
-        check_vjp(ex, backs[index][0], backs[index][1], forward, inputs, index)
+    def random_case(pair, index):
+        check_vjp(replace(rules[index], inputs=make_pair(pair, low, high)))
 
     random_case()
 
 
-def unary_exercise(ex, name, back, forward, low, high):
+def unary_exercise(rule: VJPCase, low, high):
+    """``rule`` on random inputs of rank 0–4 (float64, float32, integers or a Python number) drawn by ``one_input``
+    from [low, high]."""
     @RANDOM_CASES
     @given(mutually_broadcastable_shapes(num_shapes=1, max_dims=4, max_side=3), st.integers(0, 2 ** 16),
            st.sampled_from(["float64", "float32", "int", "python"]))
     def random_case(shapes, seed, dtype):
         x = one_input(shapes.input_shapes[0], seed, dtype, low, high, signed=low < 0)
-        check_vjp(ex, name, back, forward, [x], 0)
+        check_vjp(replace(rule, inputs=[x]))
 
     random_case()
 
 
 @exercise("log_back")
 def check_log_back(log_back) -> None:
-    ex = "log_back"
-    check_vjp(ex, "log_back", log_back, torch.log, [np.array([1.0, 2.0, 4.0])], 0, grad_out=np.array([1.0, 1.0, 1.0]))
-    unary_exercise(ex, "log_back", log_back, torch.log, 0.1, 5.0)
+    rule = VJPCase("log_back", "log_back", log_back, torch.log)
+    check_vjp(replace(rule, inputs=[np.array([1.0, 2.0, 4.0])], grad_out=np.array([1.0, 1.0, 1.0])))
+    unary_exercise(rule, 0.1, 5.0)
 
 
 @exercise("multiply_back", builds_on=("unbroadcast",))
@@ -329,12 +195,12 @@ def check_multiply_back(multiply_back0, multiply_back1) -> None:
 
 @exercise("exp_back")
 def check_exp_back(exp_back) -> None:
-    unary_exercise("exp_back", "exp_back", exp_back, torch.exp, -2.0, 2.0)
+    unary_exercise(VJPCase("exp_back", "exp_back", exp_back, torch.exp), -2.0, 2.0)
 
 
 @exercise("negative_back")
 def check_negative_back(negative_back) -> None:
-    unary_exercise("negative_back", "negative_back", negative_back, torch.neg, -2.0, 2.0)
+    unary_exercise(VJPCase("negative_back", "negative_back", negative_back, torch.neg), -2.0, 2.0)
 
 
 def arithmetic_exercise(ex, back0, back1, forward):
@@ -373,16 +239,16 @@ def reductions(draw):
     return shape, dim, draw(st.booleans())
 
 
-def reduction_exercise(ex, back, reduce):
+def reduction_exercise(rule: VJPCase):
     """Random reductions of random arrays: everything, any axes in any order (negative too), keepdim or not, of float
-    and of integer arrays (a gradient buffer made with np.zeros_like(x) would truncate)."""
+    and of integer arrays (a gradient buffer made with np.zeros_like(x) would truncate). ``rule.forward`` takes
+    (t, dim, keepdim)."""
     @RANDOM_CASES
     @given(reductions(), st.integers(0, 2 ** 16), st.sampled_from(["float64", "int"]))
     def random_case(reduction, seed, dtype):
         shape, dim, keepdim = reduction
         x = cast(np.random.default_rng(seed).uniform(-1, 1, size=shape), dtype)
-        check_vjp(ex, ex, back, lambda t, dim, keepdim: reduce(t, dim=dim, keepdim=keepdim), [x], 0,
-                  dim=dim, keepdim=keepdim)
+        check_vjp(replace(rule, inputs=[x], kwargs=dict(dim=dim, keepdim=keepdim)))
 
     random_case()
 
@@ -390,36 +256,38 @@ def reduction_exercise(ex, back, reduce):
 @exercise("sum_back")
 def check_sum_back(sum_back) -> None:
     ex = "sum_back"
+    rule = VJPCase(ex, ex, sum_back, lambda t, dim, keepdim: t.sum(dim=dim, keepdim=keepdim))
     # Probes: a square input hides a misplaced axis from any shape check; then a middle axis and a tuple.
-    total = lambda t, dim, keepdim: t.sum(dim=dim, keepdim=keepdim)  # noqa: E731
-    run_probes(ex, [vjp_probe(ex, f"sum over axis {dim} of shape {x.shape}: put each reduced axis back where it was, "
-                                  "np.expand_dims(grad_out, dim), before broadcasting; otherwise the upstream values "
-                                  "land along the wrong axis (for a square input, rows and columns swap with no shape "
-                                  "error).", ex, sum_back, total, [x], 0, grad_out, dim=dim, keepdim=False)
+    run_probes(ex, [vjp_probe(replace(rule, inputs=[x], grad_out=grad_out, kwargs=dict(dim=dim, keepdim=False)),
+                              f"sum over axis {dim} of shape {x.shape}: put each reduced axis back where it was, "
+                              "np.expand_dims(grad_out, dim), before broadcasting; otherwise the upstream values land "
+                              "along the wrong axis (for a square input, rows and columns swap with no shape error).")
                     for x, dim, grad_out in ((np.ones((3, 3)), 1, np.array([1.0, 2.0, 3.0])),
                                              (np.ones((3, 3)), 0, np.array([1.0, 2.0, 3.0])),
                                              (np.ones((2, 3, 4)), -2, None), (np.ones((2, 3, 4)), (2, 0), None))])
-    reduction_exercise(ex, sum_back, torch.sum)
+    reduction_exercise(rule)
 
 
 @exercise("mean_back")
 def check_mean_back(mean_back) -> None:
     ex = "mean_back"
-    mean = lambda t, dim, keepdim: t.mean(dim=dim, keepdim=keepdim)  # noqa: E731
+    rule = VJPCase(ex, ex, mean_back, lambda t, dim, keepdim: t.mean(dim=dim, keepdim=keepdim))
     x = np.arange(6.0).reshape(2, 3)
     run_probes(ex, [
-        vjp_probe(ex, "a mean over axis 0 of a 2×3 averages 2 numbers: divide by the size of the reduced axes (2), "
-                      "not by the whole array's size (6).",
-                  ex, mean_back, mean, [x], 0, np.array([1.0, 1.0, 1.0]), dim=0, keepdim=False),
-        vjp_probe(ex, "a mean over axis -1 of a 2×3 averages the 3 numbers of each row: dim counts from the end, so "
-                      "put the axis back with np.expand_dims(grad_out, dim) and divide by 3.",
-                  ex, mean_back, mean, [x], 0, np.array([1.0, 2.0]), dim=-1, keepdim=False),
+        vjp_probe(replace(rule, inputs=[x], grad_out=np.array([1.0, 1.0, 1.0]), kwargs=dict(dim=0, keepdim=False)),
+                  "a mean over axis 0 of a 2×3 averages 2 numbers: divide by the size of the reduced axes (2), not by "
+                  "the whole array's size (6)."),
+        vjp_probe(replace(rule, inputs=[x], grad_out=np.array([1.0, 2.0]), kwargs=dict(dim=-1, keepdim=False)),
+                  "a mean over axis -1 of a 2×3 averages the 3 numbers of each row: dim counts from the end, so put "
+                  "the axis back with np.expand_dims(grad_out, dim) and divide by 3."),
     ])
-    reduction_exercise(ex, mean_back, torch.mean)
+    reduction_exercise(rule)
 
 
 @exercise("reshape_back")
 def check_reshape_back(reshape_back) -> None:
+    rule = VJPCase("reshape_back", "reshape_back", reshape_back, lambda t, new_shape: t.reshape(new_shape))
+
     @RANDOM_CASES
     @given(st.lists(st.integers(1, 3), min_size=0, max_size=4), st.integers(0, 2 ** 16), st.booleans())
     def random_case(shape, seed, inferred):
@@ -427,8 +295,7 @@ def check_reshape_back(reshape_back) -> None:
         new_shape = (int(np.prod(shape)),) if len(shape) != 1 else (1, shape[0])
         if inferred:  # numpy and torch work out one size given as -1
             new_shape = new_shape[:-1] + (-1,)
-        check_vjp("reshape_back", "reshape_back", reshape_back, lambda t, new_shape: t.reshape(new_shape), [x], 0,
-                  new_shape=new_shape)
+        check_vjp(replace(rule, inputs=[x], kwargs=dict(new_shape=new_shape)))
 
     random_case()
 
@@ -436,14 +303,13 @@ def check_reshape_back(reshape_back) -> None:
 @exercise("permute_back")
 def check_permute_back(permute_back) -> None:
     ex = "permute_back"
-    permute = lambda t, axes: t.permute(*axes)  # noqa: E731
+    rule = VJPCase(ex, ex, permute_back, lambda t, axes: t.permute(*axes))
     run_probes(ex, [
-        vjp_probe(ex, "(1, 2, 0) is not its own inverse: transpose grad_out by the inverse permutation, "
-                      "np.argsort(axes).", ex, permute_back, permute, [np.arange(24.0).reshape(2, 3, 4)], 0,
-                  axes=(1, 2, 0)),
-        vjp_probe(ex, "axes (-1, 0) are (1, 0) counted from the end: make them positive (a % x.ndim) before "
-                      "inverting, since np.argsort((-1, 0)) is (0, 1), the identity.",
-                  ex, permute_back, permute, [np.arange(6.0).reshape(2, 3)], 0, axes=(-1, 0)),
+        vjp_probe(replace(rule, inputs=[np.arange(24.0).reshape(2, 3, 4)], kwargs=dict(axes=(1, 2, 0))),
+                  "(1, 2, 0) is not its own inverse: transpose grad_out by the inverse permutation, np.argsort(axes)."),
+        vjp_probe(replace(rule, inputs=[np.arange(6.0).reshape(2, 3)], kwargs=dict(axes=(-1, 0))),
+                  "axes (-1, 0) are (1, 0) counted from the end: make them positive (a % x.ndim) before inverting, "
+                  "since np.argsort((-1, 0)) is (0, 1), the identity."),
     ])
 
     @RANDOM_CASES
@@ -451,7 +317,7 @@ def check_permute_back(permute_back) -> None:
     def random_case(shape, seed, rnd):
         x = np.random.default_rng(seed).uniform(-1, 1, size=shape)
         axes = [a - len(shape) if rnd.random() < 0.5 else a for a in rnd.sample(range(len(shape)), len(shape))]
-        check_vjp(ex, ex, permute_back, permute, [x], 0, axes=tuple(axes))
+        check_vjp(replace(rule, inputs=[x], kwargs=dict(axes=tuple(axes))))
 
     random_case()
 
@@ -459,7 +325,8 @@ def check_permute_back(permute_back) -> None:
 @exercise("expand_back", builds_on=("unbroadcast",))
 def check_expand_back(expand_back) -> None:
     ex = "expand_back"
-    expand = lambda t, shape: torch.broadcast_to(t, shape)  # noqa: E731  (x.expand(*shape), also for a 0-d x)
+    # torch.broadcast_to is x.expand(*shape) that also takes a 0-d x
+    rule = VJPCase(ex, ex, expand_back, lambda t, shape: torch.broadcast_to(t, shape))
     upstream = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 
     everything = ("every entry is the sum of the whole grad_out: sum only over the axes that broadcasting added or "
@@ -476,7 +343,8 @@ def check_expand_back(expand_back) -> None:
          "a 0-d x (here the Python number 1.5) was copied into every entry: its gradient is the sum of all of "
          "grad_out, as a 0-d array (shape ())."),
     ]
-    run_probes(ex, [vjp_probe(ex, why, ex, expand_back, expand, [x], 0, upstream, shape=(2, 3),
+    to_2x3 = replace(rule, grad_out=upstream, kwargs=dict(shape=(2, 3)))
+    run_probes(ex, [vjp_probe(replace(to_2x3, inputs=[x]), why,
                               slips=((np.full(np.shape(x), upstream.sum()), everything),
                                      (gradient * np.size(x) / upstream.size, averaged)))
                     for x, gradient, why in probes])
@@ -487,7 +355,7 @@ def check_expand_back(expand_back) -> None:
     def random_case(shapes, seed, dtype):
         # x has the first shape (0-d, size-1 axes, fewer axes) and is broadcast to the shape of both together
         x = one_input(shapes.input_shapes[0], seed, dtype)
-        check_vjp(ex, ex, expand_back, expand, [x], 0, shape=tuple(shapes.result_shape))
+        check_vjp(replace(rule, inputs=[x], kwargs=dict(shape=tuple(shapes.result_shape))))
 
     random_case()
 
@@ -495,12 +363,12 @@ def check_expand_back(expand_back) -> None:
 @exercise("matmul_back")
 def check_matmul_back(matmul_back0, matmul_back1) -> None:
     ex = "matmul_back"
-    names, backs = ["matmul_back0", "matmul_back1"], [matmul_back0, matmul_back1]
+    rules = [VJPCase(ex, "matmul_back0", matmul_back0, torch.matmul, index=0),
+             VJPCase(ex, "matmul_back1", matmul_back1, torch.matmul, index=1)]
     for x_shape, y_shape in (((2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)), ((3,), (3,))):
         rng = np.random.default_rng(7)
-        for index in (0, 1):
-            check_vjp(ex, names[index], backs[index], torch.matmul,
-                      [rng.uniform(-1, 1, x_shape), rng.uniform(-1, 1, y_shape)], index)
+        for rule in rules:
+            check_vjp(replace(rule, inputs=[rng.uniform(-1, 1, x_shape), rng.uniform(-1, 1, y_shape)]))
 
     @RANDOM_CASES
     @given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.booleans(), st.booleans(),
@@ -509,7 +377,7 @@ def check_matmul_back(matmul_back0, matmul_back1) -> None:
         rng = np.random.default_rng(seed)
         x = rng.uniform(-1, 1, size=(m,) if x_vector else (n, m))
         y = rng.uniform(-1, 1, size=(m,) if y_vector else (m, k))
-        check_vjp(ex, names[index], backs[index], torch.matmul, [x, y], index)
+        check_vjp(replace(rules[index], inputs=[x, y]))
 
     random_case()
 
@@ -533,9 +401,10 @@ def check_maximum_back(maximum_back0, maximum_back1) -> None:
 @exercise("relu_back")
 def check_relu_back(relu_back) -> None:
     ex = "relu_back"
-    run_probes(ex, [vjp_probe(ex, "relu passes gradient only where x > 0; at exactly 0 torch gives 0.",
-                              ex, relu_back, torch.relu, [np.array([-1.0, 0.0, 2.0])], 0, np.ones(3))])
-    unary_exercise(ex, ex, relu_back, torch.relu, -2.0, 2.0)
+    rule = VJPCase(ex, ex, relu_back, torch.relu)
+    run_probes(ex, [vjp_probe(replace(rule, inputs=[np.array([-1.0, 0.0, 2.0])], grad_out=np.ones(3)),
+                              "relu passes gradient only where x > 0; at exactly 0 torch gives 0.")])
+    unary_exercise(rule, -2.0, 2.0)
 
 
 # ------------------------------------------------------------------------------------------------ forward_and_back

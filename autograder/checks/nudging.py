@@ -105,27 +105,43 @@ def _like(m, array, x):
 @exercise("numerical_gradient")
 def check_numerical_gradient(numerical_gradient) -> None:
     ex = "numerical_gradient"
+    _check_misconception_probes(ex, numerical_gradient)
+    _check_default_nudge(ex, numerical_gradient)
+    _check_callers_x_untouched(ex, numerical_gradient)
+    _check_non_float_dtypes_refused(ex, numerical_gradient)
+    _check_random_functions(ex, numerical_gradient)
 
-    def run(f, x, h, shown):
-        """h=None calls without h, so the default (1e-5) is used."""
-        result = call_learner(ex, numerical_gradient, f, x, *([] if h is None else [h]), shown_input=shown,
-                              changed_input=f"your function changed its input x ({shown}): put each element back "
-                                            "after nudging it, or nudge a float64 copy.")
-        if isinstance(result, np.generic):  # numpy hands back a scalar for 0-d arithmetic; that is shape ()
-            result = np.asarray(result)
-        if not isinstance(result, np.ndarray):
-            raise CheckFailure(ex, f"return a numpy array, got {type(result).__name__} ({shown}).")
-        if result.shape != np.shape(x):
-            flat = " It looks flattened: give each partial derivative the position of its element." \
-                if result.size == np.size(x) else ""
-            raise CheckFailure(ex, f"returned shape {result.shape} for an input of shape {np.shape(x)} ({shown}); "
-                                   f"the gradient has one partial derivative per element, in x's shape.{flat}")
-        if result.dtype != np.float64:
-            raise CheckFailure(ex, f"returned dtype {result.dtype}; return float64 whatever x's dtype ({shown}).")
-        return result
 
-    def probe(shown, f, x, h, expected, slips=(), why="", tolerance=SAME_DIFFERENCE):
-        return Probe(shown, lambda: run(f, x, h, shown), expected, slips, why, tolerance)
+def _gradient_returned(ex, numerical_gradient, f, x, shown, h=None) -> np.ndarray:
+    """The learner's ``numerical_gradient(f, x, h)``, called without h when ``h`` is None (so the default, 1e-5, is
+    used), as a float64 array of x's shape.
+
+    Raises:
+        CheckFailure: the call failed or changed x, or the result is not a numpy array of x's shape and dtype float64.
+    """
+    result = call_learner(ex, numerical_gradient, f, x, *([] if h is None else [h]), shown_input=shown,
+                          changed_input=f"your function changed its input x ({shown}): put each element back "
+                                        "after nudging it, or nudge a float64 copy.")
+    if isinstance(result, np.generic):  # numpy hands back a scalar for 0-d arithmetic; that is shape ()
+        result = np.asarray(result)
+    if not isinstance(result, np.ndarray):
+        raise CheckFailure(ex, f"return a numpy array, got {type(result).__name__} ({shown}).")
+    if result.shape != np.shape(x):
+        flat = " It looks flattened: give each partial derivative the position of its element." \
+            if result.size == np.size(x) else ""
+        raise CheckFailure(ex, f"returned shape {result.shape} for an input of shape {np.shape(x)} ({shown}); "
+                               f"the gradient has one partial derivative per element, in x's shape.{flat}")
+    if result.dtype != np.float64:
+        raise CheckFailure(ex, f"returned dtype {result.dtype}; return float64 whatever x's dtype ({shown}).")
+    return result
+
+
+def _check_misconception_probes(ex, numerical_gradient) -> None:
+    """Four fixed inputs whose wrong answers name a slip: nudging everything at once, a one-sided or h-ignoring
+    difference, an element not put back, float32 nudging."""
+    def probe(shown, f, x, h, expected, tolerance=SAME_DIFFERENCE, **diagnosis):
+        return Probe(shown, lambda: _gradient_returned(ex, numerical_gradient, f, x, shown, h), expected,
+                     tolerance=tolerance, **diagnosis)
 
     drift = ("later entries drift: an earlier element was not put back before the next one was nudged, so every later "
              "partial is measured one step of h further from x.")
@@ -157,7 +173,10 @@ def check_numerical_gradient(numerical_gradient) -> None:
                   "do the nudging on a float64 copy, np.array(x, dtype=np.float64).", tolerance=FLOAT32_INPUTS),
     ])
 
-    # The default nudge is the signature's h = 1e-5: an f that records how far each call moved x from where it was.
+
+def _check_default_nudge(ex, numerical_gradient) -> None:
+    """The default nudge is the signature's h = 1e-5: an f that records how far each call moved x from where it
+    was."""
     base = np.array([0.25, -0.5])
     nudges = []
 
@@ -168,14 +187,16 @@ def check_numerical_gradient(numerical_gradient) -> None:
         return float((np.asarray(v) ** 2).sum())
 
     shown = "numerical_gradient(f, x) with x = [0.25, -0.5] and no h"
-    run(recording, base.copy(), None, shown)
+    _gradient_returned(ex, numerical_gradient, recording, base.copy(), shown)
     wrong = [n for n in nudges if not close(n, 1e-5, SAME_ARITHMETIC)]
     if wrong:
         raise CheckFailure(ex, f"{shown}: your code nudged x by {fmt(wrong[0])}; the exercise's signature is "
                                "numerical_gradient(f, x, h=1e-5), so without an h the nudge is 1e-5.")
 
-    # The caller's x is never written into: f must not receive it (an alias nudged in place, then put back), and a
-    # read-only x must work, as it does on a copy.
+
+def _check_callers_x_untouched(ex, numerical_gradient) -> None:
+    """The caller's x is never written into: f must not receive it (an alias nudged in place, then put back), and a
+    read-only x must work, as it does on a copy."""
     x = np.array([1.0, 2.0])
     aliased = []
 
@@ -183,7 +204,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
         aliased.append(isinstance(v, np.ndarray) and np.shares_memory(v, x) and not np.array_equal(v, [1.0, 2.0]))
         return float((np.asarray(v) ** 2).sum())
 
-    run(watching, x, 1e-5, "f(x) = sum(x**2), x = [1, 2]")
+    _gradient_returned(ex, numerical_gradient, watching, x, "f(x) = sum(x**2), x = [1, 2]", h=1e-5)
     read_only = np.array([1.0, 2.0])
     read_only.flags.writeable = False
     copy_needed = ("work on a float64 copy and leave the caller's x alone: `work = x` (and np.asarray(x, "
@@ -192,14 +213,17 @@ def check_numerical_gradient(numerical_gradient) -> None:
         raise CheckFailure(ex, "f received the caller's own array x, nudged in place (f(x) = sum(x**2), x = [1, 2]): "
                                + copy_needed)
     try:
-        run(lambda v: float((np.asarray(v) ** 2).sum()), read_only, 1e-5, "a read-only x = [1, 2]")
+        _gradient_returned(ex, numerical_gradient, lambda v: float((np.asarray(v) ** 2).sum()), read_only,
+                           "a read-only x = [1, 2]", h=1e-5)
     except CheckFailure as failure:
         if isinstance(failure.cause, ValueError) and "read-only" in str(failure.cause):
             raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: " + copy_needed) from None
         raise
 
-    # Probe 4: arrays whose dtype is not a floating-point one are refused with a TypeError naming the dtype. Integer
-    # and boolean arrays cannot hold a nudge of 1e-5; a complex one is not a point of a function of real numbers.
+
+def _check_non_float_dtypes_refused(ex, numerical_gradient) -> None:
+    """Arrays whose dtype is not a floating-point one are refused with a TypeError naming the dtype. Integer and
+    boolean arrays cannot hold a nudge of 1e-5; a complex one is not a point of a function of real numbers."""
     refused = [np.array([1, 2, 3]), np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.uint8),
                np.array([True, False]), np.array([1 + 0j, 2 + 0j])]
     for bad in refused:
@@ -216,6 +240,10 @@ def check_numerical_gradient(numerical_gradient) -> None:
             raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its dtype "
                                    "is not a floating-point one, so raise a TypeError naming the dtype.")
 
+
+def _check_random_functions(ex, numerical_gradient) -> None:
+    """Random scalar functions of random arrays (rank 0–4, transposed views too) at the default h, against central
+    differences and torch.autograd."""
     shapes = st.lists(st.integers(1, 5), min_size=0, max_size=4).map(tuple)
 
     @RANDOM_CASES
@@ -226,7 +254,7 @@ def check_numerical_gradient(numerical_gradient) -> None:
             x = x.T
         name, fn = sorted(_array_functions(x.shape).items())[pick]
         shown = f"f(x) = {name}, x = {fmt(x)} (shape {x.shape}{', a transposed view' if transposed and x.ndim > 1 else ''})"
-        got = run(lambda v: float(fn(np, v)), x, None, shown)  # None: rely on the default h = 1e-5
+        got = _gradient_returned(ex, numerical_gradient, lambda v: float(fn(np, v)), x, shown)  # the default h = 1e-5
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
         reference = central_differences(lambda v: fn(np, v), x, h=1e-5)[0]
         for expected, source in ((reference, "central differences"), (exact, "torch.autograd")):
