@@ -581,11 +581,6 @@ def repeat(value, name: str, times: int) -> list:
     return results
 
 
-def type_of(value):
-    """type(value), for local and remote values alike (a Remote's type is the learner's class, as a Remote)."""
-    return value._op("type", value) if isinstance(value, Remote) else type(value)
-
-
 def beside(answer, module):
     """``module`` where the learner's objects live: the module itself for local answers, installed in the worker
     for remote ones (``answer`` may be a dict of answers, as some test cells pass)."""
