@@ -7,15 +7,13 @@ plain data -- numbers, strings, arrays, lists, tuples, dicts -- or with a new ha
 the comparison run here, in a process that never executes learner code: faking a pass means sending back the
 right numbers, which takes a correct implementation.
 
-Decoding is strict: only JSON types and our tagged arrays and handles are accepted, so nothing the worker sends can
-run code here. Every request has a deadline; a worker that misses it, dies, or sends garbage is killed and named.
+Both speak the protocol of ``autograder.trust.wire``, which says what travels and how, and decodes strictly here:
+only plain data, handles and our own functions and arrays come back, so nothing the worker sends can run code here.
+Every request has a deadline; a worker that misses it, dies, or sends garbage is killed and named.
 """
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
-import math
 import os
 import re
 import signal
@@ -29,26 +27,17 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder.trust import sandbox
+from autograder.trust import sandbox, wire
+from autograder.trust.wire import MAPPED_ERRORS, ProtocolError
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 INSIDE_SCRIPT = "/tmp/grader/worker.py"
+# All of ours the sandbox sees: the worker and the codec it loads from its own folder.
+GRADER_FILES = {WORKER_SCRIPT: INSIDE_SCRIPT, Path(wire.__file__): "/tmp/grader/wire.py"}
 DEFAULT_TIMEOUT_S = 10.0
 ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
-# Answers are numbers and modest arrays; a bigger frame is an attack on this process's memory (JSON decoding costs
-# ~50 bytes per element), so both the frame and the number of values in it are capped.
-FRAME_LIMIT = 16 * 1024 * 1024
-VALUE_LIMIT = 1_000_000
 EXERCISE_BUDGET_S = 240.0  # all of one exercise's requests together: slow-but-finite code cannot stall a class
-DTYPES = "?bBhHiIlLqQefd"
-ARRAY_DTYPES = DTYPES + "FD"  # arrays may also be complex (a check hands one over to be refused); numbers stay real
 MESSAGE_LIMIT = 300  # of a learner exception's text quoted in a diagnosis (it is the learner's text, not ours)
-# Learner exceptions that keep their type on this side (checks tell them apart); every other type becomes
-# LearnerError with the type's name. Only these classes are ever instantiated from what the worker says.
-MAPPED_ERRORS = {cls.__name__: cls for cls in (
-    ArithmeticError, AssertionError, AttributeError, FloatingPointError, ImportError, IndexError, KeyError,
-    LookupError, MemoryError, ModuleNotFoundError, NameError, NotImplementedError, OverflowError, RecursionError,
-    RuntimeError, StopIteration, TypeError, UnboundLocalError, ValueError, ZeroDivisionError)}
 
 
 _OPEN_WORKERS = 0
@@ -92,10 +81,6 @@ class LearnerError(Exception):
     def __init__(self, type_name: str, message: str):
         super().__init__(message)
         self.type_name = type_name
-
-
-class ProtocolError(Exception):
-    pass
 
 
 class Remote:
@@ -176,12 +161,80 @@ def _proxy_class(type_name: str, is_callable: bool, is_container: bool) -> type:
     return _CLASSES[key]
 
 
+REF_FIELDS = {"__ref__": int, "type": str, "callable": bool, "container": bool}  # of a handle the worker sends
+
+
+class _Codec(wire.StrictCodec):
+    """One worker's values as its client sends and reads them: a learner object's handle becomes a Remote (the same
+    one for the same handle), a function of ours a callback the worker can call; ours come back as themselves."""
+
+    def __init__(self, worker: Worker | None):
+        super().__init__()
+        self.worker = worker
+        self.proxies: dict[int, Remote] = {}
+        self.callbacks: list = []               # our functions the worker may call, by number
+        self.callback_ids: dict[int, int] = {}  # id(function) -> its number
+        self.call_args: tuple = ()              # the arguments of the call being answered, for {"__arg__": i}
+
+    def container(self, value, depth: int) -> type | None:
+        # A check's own containers go as the plain data they hold whatever their class (a namedtuple as its tuple),
+        # however deep.
+        for kind in (list, tuple, dict):
+            if isinstance(value, kind):
+                return kind if kind is not dict or wire.plain_keys(value) else None
+        return None
+
+    def encode_other(self, value, depth: int):
+        if isinstance(value, Remote):
+            if value._worker is not self.worker:
+                raise ValueError("a value from another worker")
+            return {"__ref__": value._handle}
+        exception = wire.encode_exception(value)
+        if exception is not None:
+            return exception
+        if hasattr(type(value), "__remote_methods__"):  # one of our objects, used by learner code through its methods
+            methods = [[name, self.encode(getattr(value, name))] for name in type(value).__remote_methods__]
+            return {"__obj__": methods, "call": self.encode(value.__call__) if callable(value) else None}
+        if callable(value):
+            if id(value) not in self.callback_ids:
+                self.callback_ids[id(value)] = len(self.callbacks)
+                self.callbacks.append(value)
+            return {"__cb__": self.callback_ids[id(value)]}
+        raise TypeError(f"cannot send a {type(value).__name__} to the learner's process")
+
+    def decode_other(self, tag: str, value: dict):
+        if tag == "__ref__":
+            if set(value) != set(REF_FIELDS) or any(type(value[k]) is not t for k, t in REF_FIELDS.items()):
+                raise ProtocolError("__ref__ fields")
+            return self._proxy(_index(value["__ref__"]), value["type"], value["callable"], value["container"])
+        if tag == "__cb__" and len(value) == 1:  # one of our functions, handed back (a recipe stores the ones given)
+            return self.callbacks[_index(value["__cb__"], len(self.callbacks))]
+        if tag == "__arg__" and len(value) == 1:
+            sent = [a for a in self.call_args if isinstance(a, np.ndarray)]
+            return sent[_index(value["__arg__"], len(sent))]
+        return super().decode_other(tag, value)
+
+    def _proxy(self, handle: int, type_name: str, is_callable: bool, is_container: bool) -> Remote:
+        if handle not in self.proxies:
+            proxy = object.__new__(_proxy_class(type_name, is_callable, is_container))
+            object.__setattr__(proxy, "_worker", self.worker)
+            object.__setattr__(proxy, "_handle", handle)
+            self.proxies[handle] = proxy
+        return self.proxies[handle]
+
+
+def _index(value, size: int | None = None) -> int:
+    """A number received for a handle (``size``: how many there are). Raises ProtocolError unless an int in range."""
+    if type(value) is not int or value < 0 or (size is not None and value >= size):
+        raise ProtocolError("no such handle")
+    return value
+
+
 def _sandboxed_worker(fd: int, hide, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
     """worker.py in a sandbox of its own, talking over the socket ``fd``; ``env`` is added to its environment."""
-    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], hide=list(hide), binds={WORKER_SCRIPT: INSIDE_SCRIPT},
-                           limits=limits)
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], hide=list(hide), binds=GRADER_FILES, limits=limits)
     env = {**sandbox.environment(), "WORKER_FD": str(fd), **env}
-    if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path, in a private folder
+    if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path (wire.py beside it), in a private folder
         command[-1] = str(WORKER_SCRIPT)
         env.update(HOME=home, WORKER_HOME=home)
     return subprocess.Popen(command, pass_fds=[fd], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -301,11 +354,7 @@ class Worker:
         self._next_id = 0
         self._deadline: float | None = None
         self._budget, self._budget_end = budget_s, time.monotonic() + budget_s
-        self._proxies: dict[int, Remote] = {}
-        self._callbacks: list = []
-        self._callback_ids: dict[int, int] = {}
-        self._call_args: tuple = ()
-        self._values = 0
+        self._codec = _Codec(self)
         self._installed: dict[str, Remote] = {}
         self.stopped: Stopped | None = None
         global _OPEN_WORKERS
@@ -389,48 +438,44 @@ class Worker:
                 raise self._stop(str(frame["stopped"])[:500])
             if "error" not in frame:
                 return self._outcome(message["op"], frame["ok"], call_args)
+            failure = self._exception(frame["error"])  # raised below, where it is not taken for a broken answer
         except (ProtocolError, ValueError, TypeError, KeyError, IndexError, RecursionError, OverflowError):
             raise self._stop("the process running your code sent something that is not an answer: does your code "
                              "write to file descriptors it did not open, or change the grading process's code?") from None
         finally:
             if outermost:
                 self._deadline = None
-        raise self._exception(frame["error"])
+        raise failure
 
     def _outcome(self, op: str, value, call_args: tuple):
         if op != "call":
-            return self._decode(value)
-        saved, self._call_args = self._call_args, call_args
+            return self._codec.decode(value)
+        codec = self._codec
+        saved, codec.call_args = codec.call_args, call_args
         try:
             for sent, changed in zip(call_args, value["arguments"]):
                 self._write_back(sent, changed)
-            return self._decode(value["result"])
+            return codec.decode(value["result"])
         finally:
-            self._call_args = saved
+            codec.call_args = saved
 
     def _encoded(self, message: dict) -> dict:
-        out = {}
-        for key in ("target", "args", "kwargs"):
-            if key in message:
-                value = message[key]
-                out[key] = self._encode(value) if key != "kwargs" else \
-                    {"__dict__": [[k, self._encode(v)] for k, v in value.items()]}
-        return out
+        return {key: self._codec.encode(message[key]) for key in ("target", "args", "kwargs") if key in message}
 
     def _write_back(self, sent, changed) -> None:
         """Copy what a call did to an array argument into the caller's array, as if the call had run here."""
         if not isinstance(sent, np.ndarray) or changed is None or not sent.flags.writeable:
             return
-        now = self._decode(changed)
+        now = self._codec.decode(changed)
         if isinstance(now, np.ndarray) and now.shape == sent.shape and not np.array_equal(now, sent, equal_nan=True):
             np.copyto(sent, now, casting="unsafe")
 
     def _serve_callback(self, frame: dict) -> dict:
         try:
-            fn = self._callbacks[int(frame["target"])]
-            args = [self._decode(a) for a in frame.get("args", [])]
-            kwargs = self._decode(frame.get("kwargs", {"__dict__": []}))
-            return {"reply": frame["id"], "ok": self._encode(fn(*args, **kwargs))}
+            fn = self._codec.callbacks[int(frame["target"])]
+            args = [self._codec.decode(a) for a in wire.fields(frame.get("args", []))]
+            kwargs = self._codec.decode(frame.get("kwargs", {"__dict__": []}))
+            return {"reply": frame["id"], "ok": self._codec.encode(fn(*args, **kwargs))}
         except (Stopped, ProtocolError):
             raise
         except Exception as error:  # the trusted function rejected the learner's input: an answer, like any other
@@ -438,116 +483,25 @@ class Worker:
             return {"reply": frame["id"], "error": {"type": kind, "message": str(error)[:500], "builtin": True}}
 
     def _exception(self, error: dict) -> BaseException:
+        if type(error) is not dict:
+            raise ProtocolError("an error that is not an object")
         kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:MESSAGE_LIMIT]
         exception = MAPPED_ERRORS[kind](message) if error.get("builtin") and kind in MAPPED_ERRORS \
             else LearnerError(kind, message)
         exception.raised_in = str(error.get("raised_in", ""))[:80]  # where in the worker: no frames cross over
         return exception
 
-    # -- values ------------------------------------------------------------------------------------------------
-    def _encode(self, value):
-        if value is None or type(value) in (bool, int, str):
-            return value
-        if type(value) is float:
-            return value if math.isfinite(value) else {"__float__": repr(value)}
-        if isinstance(value, Remote):
-            if value._worker is not self:
-                raise ValueError("a value from another worker")
-            return {"__ref__": value._handle}
-        if isinstance(value, np.ndarray) and value.dtype.char in ARRAY_DTYPES:
-            return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode(),
-                               bool(value.flags.writeable)]}
-        if isinstance(value, np.generic) and value.dtype.char in DTYPES:
-            item = value.item()
-            return {"__np__": [value.dtype.str, item if not isinstance(item, float) or math.isfinite(item) else repr(item)]}
-        if isinstance(value, list):
-            return [self._encode(v) for v in value]
-        if isinstance(value, tuple):
-            return {"__tuple__": [self._encode(v) for v in value]}
-        if isinstance(value, dict):
-            return {"__dict__": [[k, self._encode(v)] for k, v in value.items()]}
-        if isinstance(value, type) and issubclass(value, BaseException) and MAPPED_ERRORS.get(value.__name__) is value:
-            return {"__exctype__": value.__name__}
-        if isinstance(value, BaseException) and MAPPED_ERRORS.get(type(value).__name__) is type(value):
-            return {"__exc__": [type(value).__name__, str(value)]}
-        if type(value) is slice:
-            return {"__slice__": [self._encode(value.start), self._encode(value.stop), self._encode(value.step)]}
-        if value is Ellipsis:
-            return {"__ellipsis__": True}
-        if hasattr(type(value), "__remote_methods__"):  # one of our objects, used by learner code through its methods
-            methods = [[name, self._encode(getattr(value, name))] for name in type(value).__remote_methods__]
-            return {"__obj__": methods, "call": self._encode(value.__call__) if callable(value) else None}
-        if callable(value):
-            if id(value) not in self._callback_ids:
-                self._callback_ids[id(value)] = len(self._callbacks)
-                self._callbacks.append(value)
-            return {"__cb__": self._callback_ids[id(value)]}
-        raise TypeError(f"cannot send a {type(value).__name__} to the learner's process")
-
-    def _decode(self, value):
-        self._values += 1
-        if self._values > VALUE_LIMIT:
-            raise ProtocolError("too many values in one answer")
-        kind = type(value)
-        if value is None or kind in (bool, int, float, str):
-            return value
-        if kind is list:
-            return [self._decode(v) for v in value]
-        if kind is not dict or len(value) == 0:
-            raise ProtocolError(f"unexpected {kind.__name__}")
-        if "__nd__" in value:
-            return _array(*value["__nd__"])
-        if "__np__" in value:
-            dtype, item = value["__np__"]
-            dtype = _dtype(dtype)
-            return dtype.type(_float_text(item) if isinstance(item, str) else item)
-        if "__float__" in value:
-            return _float_text(value["__float__"])
-        if "__tuple__" in value:
-            return tuple(self._decode(v) for v in _list(value["__tuple__"]))
-        if "__dict__" in value:
-            pairs = _list(value["__dict__"])
-            return {_key(k): self._decode(v) for k, v in pairs}
-        if "__slice__" in value:
-            start, stop, step = (self._decode(v) for v in _list(value["__slice__"]))
-            if not all(v is None or type(v) is int for v in (start, stop, step)):
-                raise ProtocolError("slice bounds")
-            return slice(start, stop, step)
-        if "__ellipsis__" in value:
-            return Ellipsis
-        if "__cb__" in value:  # one of our own functions, handed back (a recipe stores the backward functions given)
-            return self._callbacks[int(value["__cb__"])]
-        if "__ref__" in value:
-            return self._proxy(int(value["__ref__"]), str(value.get("type", "object")), bool(value.get("callable")),
-                               bool(value.get("container")))
-        if "__arg__" in value:
-            sent = [a for a in self._call_args if isinstance(a, np.ndarray)]
-            return sent[int(value["__arg__"])]
-        raise ProtocolError(f"unknown tag {sorted(value)[:3]}")
-
-    def _proxy(self, handle: int, type_name: str, is_callable: bool, is_container: bool) -> Remote:
-        if handle not in self._proxies:
-            proxy = object.__new__(_proxy_class(type_name, is_callable, is_container))
-            object.__setattr__(proxy, "_worker", self)
-            object.__setattr__(proxy, "_handle", handle)
-            self._proxies[handle] = proxy
-        return self._proxies[handle]
-
     # -- frames ------------------------------------------------------------------------------------------------
     def _send(self, message: dict) -> None:
-        data = json.dumps(message, allow_nan=False).encode()
+        data = wire.pack(message)
         try:
-            self._socket.sendall(struct.pack(">I", len(data)) + data)
+            self._socket.sendall(data)
         except OSError:
             raise self._stop(self._death()) from None
 
     def _receive(self) -> dict:
-        self._values = 0
-        header = self._read(4)
-        (size,) = struct.unpack(">I", header)
-        if size > FRAME_LIMIT:
-            raise ProtocolError(f"an answer larger than {FRAME_LIMIT >> 20} MiB")
-        return json.loads(self._read(size), parse_constant=_no_constant)
+        self._codec.values = 0
+        return wire.unpack(self._read(wire.length(self._read(wire.HEADER.size))))
 
     def _read(self, size: int) -> bytes:
         chunks, left = [], size
@@ -627,55 +581,8 @@ def repeat(value, name: str, times: int) -> list:
     return results
 
 
-def type_of(value):
-    """type(value), for local and remote values alike (a Remote's type is the learner's class, as a Remote)."""
-    return value._op("type", value) if isinstance(value, Remote) else type(value)
-
-
 def beside(answer, module):
     """``module`` where the learner's objects live: the module itself for local answers, installed in the worker
     for remote ones (``answer`` may be a dict of answers, as some test cells pass)."""
     found = [v for v in (answer.values() if isinstance(answer, dict) else [answer]) if isinstance(v, Remote)]
     return found[0]._worker.install(module) if found else module
-
-
-def _no_constant(name: str):
-    raise ProtocolError(f"bare {name} in an answer")
-
-
-def _float_text(text: str) -> float:
-    if text not in ("nan", "inf", "-inf"):
-        raise ProtocolError(f"not a float: {text[:20]!r}")
-    return float(text)
-
-
-def _dtype(text, allowed: str = DTYPES) -> np.dtype:
-    dtype = np.dtype(str(text))
-    if dtype.char not in allowed:
-        raise ProtocolError(f"dtype {dtype} is not a number type")
-    return dtype
-
-
-def _list(value) -> list:
-    if type(value) is not list:
-        raise ProtocolError("expected a list")
-    return value
-
-
-def _key(key):
-    if type(key) not in (str, int):
-        raise ProtocolError("dict key")
-    return key
-
-
-def _array(dtype, shape, data, writeable) -> np.ndarray:
-    dtype = _dtype(dtype, ARRAY_DTYPES)
-    shape = tuple(int(n) for n in _list(shape))
-    if len(shape) > 32 or any(n < 0 for n in shape):
-        raise ProtocolError("array shape")
-    raw = base64.b64decode(str(data), validate=True)
-    if len(raw) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
-        raise ProtocolError("array size")
-    array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
-    array.flags.writeable = bool(writeable)
-    return array

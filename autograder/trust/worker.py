@@ -5,30 +5,16 @@ library and numpy. It is the only code of ours in the process that executes lear
 no oracle and no solution, so there is nothing here worth tampering with: whatever it sends back is judged by the
 trusted side (``autograder.trust.remote``), which decodes it as plain data and compares it with its own references.
 
-Protocol (one JSON document per frame, a 4-byte big-endian length first, over the socket whose descriptor is in
-$WORKER_FD):
-  requests   {"id": n, "op": "exec" | "given" | "eval" | "call" | "method" | "getattr" | "setattr" | "operator" |
-             "list" | "repeat", ...}; a call with "write_back": true answers {"result", "arguments": what changed}
-  replies    {"reply": n, "ok": value}, {"reply": n, "error": {"type", "message", "builtin"}}, or
-             {"reply": n, "stopped": reason} when the answer cannot count (threads left running)
-  callbacks  {"id": n, "op": "callback", "target": k, "args": [...], "kwargs": {...}} (from here to the trusted side)
-  install    {"id": n, "op": "install", "name", "code"}: reference code a check needs next to learner objects
-Values are JSON with tagged objects: {"__nd__": [dtype, shape, base64, writeable]} for arrays,
-{"__np__": [dtype, value]} for numpy scalars, {"__tuple__": [...]}, {"__dict__": [[k, v], ...]}, {"__float__": text}
-for non-finite floats, {"__ref__": handle, "type": name} for an object that stays here, {"__cb__": k} for a
-function that stays on the trusted side, {"__arg__": i} for "the very array you sent as argument i",
-{"__slice__": [start, stop, step]} and {"__ellipsis__": true} for indices, {"__obj__": [[method, callback]...],
-"call": callback} for an object of the trusted side that learner code uses through its methods.
+It talks to the trusted side over the socket whose descriptor is in $WORKER_FD, in the protocol that ``wire.py``
+specifies (frames, messages, values, and what each side refuses) and implements for both sides. That file sits next
+to this one, in the sandbox as outside it, and is loaded from there.
 """
 from __future__ import annotations
 
 import ast
-import base64
 import builtins
 import importlib
 import importlib.abc
-import json
-import math
 import operator
 import os
 import shutil
@@ -49,8 +35,6 @@ COURSE = ("autograder", "labtools")  # the grader and the notebooks' helpers: no
 # Imported by given cells for pictures and progress bars, which grading never shows: loaded only if something uses
 # them (matplotlib alone costs half a second per worker).
 DISPLAY = ("matplotlib", "IPython", "ipywidgets", "tqdm", "graphviz", "threadpoolctl")
-DTYPES = "?bBhHiIlLqQefd"  # bool, signed and unsigned integers, float16/32/64: the kinds a gradient can have
-ARRAY_DTYPES = DTYPES + "FD"  # arrays may also be complex (a check hands one over to be refused); numbers stay real
 OPERATORS = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "pow", "matmul", "neg", "getitem", "setitem", "lt", "le", "gt", "ge")}
 OPERATORS.update(len=len, float=float, int=int, bool=bool, isinstance=isinstance, issubclass=issubclass, type=type)
@@ -72,8 +56,23 @@ class _Blocker(importlib.abc.MetaPathFinder):
         return None
 
 
-class Connection:
-    """Length-prefixed JSON frames over a socket, with the handle tables of this side."""
+def _load_wire() -> types.ModuleType:
+    """wire.py, from this file's folder. Run as a script, this file has no package to import it from, and -I keeps
+    the folder off sys.path (where learner code would find our files by name); compiled here, not imported, so no
+    bytecode is written beside it for learner code to rewrite."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire.py")
+    module = types.ModuleType("wire")
+    module.__file__ = path
+    with open(path) as source:
+        exec(compile(source.read(), path, "exec"), module.__dict__)
+    return module
+
+
+wire = _load_wire()
+
+
+class Connection(wire.Codec):
+    """Frames over a socket, and the values of this side: what is not plain data stays here behind a handle."""
 
     def __init__(self, sock: socket.socket):
         self.reader, self.writer = sock.makefile("rb"), sock.makefile("wb")
@@ -83,46 +82,26 @@ class Connection:
         self.args: list = []                   # the arrays of the current call, for {"__arg__": i}
 
     def send(self, message: dict) -> None:
-        data = json.dumps(message, allow_nan=False).encode()
-        self.writer.write(struct.pack(">I", len(data)) + data)
+        self.writer.write(wire.pack(message))
         self.writer.flush()
 
     def receive(self) -> dict:
-        header = self.reader.read(4)
-        if len(header) < 4:
+        header = self.reader.read(wire.HEADER.size)
+        if len(header) < wire.HEADER.size:
             raise SystemExit(0)  # the trusted side hung up: nothing more to do
-        (size,) = struct.unpack(">I", header)
-        return json.loads(self.reader.read(size))
+        return wire.unpack(self.reader.read(wire.length(header, limit=None)))
 
     # -- values ------------------------------------------------------------------------------------------------
     def encode(self, value, depth: int = 0):
-        kind = type(value)
-        if value is None or kind in (bool, int, str):
-            return value
-        if kind is float:
-            return value if math.isfinite(value) else {"__float__": repr(value)}
-        if isinstance(value, np.ndarray) and value.dtype.char in ARRAY_DTYPES:
-            for i, sent in enumerate(self.args):
-                if value is sent:
-                    return {"__arg__": i}
-            return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode(),
-                               bool(value.flags.writeable)]}
-        if isinstance(value, np.generic) and value.dtype.char in DTYPES:
-            item = value.item()
-            return {"__np__": [value.dtype.str, item if not isinstance(item, float) or math.isfinite(item) else repr(item)]}
-        if kind is slice:
-            return {"__slice__": [self.encode(value.start, depth + 1), self.encode(value.stop, depth + 1),
-                                  self.encode(value.step, depth + 1)]}
-        if value is Ellipsis:
-            return {"__ellipsis__": True}
-        if kind is Callback:
+        # An array argument of the call being answered is named, not copied: the caller gets its own array back.
+        for i, sent in enumerate(self.args):
+            if value is sent:
+                return {"__arg__": i}
+        return super().encode(value, depth)
+
+    def encode_other(self, value, depth: int):
+        if type(value) is Callback:
             return {"__cb__": value._target}
-        if depth < 20 and kind is list:
-            return [self.encode(v, depth + 1) for v in value]
-        if depth < 20 and kind is tuple:
-            return {"__tuple__": [self.encode(v, depth + 1) for v in value]}
-        if depth < 20 and kind is dict and all(type(k) in (str, int) for k in value):
-            return {"__dict__": [[k, self.encode(v, depth + 1)] for k, v in value.items()]}
         return self.reference(value)
 
     def reference(self, value) -> dict:
@@ -135,41 +114,17 @@ class Connection:
         return {"__ref__": handle, "type": kind.__name__[:80], "callable": callable(value),
                 "container": hasattr(kind, "__iter__") or hasattr(kind, "__getitem__")}
 
-    def decode(self, value):
-        if isinstance(value, list):
-            return [self.decode(v) for v in value]
-        if not isinstance(value, dict):
-            return value
-        if "__ref__" in value:
+    def decode_other(self, tag: str, value: dict):
+        if tag == "__ref__":
             return self.objects[value["__ref__"]]
-        if "__cb__" in value:
+        if tag == "__cb__":
             return Callback(self, value["__cb__"])
-        if "__obj__" in value:
+        if tag == "__obj__":
             return TrustedObject({name: self.decode(method) for name, method in value["__obj__"]},
                                  self.decode(value["call"]))
-        if "__nd__" in value:
-            dtype, shape, data, writeable = value["__nd__"]
-            array = np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype)).reshape(shape).copy()
-            array.flags.writeable = writeable
-            return array
-        if "__np__" in value:
-            dtype, item = value["__np__"]
-            return np.dtype(dtype).type(float(item) if isinstance(item, str) else item)
-        if "__float__" in value:
-            return float(value["__float__"])
-        if "__slice__" in value:
-            return slice(*(self.decode(v) for v in value["__slice__"]))
-        if "__exctype__" in value:
-            return getattr(builtins, value["__exctype__"])
-        if "__exc__" in value:
-            return getattr(builtins, value["__exc__"][0])(value["__exc__"][1])
-        if "__ellipsis__" in value:
-            return Ellipsis
-        if "__tuple__" in value:
-            return tuple(self.decode(v) for v in value["__tuple__"])
-        if "__dict__" in value:
-            return {k: self.decode(v) for k, v in value["__dict__"]}
-        raise ValueError(f"unknown value tag {sorted(value)}")
+        if tag in wire.EXCEPTION_TAGS:
+            return wire.decode_exception(tag, value[tag])
+        return super().decode_other(tag, value)
 
     # -- requests ----------------------------------------------------------------------------------------------
     def wait_for(self, request_id: int, namespace: dict):
@@ -351,7 +306,7 @@ class Callback:
             conn.args = saved
         reply = conn.wait_for(request_id, NAMESPACE)
         if "error" in reply:
-            raise getattr(builtins, reply["error"]["type"], RuntimeError)(reply["error"]["message"])
+            raise wire.MAPPED_ERRORS.get(reply["error"]["type"], RuntimeError)(reply["error"]["message"])
         return conn.decode(reply["ok"])
 
 
@@ -479,7 +434,7 @@ def _end(worker: int, fresh: set[str]) -> int:
 
 def _scratch() -> set[str]:
     """Every path in the sandbox's writable tmpfs folders, not descending into what is mounted on them (the
-    worker script, the interpreter, a hidden folder inside /tmp): the same set before and after a clean exercise."""
+    worker's two files, the interpreter, a hidden folder inside /tmp): the same set before and after a clean exercise."""
     visible = {}
     with open("/proc/self/mountinfo") as mounts:  # the last mount on a point is the one that shows
         for line in mounts:
