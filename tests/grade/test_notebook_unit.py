@@ -1,0 +1,258 @@
+"""Grading one notebook (autograder.grade.notebook) without running it: what makes a file ungradable, which metadata
+changes are refused, and how an autograded notebook's test cells become the report.
+
+Submissions are in-memory notebooks (written to tmp_path where read_submission needs a file); autograded notebooks
+are built by hand in nbgrader's metadata format, so no nbgrader run is needed.
+"""
+import json
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from autograder.contract import assignments
+from autograder.grade.notebook import (ExerciseResult, GradeReport, UnusableNotebook, failure_message,
+                                       metadata_changes, read_submission, results)
+
+NB = "01_nudging"
+
+
+def answer(grade_id: str, source: str = "def f():\n    pass\n"):
+    return new_code_cell(source, metadata={"nbgrader": {
+        "grade": False, "grade_id": grade_id, "locked": False, "schema_version": 3, "solution": True, "task": False}})
+
+
+def graded(grade_id: str, *cell_outputs, points: float = 2):
+    cell = new_code_cell("run_check('f', globals())\n", metadata={"nbgrader": {
+        "grade": True, "grade_id": grade_id, "locked": True, "points": points, "schema_version": 3,
+        "solution": False, "task": False}})
+    cell.outputs = list(cell_outputs)
+    return cell
+
+
+def meta(nb, grade_id: str) -> dict:
+    return next(c.metadata["nbgrader"] for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def error(ename: str, evalue: str = ""):
+    return new_output("error", ename=ename, evalue=evalue, traceback=[])
+
+
+def stream(name: str, text: str):
+    return new_output("stream", name=name, text=text)
+
+
+# ------------------------------------------------------------------------------------------------ metadata_changes
+
+def course():
+    return new_notebook(cells=[new_markdown_cell("# course"), new_code_cell("import math"), answer("f"),
+                               graded("test_f"), answer("g"), graded("test_g", points=3)])
+
+
+def test_an_untouched_submission_has_no_metadata_changes():
+    assert metadata_changes(course(), course()) == []
+
+
+@pytest.mark.parametrize("grade_id, change, said", [
+    ("test_f", {"grade": False}, "test_f: grade False (course: True)"),
+    ("test_f", {"points": 100}, "test_f: points 100 (course: 2)"),
+    ("f", {"solution": False}, "f: solution False (course: True)"),
+    ("f", {"locked": True}, "f: locked True (course: False)"),
+    ("f", {"points": 5}, "f: points 5 (course: None)"),                    # points on an answer cell
+    ("test_g", {"points": 0, "locked": False}, "test_g: locked False (course: True), points 0 (course: 3)"),
+])
+def test_a_changed_flag_is_named_with_the_courses_value(grade_id, change, said):
+    nb = course()
+    meta(nb, grade_id).update(change)
+    assert metadata_changes(nb, course()) == [said]
+
+
+def test_a_flag_absent_on_one_side_and_at_its_default_on_the_other_is_no_change():
+    """nbgrader reads an absent flag as its default, so writing the default out changes nothing."""
+    nb = course()
+    meta(nb, "f")["points"] = None
+    del meta(nb, "test_f")["solution"]
+    assert metadata_changes(nb, course()) == []
+
+
+def test_a_graded_cell_the_course_does_not_have_is_a_change():
+    nb = course()
+    nb.cells.append(graded("test_mine"))
+    nb.cells.append(answer("mine"))
+    assert metadata_changes(nb, course()) == ["test_mine is a graded cell the course does not have",
+                                              "mine is a graded cell the course does not have"]
+
+
+def test_an_unflagged_cell_with_a_grade_id_of_its_own_is_an_ordinary_cell():
+    nb = course()
+    nb.cells.append(new_code_cell("x = 1", metadata={"nbgrader": {"grade_id": "scratch", "grade": False,
+                                                                  "solution": False}}))
+    assert metadata_changes(nb, course()) == []
+
+
+def test_a_copied_graded_cell_is_no_change_whatever_its_flags():
+    """Grading keeps the first copy (SeparateCopiedCells), so only the first copy's flags are compared."""
+    nb = course()
+    tampered_copy = graded("test_f", points=100)
+    nb.cells.append(tampered_copy)
+    assert metadata_changes(nb, course()) == []
+    nb.cells.insert(1, graded("test_f", points=50))  # now the tampered cell comes first
+    assert metadata_changes(nb, course()) == ["test_f: points 50 (course: 2)"]
+
+
+def test_deleted_cells_are_not_metadata_changes():
+    """read_submission names them separately (test_a_deleted_exercise_cell_is_named_with_how_to_recover)."""
+    nb = course()
+    del nb.cells[3]
+    assert metadata_changes(nb, course()) == []
+
+
+# ------------------------------------------------------------------------------------------------ read_submission
+
+def write(tmp_path, nb, name="submission.ipynb"):
+    path = tmp_path / name
+    nbformat.write(nb, path)
+    return path
+
+
+def course_notebook(name=NB):
+    return nbformat.read(assignments()[name], as_version=4)
+
+
+def unusable(path) -> str:
+    with pytest.raises(UnusableNotebook) as info:
+        read_submission(path)
+    return str(info.value)
+
+
+def test_the_courses_own_notebook_is_read_with_its_assignment(tmp_path):
+    nb, assignment = read_submission(write(tmp_path, course_notebook()))
+    assert assignment == NB and nb == course_notebook()
+
+
+def test_the_assignment_is_the_one_whose_exercise_cells_the_notebook_holds(tmp_path):
+    """Found by grade ids, whatever the file is called."""
+    nb, assignment = read_submission(write(tmp_path, course_notebook("03_backward_functions"), f"{NB}.ipynb"))
+    assert assignment == "03_backward_functions"
+
+
+def test_a_missing_file_is_unusable(tmp_path):
+    assert unusable(tmp_path / "nope.ipynb") == f"{tmp_path / 'nope.ipynb'}: no such file"
+
+
+def test_a_folder_is_unusable(tmp_path):
+    assert unusable(tmp_path) == f"{tmp_path}: a folder, not a notebook file"
+
+
+@pytest.mark.parametrize("content, kind", [
+    (b"{ not json", "NotJSONError: Notebook does not appear to be JSON"),
+    (b"", "NotJSONError"),
+    (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code"}]}', "ValidationError"),
+    (b"\xff\xfe", "UnicodeDecodeError"),
+], ids=["not-json", "empty", "invalid", "not-utf8"])
+def test_a_file_that_is_not_a_notebook_is_unusable_with_the_readers_reason(tmp_path, content, kind):
+    path = tmp_path / "broken.ipynb"
+    path.write_bytes(content)
+    said = unusable(path)
+    assert said.startswith(f"{path}: not a readable Jupyter notebook (") and kind in said
+    assert "\n" not in said  # one line a learner can act on
+
+
+def test_a_notebook_of_no_assignment_is_unusable(tmp_path):
+    nb = new_notebook(cells=[new_code_cell("x = 1"), answer("not_an_exercise")])
+    said = unusable(write(tmp_path, nb))
+    assert "not a notebook of this course" in said and ", ".join(assignments()) in said
+
+
+def test_changed_grading_metadata_makes_a_notebook_unusable_with_the_reason(tmp_path):
+    nb = course_notebook()
+    meta(nb, "test_central_difference")["points"] = 100
+    said = unusable(write(tmp_path, nb))
+    assert "the grading metadata of its cells was changed (test_central_difference: points 100 (course: 2))" in said
+    assert f"git checkout -- notebooks/{NB}/{NB}.ipynb" in said
+
+
+def test_a_deleted_exercise_cell_is_named_with_how_to_recover(tmp_path):
+    nb = course_notebook()
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "test_numerical_gradient"]
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "log_square_trace").metadata = {}
+    said = unusable(write(tmp_path, nb))
+    assert "exercise cells were deleted or lost their metadata (test_numerical_gradient, log_square_trace)" in said
+    assert f"git checkout -- notebooks/{NB}/{NB}.ipynb" in said
+
+
+def test_a_copied_exercise_cell_keeps_a_notebook_usable(tmp_path):
+    nb = course_notebook()
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_central_difference")
+    nb.cells.append(nbformat.from_dict({**cell, "id": "copied"}))
+    assert read_submission(write(tmp_path, nb))[1] == NB
+
+
+# ------------------------------------------------------------------------------------------------ results
+
+def autograded():
+    """Test cells as TrustedVerdicts leaves them, among cells that are not scored."""
+    manual = answer("essay", "my answer")
+    manual.metadata["nbgrader"].update(grade=True, points=4)  # a manually graded answer: no score of nbgrader's
+    return new_notebook(cells=[
+        new_markdown_cell("# nb"), new_code_cell("import math"), answer("f"),
+        graded("test_f", stream("stdout", "f: all hidden checks passed\n")),
+        answer("g"),
+        graded("test_g", error("CheckFailure", "[g] expected 1, got 2"), points=3),
+        manual,
+        graded("test_h", stream("stderr", "RuntimeWarning: overflow\n"), points=1),
+        graded("test_k"),  # no outputs at all: nbgrader's rule gives it full points
+    ])
+
+
+def test_results_score_each_test_cell_by_nbgraders_rule_with_a_diagnosis():
+    assert results(autograded()) == [
+        ExerciseResult("f", 2.0, 2.0, ""),
+        ExerciseResult("g", 0.0, 3.0, "expected 1, got 2"),
+        ExerciseResult("h", 0.0, 1.0, "the cell wrote to stderr, which nbgrader scores as a failure: "
+                                      "RuntimeWarning: overflow"),
+        ExerciseResult("k", 2.0, 2.0, ""),
+    ]
+    assert all(type(e.score) is float for e in results(autograded()))
+
+
+def test_failure_message_is_the_diagnosis_of_the_last_error():
+    assert failure_message([error("ValueError", "first"), stream("stderr", "noise"),
+                            error("NotImplementedError")]).startswith("a function it calls is not written yet")
+
+
+def test_failure_message_without_an_error_quotes_the_first_200_characters_of_stderr():
+    said = failure_message([stream("stderr", "  warning one\n"), stream("stdout", "ignored"),
+                            stream("stderr", "x" * 300 + "\n")])
+    assert said == "the cell wrote to stderr, which nbgrader scores as a failure: " + ("warning one\n" + "x" * 300)[:200]
+
+
+# ------------------------------------------------------------------------------------------------ GradeReport
+
+def report():
+    return GradeReport("nb.ipynb", [ExerciseResult("central_difference", 2.0, 2.0, ""),
+                                    ExerciseResult("f", 0.0, 3.0, "expected 1\ngot 2")])
+
+
+def test_the_json_report_gives_totals_and_each_exercise_with_passed():
+    assert json.loads(report().to_json()) == {
+        "notebook": "nb.ipynb", "score": 2.0, "max_score": 5.0,
+        "exercises": [{"id": "central_difference", "score": 2.0, "max_score": 2.0, "message": "", "passed": True},
+                      {"id": "f", "score": 0.0, "max_score": 3.0, "message": "expected 1\ngot 2", "passed": False}]}
+
+
+def test_the_table_aligns_exercises_and_indents_the_lines_of_a_diagnosis():
+    assert report().to_table().splitlines() == [
+        "nb.ipynb: 2 / 5 points",
+        "",
+        "exercise            points  diagnosis",
+        "central_difference   2/2    passed",
+        "f                    0/3    expected 1",
+        "                            got 2",
+    ]
+
+
+def test_an_empty_report_scores_zero_of_zero():
+    empty = GradeReport("nb.ipynb")
+    assert (empty.score, empty.max_score) == (0, 0)
+    assert empty.to_table().splitlines() == ["nb.ipynb: 0 / 0 points", "", "exercise  points  diagnosis"]

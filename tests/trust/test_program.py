@@ -1,0 +1,366 @@
+"""What trusted grading runs for each exercise: the pure functions of autograder.trust.verdicts, on in-memory notebooks.
+
+No worker, kernel or sandbox here: these decide which statements reach the worker (``definitions``), how a cell's
+IPython syntax is read (``python``), which check a test cell calls (``checked_exercise``) and which cells form the
+learner's program up to each test cell (``program``). A wrong answer here grades the wrong code, so each rule the
+module states is pinned by one small case.
+"""
+import ast
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
+
+from autograder.contract import assignments
+from autograder.trust.verdicts import _patch_or_constant, checked_exercise, definitions, program, python
+
+
+# ------------------------------------------------------------------------------------------------ definitions
+
+def test_definitions_keep_imports_functions_and_classes_and_drop_what_runs():
+    """A given cell's demonstration (prints, calls, plots, a docstring-like string) is not repeated in the worker."""
+    cell = ('"""A demonstration."""\n'
+            "import math\n"
+            "from labtools import plot_slope_errors\n"
+            "def f(x):\n    return math.log(x * x)\n"
+            "async def later():\n    pass\n"
+            "class Point:\n    pass\n"
+            "print(f(3.0))\n"
+            "plot_slope_errors()\n"
+            "f(2.0) + 1\n")
+    assert definitions(cell) == ("import math\n"
+                                 "from labtools import plot_slope_errors\n"
+                                 "def f(x):\n    return math.log(x * x)\n"
+                                 "async def later():\n    pass\n"
+                                 "class Point:\n    pass")
+
+
+def test_definitions_drop_training_loops_and_computed_values():
+    """A training run or a computed array is the slow part of a notebook, and nothing a check reads."""
+    cell = ("import numpy as np\n"
+            "weights = np.zeros(3)\n"
+            "for epoch in range(20):\n    weights += 1\n"
+            "while False:\n    pass\n"
+            "losses = []\n"
+            "losses.append(1.0)\n"
+            "weights[0] = 2.0\n"
+            "total += 1\n")
+    assert definitions(cell) == "import numpy as np\nlosses = []"
+
+
+def test_definitions_keep_only_top_level_statements():
+    """An import or def nested in if/try/with/for is dropped with its block (the whole block would otherwise run)."""
+    cell = ("try:\n    import scipy\nexcept ImportError:\n    scipy = None\n"
+            "if True:\n    def g():\n        pass\n"
+            "with open('x') as handle:\n    import os\n"
+            "import sys\n")
+    assert definitions(cell) == "import sys"
+
+
+def test_definitions_of_the_course_patch_cell_keep_every_patch():
+    """Notebook 5 attaches notebook 4's functions to its Tensor: the checks need the patched class."""
+    cell = ("from labtools.tensor import Tensor, add, exp, log\n"
+            "Tensor.__add__ = add\n"
+            "Tensor.__radd__ = lambda self, other: add(other, self)\n"
+            "Tensor.exp, Tensor.log = exp, log\n"
+            "print(Tensor([1.0]) + Tensor([2.0]))\n")
+    assert definitions(cell).splitlines() == ["from labtools.tensor import Tensor, add, exp, log",
+                                              "Tensor.__add__ = add",
+                                              "Tensor.__radd__ = lambda self, other: add(other, self)",
+                                              "Tensor.exp, Tensor.log = (exp, log)"]
+
+
+def test_definitions_of_a_cell_with_a_syntax_error_is_empty():
+    """The kernel runs nothing of a cell that does not parse, so the worker gets nothing of it either."""
+    assert definitions("import math\ndef f(:\n    pass\n") == ""
+    assert definitions("import math\n  import os\n") == ""  # an indentation error
+
+
+def test_definitions_read_plain_python_only_so_magics_must_be_translated_first():
+    """``program`` passes every cell through ``python`` before ``definitions``: raw IPython syntax does not parse."""
+    cell = "%matplotlib inline\nimport numpy as np\n"
+    assert definitions(cell) == ""
+    assert definitions(python(cell)) == "import numpy as np"
+
+
+def test_definitions_of_an_empty_cell_is_empty():
+    assert definitions("") == "" and definitions("# only a comment\n") == ""
+
+
+# ------------------------------------------------------------------------------------------------ _patch_or_constant
+
+def statement(code: str):
+    (node,) = ast.parse(code).body
+    return node
+
+
+@pytest.mark.parametrize("code", [
+    "Tensor.__add__ = add",                                   # a class patched with a function
+    "Tensor.sum = ops.tensor_sum",                            # ... with a function from a module
+    "Tensor.backward = lambda self, g=None: backprop(self, g)",
+    "Tensor.exp, Tensor.log = exp, log",                      # several patches at once
+    "(Tensor.a, Tensor.b), Tensor.c = (f, g), h",             # nested tuples are read leaf by leaf
+    "Tensor.__add__: object = add",                           # an annotated patch
+    "FULL_MNIST = False",                                     # a named constant
+    "EPOCHS, BATCH_SIZE, LEARNING_RATE = 20, 32, 0.2",
+    "depths = [8, 16, 32]",
+    "by_depth = {'plain backprop': [], 'checkpointed': []}",
+    "SCALE = -1.5",
+    "NOTHING = None",
+    "EMPTY = set()",                                          # ast.literal_eval reads set() as a literal
+    "A = B = 3",                                              # chained names
+    "LIMIT: int = 3",
+])
+def test_patches_and_named_constants_are_kept(code):
+    assert _patch_or_constant(statement(code)) is True
+
+
+@pytest.mark.parametrize("code", [
+    "Tensor.__add__ = make_add()",                            # a computed patch runs code
+    "Tensor.training = True",                                 # an attribute set to a constant is not a patch
+    "Tensor.pair = (f, 1)",                                   # ... nor is a tuple holding one
+    "Tensor.a, b = f, g",                                     # a patch and a name in one statement
+    "Tensor.__add__ = b = add",
+    "weights = np.zeros(3)",                                  # a computed value
+    "PI = math.pi",                                           # a name's value is not a literal
+    "THREE = 1 + 2",                                          # arithmetic is not a literal
+    "LABEL = f'run {n}'",
+    "TABLE = {key: 1}",
+    "LIMIT: int",                                             # an annotation without a value
+    "weights[0] = 1.0",                                       # an item assignment
+    "*head, tail = 1, 2, 3",                                  # a starred target
+    "total += 1",                                             # not an assignment statement at all
+    "print(1)",
+    "import os",                                              # kept by definitions, but not as a patch/constant
+])
+def test_other_statements_are_not_patches_or_constants(code):
+    assert _patch_or_constant(statement(code)) is False
+
+
+# ------------------------------------------------------------------------------------------------ python
+
+@pytest.mark.parametrize("source, expected", [
+    ("%matplotlib inline", "get_ipython().run_line_magic('matplotlib', 'inline')\n"),
+    ("!pip list", "get_ipython().system('pip list')\n"),
+    ("files = !ls", "files = get_ipython().getoutput('ls')\n"),
+    ("len?", "get_ipython().run_line_magic('pinfo', 'len')\n"),
+    ("x = 1\n%time y = 2", "x = 1\nget_ipython().run_line_magic('time', 'y = 2')\n"),
+    ("%%time\ndef f():\n    pass", "get_ipython().run_cell_magic('time', '', 'def f():\\n    pass\\n')\n"),
+])
+def test_python_turns_magics_and_shell_escapes_into_calls(source, expected):
+    """As the kernel sees the cell: the worker then fails on get_ipython, not on a SyntaxError it cannot name."""
+    assert python(source) == expected
+
+
+@pytest.mark.parametrize("source", ["def f(x):\n    return 2 * x", "def f(:\n    pass", '"""never closed'])
+def test_python_leaves_plain_and_unparseable_python_as_written(source):
+    """Only a final newline is added: a syntax error reaches the worker intact, to be reported as the learner's."""
+    assert python(source) == source + "\n"
+
+
+# ------------------------------------------------------------------------------------------------ checked_exercise
+
+def course_test_source(grade_id: str, name: str = "01_nudging") -> str:
+    nb = nbformat.read(assignments()[name], as_version=4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_checked_exercise_reads_the_id_of_a_course_test_cell():
+    assert checked_exercise(course_test_source("test_central_difference")) == "central_difference"
+
+
+@pytest.mark.parametrize("source", [
+    'run_check("central_difference", globals())\nassert True',                       # no hidden block (a learner copy)
+    '### BEGIN HIDDEN TESTS\ncheck("central_difference", globals())\n',              # a block never closed
+    '### BEGIN HIDDEN TESTS\nfrom autograder import check\n### END HIDDEN TESTS\n',  # a block that checks nothing
+    '### END HIDDEN TESTS\ncheck("a", globals())\n### BEGIN HIDDEN TESTS\n',         # markers the wrong way round
+])
+def test_checked_exercise_is_none_without_a_check_in_a_hidden_block(source):
+    assert checked_exercise(source) is None
+
+
+def test_checked_exercise_reads_only_the_hidden_block():
+    """A check call before the block (or run_check after it) names nothing: the hidden block is the course's."""
+    source = ('check("before", globals())\n'
+              '### BEGIN HIDDEN TESTS\nfrom autograder import check\ncheck("inside", globals())\n'
+              'check("second", globals())\n### END HIDDEN TESTS\n'
+              'run_check("after", globals())\n')
+    assert checked_exercise(source) == "inside"
+
+
+# ------------------------------------------------------------------------------------------------ program
+
+def answer(grade_id: str, source: str):
+    return new_code_cell(source, metadata={"nbgrader": {
+        "grade": False, "grade_id": grade_id, "locked": False, "schema_version": 3, "solution": True, "task": False}})
+
+
+def graded_cell(grade_id: str, source: str, points: int = 2):
+    return new_code_cell(source, metadata={"nbgrader": {
+        "grade": True, "grade_id": grade_id, "locked": True, "points": points, "schema_version": 3,
+        "solution": False, "task": False}})
+
+
+def hidden(exercise: str) -> str:
+    return (f'### BEGIN HIDDEN TESTS\nfrom autograder import check\ncheck("{exercise}", globals())\n'
+            f'### END HIDDEN TESTS\nrun_check("{exercise}", globals())\n')
+
+
+GIVEN = "import math\nx = math.pi\nprint(x)\n"                      # program: "import math"
+ANSWER_A = "def a(x):\n    return 2 * x\nprint(a(1))\n"
+ANSWER_B = "def b(x):\n    return a(x) + 1\n"
+HELPER = "def helper():\n    return 1\nhelper()\n"                   # program: "def helper():..."
+
+
+def course_nb():
+    """Two exercises shaped like the course's: a given cell, then per exercise an answer cell and a test cell."""
+    return new_notebook(cells=[
+        new_markdown_cell("# Two exercises"),
+        new_code_cell(GIVEN),                          # cell 2
+        answer("a", ANSWER_A),                         # cell 3
+        graded_cell("test_a", hidden("a")),              # cell 4
+        new_markdown_cell("## The second"),
+        new_code_cell(HELPER),                         # cell 6
+        answer("b", ANSWER_B),                         # cell 7
+        graded_cell("test_b", hidden("b"), points=3),    # cell 8
+    ])
+
+
+def shape(cells):
+    return [(c.name, c.answer, c.code) for c in cells]
+
+
+def test_answer_cells_are_taken_whole_and_other_cells_reduced_to_their_definitions():
+    cells, tests = program(course_nb(), course_nb())
+    assert shape(cells) == [("cell 2", False, "import math"),
+                            ("a", True, ANSWER_A),  # the answer's own print stays: it is the learner's code
+                            ("cell 6", False, "def helper():\n    return 1"),
+                            ("b", True, ANSWER_B)]
+    assert tests == {"a": (2, hidden("a")), "b": (4, hidden("b"))}
+
+
+def test_each_exercise_is_given_the_program_cells_above_its_test_cell():
+    """The count is of program cells, not notebook cells: cells[:count] is what the exercise's worker loads."""
+    nb = course_nb()
+    nb.cells.insert(4, new_code_cell("def extra():\n    pass\n"))  # a learner cell between test_a and b's cells
+    cells, tests = program(nb, course_nb())
+    assert [c.name for c in cells] == ["cell 2", "a", "cell 5", "cell 7", "b"]
+    assert tests["a"][0] == 2 and tests["b"][0] == 5
+
+
+def test_an_answer_moved_below_its_test_cell_is_not_part_of_that_exercise():
+    nb = course_nb()
+    nb.cells[2], nb.cells[3] = nb.cells[3], nb.cells[2]
+    cells, tests = program(nb, course_nb())
+    assert [c.name for c in cells[:tests["a"][0]]] == ["cell 2"]
+
+
+def test_test_sources_come_from_the_course_whatever_the_submission_holds():
+    """A learner who empties, unflags or re-points a test cell changes nothing: the grade id finds the course's."""
+    nb = course_nb()
+    meta = nb.cells[3].metadata["nbgrader"]
+    nb.cells[3].source, meta["grade"], meta["points"] = "pass", False, 100
+    nb.cells[7].source = 'run_check("b", globals())\n'  # as in a learner's copy: the hidden block stripped
+    cells, tests = program(nb, course_nb())
+    assert tests == {"a": (2, hidden("a")), "b": (4, hidden("b"))}
+    assert "pass" not in [c.code for c in cells]  # a test cell is never part of the program
+
+
+def test_cells_are_recognised_by_the_courses_grade_ids_not_the_submissions_flags():
+    nb = course_nb()
+    nb.cells[2].metadata["nbgrader"]["solution"] = False  # still the course's answer cell "a"
+    nb.cells.append(answer("mine", "def mine():\n    pass\nmine()\n"))  # flags the course does not give
+    cells, _ = program(nb, course_nb())
+    assert ("a", True, ANSWER_A) in shape(cells)
+    assert shape(cells)[-1] == ("cell 9", False, "def mine():\n    pass")
+
+
+def test_cells_the_learner_added_give_their_definitions_named_by_their_position():
+    """"cell N" counts every cell of the notebook from 1, markdown included, as JupyterLab shows them."""
+    nb = course_nb()
+    nb.cells.insert(1, new_markdown_cell("my notes"))
+    nb.cells.insert(3, new_code_cell("import numpy as np\nnp.ones(3)\n"))
+    cells, _ = program(nb, course_nb())
+    assert shape(cells)[:2] == [("cell 3", False, "import math"), ("cell 4", False, "import numpy as np")]
+
+
+def test_cells_with_nothing_to_define_markdown_and_raw_cells_are_left_out():
+    nb = course_nb()
+    nb.cells[1:1] = [new_code_cell("print('hello')\n"), new_code_cell(""), new_raw_cell("import os"),
+                     new_markdown_cell("import os")]
+    cells, tests = program(nb, course_nb())
+    assert [c.name for c in cells] == ["cell 6", "a", "cell 10", "b"]
+    assert tests["a"][0] == 2
+
+
+def test_a_pasted_copy_of_an_answer_cell_counts_once_then_as_an_ordinary_cell():
+    """The first copy is the answer (as SeparateCopiedCells grades it); a later copy's defs still run, as in the
+    kernel, but it is a given cell: its top level is not run and its errors are not the learner's answer's."""
+    nb = course_nb()
+    copy = answer("a", "def a(x):\n    return 3 * x\nprint(a(2))\n")
+    nb.cells.insert(3, copy)
+    cells, tests = program(nb, course_nb())
+    assert shape(cells)[1:3] == [("a", True, ANSWER_A), ("cell 4", False, "def a(x):\n    return 3 * x")]
+    assert tests["a"][0] == 3
+
+
+def test_a_copied_test_cell_marks_its_exercise_once_and_adds_nothing():
+    nb = course_nb()
+    nb.cells.append(graded_cell("test_a", "anything"))
+    nb.cells.append(new_code_cell("def late():\n    pass\n"))
+    cells, tests = program(nb, course_nb())
+    assert tests["a"] == (2, hidden("a"))  # the first copy's place
+    assert [c.name for c in cells] == ["cell 2", "a", "cell 6", "b", "cell 10"]
+
+
+def test_a_deleted_test_cell_is_still_graded_after_the_whole_program():
+    nb = course_nb()
+    del nb.cells[3]
+    nb.cells.append(new_code_cell("def late():\n    pass\n"))  # below every test cell: still before a's check
+    cells, tests = program(nb, course_nb())
+    assert tests["a"] == (len(cells), hidden("a")) == (5, hidden("a"))
+    assert tests["b"] == (4, hidden("b"))
+
+
+def test_a_test_cell_turned_into_markdown_counts_as_deleted():
+    nb = course_nb()
+    nb.cells[3] = new_markdown_cell(nb.cells[3].source, metadata=nb.cells[3].metadata)
+    cells, tests = program(nb, course_nb())
+    assert tests["a"] == (len(cells), hidden("a"))
+
+
+def test_an_answer_cell_that_lost_its_metadata_gives_only_its_definitions():
+    """Without the grade id it is an ordinary cell: its functions still reach the worker, its prints do not."""
+    nb = course_nb()
+    nb.cells[2].metadata = {}
+    cells, _ = program(nb, course_nb())
+    assert ("cell 3", False, "def a(x):\n    return 2 * x") in shape(cells)
+    assert all(c.name != "a" for c in cells)
+
+
+def test_magics_in_answer_and_given_cells_are_read_as_the_kernel_reads_them():
+    nb = course_nb()
+    nb.cells[1].source = "%matplotlib inline\n" + GIVEN
+    nb.cells[2].source = "%time value = 1\n" + ANSWER_A
+    cells, _ = program(nb, course_nb())
+    assert shape(cells)[:2] == [("cell 2", False, "import math"),
+                                ("a", True, "get_ipython().run_line_magic('time', 'value = 1')\n" + ANSWER_A)]
+
+
+def test_an_answer_that_does_not_parse_is_still_sent_whole():
+    """Its SyntaxError is then reported to the learner by the worker, instead of the answer vanishing."""
+    nb = course_nb()
+    nb.cells[2].source = "def a(x:\n    return x"
+    cells, _ = program(nb, course_nb())
+    assert ("a", True, "def a(x:\n    return x\n") in shape(cells)
+
+
+def test_the_course_notebooks_own_program_has_every_exercise_with_a_check():
+    """On a real course notebook: every test cell is found, in order, and calls the check of its own exercise."""
+    course = nbformat.read(assignments()["01_nudging"], as_version=4)
+    cells, tests = program(course, course)
+    assert list(tests) == ["central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"]
+    assert all(checked_exercise(source) == exercise for exercise, (_, source) in tests.items())
+    answers = [c.name for c in cells if c.answer]
+    assert answers == list(tests)
+    assert all(cells[position - 1].name == exercise for exercise, (position, _) in tests.items())
