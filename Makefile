@@ -56,8 +56,9 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
+# Both cores: nothing here starts a kernel, and the checks' tests are CPU-bound.
 test-quick: lint
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n 2
 
 # One exercise's tests and its notebook's consistency tests: the loop for working on one check.
 check: $(STAMP)

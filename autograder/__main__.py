@@ -85,7 +85,8 @@ def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
 
     def announce(assignment: str) -> None:
         if not as_json:
-            print(f"Grading {notebook} ({assignment}) against the hidden tests, about 20 s...", file=sys.stderr, flush=True)
+            print(f"Grading {notebook} ({assignment}) against the hidden tests, about 20 s...", file=sys.stderr,
+                  flush=True)
 
     try:
         report = grade(notebook, feedback, on_start=announce)

@@ -25,11 +25,18 @@ def assignments() -> dict[str, Path]:
     return {p.parent.name: p for p in sorted(SOURCE.glob("*/*.ipynb")) if p.stem == p.parent.name}
 
 
+def nbgrader_meta(cell) -> dict:
+    """A cell's nbgrader metadata, or {} when it has none. A submission's metadata is the learner's data: nbformat
+    accepts ``"nbgrader": null`` or a string there, which reads as no metadata at all."""
+    meta = (cell.get("metadata") or {}).get("nbgrader")
+    return meta if isinstance(meta, dict) else {}
+
+
 def nbgrader_cells(nb) -> list[dict]:
     """The nbgrader metadata of every answer or test cell, in notebook order."""
     found = []
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = nbgrader_meta(cell)
         if meta.get("grade") or meta.get("solution"):
             found.append(meta)
     return found

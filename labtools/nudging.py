@@ -1,6 +1,7 @@
 """Pictures for notebook 1: how the error of a measured slope depends on the nudge h.
 
-The running example is f(x) = log(x*x) at x = 3, whose true slope is 2/x = 2/3 (the course's source handout "Backprop from scratch").
+The running example is f(x) = log(x*x) at x = 3, whose true slope is 2/x = 2/3 (the course's source handout
+"Backprop from scratch").
 Two error sources compete (any numerical-analysis text, e.g. Nocedal & Wright, *Numerical Optimization*, §8.1):
 truncation, about h·|f''|/2 for a forward difference and h²·|f'''|/6 for a central one, shrinks with h;
 round-off, about eps·|f|/h with eps the machine epsilon of the dtype (2.2e-16 for float64, 1.2e-7 for float32),

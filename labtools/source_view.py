@@ -101,6 +101,7 @@ def side_by_side(left, right, titles=("left", "right")):
         columns.append(
             f'<div style="flex:1 1 0;min-width:0">'
             f'<div style="font-weight:bold;margin:0 0 4px 0">{html.escape(title)}</div>'
-            f'<pre style="font-family:var(--jp-code-font-family,monospace);font-size:{FONT_PX}px;line-height:1.35;margin:0;padding:6px;background:#f7f7f7;'
+            f'<pre style="font-family:var(--jp-code-font-family,monospace);font-size:{FONT_PX}px;'
+            'line-height:1.35;margin:0;padding:6px;background:#f7f7f7;'
             f'border:1px solid #ddd;overflow:auto;max-height:55em">{code}</pre></div>')
     return HTML(f'<div style="display:flex;gap:10px;max-width:{COLUMN_PX}px">{"".join(columns)}</div>')

@@ -3,7 +3,7 @@ grading metadata, and where the assignments are. Every grading path reads these,
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from autograder.contract import SOURCE, assignments, exercise_id, nbgrader_cells
+from autograder.contract import SOURCE, assignments, exercise_id, nbgrader_cells, nbgrader_meta
 
 
 @pytest.mark.parametrize("grade_id, exercise", [
@@ -43,3 +43,9 @@ def test_assignments_are_the_source_notebooks_named_as_their_folders_in_course_o
     assert list(found) == sorted(found) and "01_nudging" in found
     assert all(path == SOURCE / name / f"{name}.ipynb" for name, path in found.items())
 
+
+
+@pytest.mark.parametrize("metadata", [{}, {"nbgrader": None}, {"nbgrader": "x"}, {"nbgrader": [1]}])
+def test_a_cell_without_an_nbgrader_mapping_has_no_grading_metadata(metadata):
+    cell = new_code_cell("x", metadata=metadata)
+    assert nbgrader_meta(cell) == {} and nbgrader_cells(new_notebook(cells=[cell])) == []

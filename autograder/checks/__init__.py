@@ -176,4 +176,4 @@ def _remember_pass(exercise_id: str) -> None:
 
 # Each module registers its checks on import; one module per notebook.
 # Course order: an exercise may build on those registered before it.
-from autograder.checks import nudging, scalar_engine, backward_functions, tensor_engine, modules_mnist  # noqa: E402,F401,I001
+from autograder.checks import nudging, scalar_engine, backward_functions, tensor_engine, modules_mnist  # noqa: E402,F401

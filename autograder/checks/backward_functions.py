@@ -4,8 +4,8 @@ Every backward function ``f_back(grad_out, out, *inputs)`` must return the vecto
 already summed back to that input's shape. Each is compared with torch.autograd in float64 (the VJP of the same
 forward operation with the same upstream gradient) and with central differences of sum(grad_out · f(inputs)), on
 randomized broadcastable shapes of rank 0–4 (hypothesis), float64, float32 and integer inputs, and Python scalars.
-Probe numbers come from course seed 000 (cell 06) and the notebook-3 issue: (3,) -> (2,3) sums to [2,2,2];
-(2,1) -> (2,3) sums to [[3],[3]]; upstream [[1,2,3],[4,5,6]] to shape (3,) is [5,7,9].
+Probe numbers come from the course's handout "Backprop from scratch" and notebook 3's text: (3,) -> (2,3) sums to
+[2,2,2]; (2,1) -> (2,3) sums to [[3],[3]]; upstream [[1,2,3],[4,5,6]] to shape (3,) is [5,7,9].
 """
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def check_unbroadcast(unbroadcast) -> None:
                    "not by looking for sizes that differ or match.")
     probes = [
         (np.ones((2, 3)), (3,), np.full(3, 2.0), "case 1: a prepended axis is summed away (no keepdims)."),
-        (np.ones((2, 3)), (2, 1), np.full((2, 1), 3.0), "case 2: a stretched size-1 axis is summed with keepdims=True."),
+        (np.ones((2, 3)), (2, 1), np.full((2, 1), 3.0),
+         "case 2: a stretched size-1 axis is summed with keepdims=True."),
         (np.array([[1.0, 2, 3], [4, 5, 6]]), (3,), np.array([5.0, 7, 9]),
          "a bias of shape (3,) was added to every row: sum over the rows only."),
         (np.arange(1.0, 10.0).reshape(3, 3), (3, 1), np.array([[6.0], [15.0], [24.0]]),
@@ -196,6 +197,35 @@ def check_multiply_back(multiply_back0, multiply_back1) -> None:
 @exercise("exp_back")
 def check_exp_back(exp_back) -> None:
     unary_exercise(VJPCase("exp_back", "exp_back", exp_back, torch.exp), -2.0, 2.0)
+
+
+@exercise("tanh_back")
+def check_tanh_back(tanh_back) -> None:
+    ex = "tanh_back"
+    rule = VJPCase(ex, ex, tanh_back, torch.tanh)
+    # grad_out is not all ones, so that forgetting it shows; x holds 0 and values of both signs.
+    x, upstream = np.array([-1.0, 0.0, 0.5, 2.0]), np.array([1.0, -2.0, 0.5, 3.0])
+    out = np.tanh(x)
+    slips = (
+        (upstream * (1 - x ** 2), "this is grad_out · (1 − x²): the input x stands where the output belongs. tanh's "
+                                  "local derivative is 1 − tanh(x)² = 1 − out², so use out."),
+        (1 - out ** 2, "this is the local derivative 1 − out² alone: a backward function returns it multiplied by "
+                       "grad_out, the upstream gradient, element by element."),
+        (upstream * (1 - np.tanh(out) ** 2), "this applies tanh twice: out already is tanh(x), so the local "
+                                             "derivative is 1 − out², not 1 − tanh(out)²."),
+    )
+    # Near ±1, 1 − tanh(x)² cancels digits: recomputed from a float32 x it is off by far more than float32's 1e-6
+    # (about 2.5e-5 at x = 4), while out (float64 here, from the forward pass) or 1/cosh(x)² stays accurate.
+    x32 = np.array([0.5, 3.0, -4.0], dtype=np.float32)
+    recomputed = ((upstream[:3] * (1 - np.tanh(x32) ** 2),
+                   "this recomputes tanh from the float32 x: near ±1, 1 − tanh(x)² cancels most of float32's 7 digits. "
+                   "Use out, which the forward pass already computed (here in float64): grad_out · (1 − out²)."),)
+    run_probes(ex, [vjp_probe(replace(rule, inputs=[x], grad_out=upstream),
+                              "tanh's local derivative is 1 − tanh(x)² = 1 − out²: return grad_out · (1 − out²).",
+                              slips),
+                    vjp_probe(replace(rule, inputs=[x32], grad_out=upstream[:3]),
+                              "tanh's local derivative is 1 − out², with out the forward's output.", recomputed)])
+    unary_exercise(rule, -2.0, 2.0)
 
 
 @exercise("negative_back")
@@ -430,6 +460,7 @@ def check_forward_and_back(forward_and_back) -> None:
             got = as_gradient(ex, name, got, shape, shown)
             _, expected = torch_vjp(graph, [a, b, c], index, np.ones(shape))
             if not close(got, expected):
-                raise CheckFailure(ex, f"{name} for {shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
+                raise CheckFailure(ex, f"{name} for {shown}: torch.autograd gives {fmt(expected)}, "
+                                       f"received {fmt(got)}.")
 
     random_case()

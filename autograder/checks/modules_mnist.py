@@ -21,8 +21,8 @@ import torch
 
 from autograder.checks.registry import exercise
 from autograder.checks.reference import modules as reference_modules
-from autograder.checks.harness.diagnostics import (AGAINST_TORCH, SAME_ARITHMETIC, CheckFailure, Probe, Tolerance, call_learner, close,
-                                   fmt, run_probes)
+from autograder.checks.harness.diagnostics import (AGAINST_TORCH, SAME_ARITHMETIC, CheckFailure, Probe, Tolerance,
+                                   call_learner, close, fmt, run_probes)
 from autograder.trust.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
@@ -58,8 +58,8 @@ def check_module(Module, Parameter, Tensor) -> None:
     if not isinstance(got, list):
         raise CheckFailure(ex, f"parameters() should return a list, got {type(got).__name__}.")
     if any(p is pair.data for p in got):
-        raise CheckFailure(ex, "a plain Tensor attribute (requires_grad False) was listed as a parameter: register only "
-                               "values that are Parameters (isinstance(value, Parameter)).")
+        raise CheckFailure(ex, "a plain Tensor attribute (requires_grad False) was listed as a parameter: register "
+                               "only values that are Parameters (isinstance(value, Parameter)).")
     if sorted(_ids(got)) != sorted([id(pair.a), id(pair.b)]):
         raise CheckFailure(ex, f"a module with Parameters a and b should list exactly those two, got {len(got)} "
                                "items: register Parameters in __setattr__ as they are assigned.")
@@ -80,9 +80,9 @@ def check_module(Module, Parameter, Tensor) -> None:
              id(ordered.second.a): "second.a", id(ordered.second.b): "second.b"}
     listed = [names.get(id(p), "?") for p in call_learner(ex, ordered.parameters, shown_input="ordered.parameters()")]
     if listed != ["w", "first.a", "first.b", "second.a", "second.b"]:
-        raise CheckFailure(ex, f"parameters() listed {listed}; torch's order is the module's own parameters first, then "
-                               "each sub-module's, all in assignment order: [w, first.a, first.b, second.a, second.b]. "
-                               "Iterate over the dictionaries, not over a set, so the order is fixed.")
+        raise CheckFailure(ex, f"parameters() listed {listed}; torch's order is the module's own parameters first, "
+                               "then each sub-module's, all in assignment order: [w, first.a, first.b, second.a, "
+                               "second.b]. Iterate over the dictionaries, not over a set, so the order is fixed.")
     deep = pair
     for _ in range(30):
         holder = call_learner(ex, Module, shown_input="Module()")
@@ -97,10 +97,10 @@ def check_module(Module, Parameter, Tensor) -> None:
                                "instead of the old one.")
     for value, shown in ((3.0, "pair.b = 3.0"), (None, "pair.b = None")):
         pair.b = Parameter(np.ones(3))
-        setattr(pair, "b", value)
+        pair.b = value
         if _ids(pair.parameters()) != [id(pair.a)]:
-            raise CheckFailure(ex, f"after `{shown}`, b is no longer a parameter: __setattr__ should forget a name that "
-                                   "is re-assigned to anything that is not a Parameter.")
+            raise CheckFailure(ex, f"after `{shown}`, b is no longer a parameter: __setattr__ should forget a name "
+                                   "that is re-assigned to anything that is not a Parameter.")
     pair.result = Parameter(np.ones(2)) * 2.0  # an intermediate result that requires grad, not a Parameter
     if any(p is pair.result for p in pair.parameters()):
         raise CheckFailure(ex, "pair.result = pair.a * 2 (a computed Tensor that requires grad) was registered as a "
@@ -192,7 +192,8 @@ def check_linear(Linear, Tensor) -> None:
     plain = call_learner(ex, Linear, 5, 4, bias=False, shown_input="Linear(5, 4, bias=False)")
     if getattr(plain, "bias", "missing") is not None:
         raise CheckFailure(ex, "Linear(5, 4, bias=False) should set self.bias = None (torch does the same).")
-    if _ids(call_learner(ex, plain.parameters, shown_input="Linear(5, 4, bias=False).parameters()")) != [id(plain.weight)]:
+    if _ids(call_learner(ex, plain.parameters,
+                         shown_input="Linear(5, 4, bias=False).parameters()")) != [id(plain.weight)]:
         raise CheckFailure(ex, "Linear(5, 4, bias=False).parameters() should be [weight] alone.")
     for layer, shown in ((call_learner(ex, Linear, 5, 4, shown_input="Linear(5, 4)"), "Linear(5, 4)"),
                          (plain, "Linear(5, 4, bias=False)")):
@@ -229,7 +230,8 @@ def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     relu = call_learner(ex, ReLU, shown_input="ReLU()")
     x = np.array([-2.0, 0.0, 3.0])
     run_probes(ex, [Probe("ReLU()(Tensor([-2, 0, 3])).array", lambda: _array_of(relu(Tensor(x.copy()))),
-                          np.array([0.0, 0.0, 3.0]), ((x, "ReLU returned its input unchanged: its forward is x.relu()."),),
+                          np.array([0.0, 0.0, 3.0]),
+                          ((x, "ReLU returned its input unchanged: its forward is x.relu()."),),
                           tolerance=SAME_ARITHMETIC)])
     if call_learner(ex, relu.parameters, shown_input="ReLU().parameters()") != []:
         raise CheckFailure(ex, "ReLU has no parameters.")
@@ -240,9 +242,9 @@ def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     expected = [first.weight, first.bias, second.weight, second.bias, third.weight, third.bias]
     got = call_learner(ex, model.parameters, shown_input="model.parameters()")
     if sorted(_ids(got)) != sorted(_ids(expected)):
-        raise CheckFailure(ex, f"a Sequential of three Linear layers (one inside a nested Sequential) has 6 parameters; "
-                               f"parameters() gave {len(got)}. Register each layer as a sub-module by assigning it as "
-                               "an attribute (setattr), so Module.__setattr__ sees it.")
+        raise CheckFailure(ex, f"a Sequential of three Linear layers (one inside a nested Sequential) has 6 "
+                               f"parameters; parameters() gave {len(got)}. Register each layer as a sub-module by "
+                               "assigning it as an attribute (setattr), so Module.__setattr__ sees it.")
     x = np.random.default_rng(5).uniform(-1, 1, (7, 3))
     out = call_learner(ex, model, Tensor(x), shown_input="model(x of shape (7, 3))")
     h = x
@@ -262,8 +264,8 @@ def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     h.backward(torch.tensor(seed))
     for p, t in zip(expected, weights):
         if p.grad is None or not close(p.grad.array, t.grad.numpy(), AGAINST_TORCH):
-            raise CheckFailure(ex, "the parameters' gradients after model(x).backward(seed) differ from torch's for the "
-                                   "same network: every layer, ReLU included, must build its output with Tensor "
+            raise CheckFailure(ex, "the parameters' gradients after model(x).backward(seed) differ from torch's for "
+                                   "the same network: every layer, ReLU included, must build its output with Tensor "
                                    "operations (x.relu(), linear(...)), so the graph reaches the weights.")
 
 
@@ -302,9 +304,9 @@ def check_cross_entropy(cross_entropy, Tensor) -> None:
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: {NO_KEEPDIMS} Here the second row became "
                                f"[1000 - 1, 1001 - 1001] = [999, 0] and e^999 overflows. Expected {fmt(want)}.")
     if not np.isfinite(loss[0]):
-        raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: shifting by the maximum of the whole batch (1001) pushes the "
-                               "first row to e^-1000, which underflows to 0, and log(0) = -inf. Shift each row by its "
-                               f"own maximum (max over axis 1, keepdims=True). Expected {fmt(want)}.")
+        raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: shifting by the maximum of the whole batch (1001) pushes "
+                               "the first row to e^-1000, which underflows to 0, and log(0) = -inf. Shift each row by "
+                               f"its own maximum (max over axis 1, keepdims=True). Expected {fmt(want)}.")
     # A row whose true logit is 1000 below the other: log(softmax) fails here, before any other case shows it
     _run_cross_entropy_probes(ex, cross_entropy, Tensor, [(np.array([[0.0, 1000.0]]), np.array([0]), np.ones(1))])
     shown, loss, _, want, _ = run([[0.0, 2000.0], [-3000.0, 5.0]], [1, 0])
@@ -335,7 +337,8 @@ BATCH_AXIS = ("That is a softmax over the batch axis (axis 0): normalise each ro
               "every example is its own distribution.")
 LOG_OF_SOFTMAX = ("The softmax probability of class 0 is e^-1000, which underflows to 0 before the log sees it. "
                   "Compute log-sum-exp(row) - row[label] directly instead of log(softmax).")
-CROSS_ENTROPY = "Each loss is log-sum-exp of its row minus the row's true logit: torch's F.cross_entropy, reduction='none'."
+CROSS_ENTROPY = ("Each loss is log-sum-exp of its row minus the row's true logit: torch's F.cross_entropy, "
+                 "reduction='none'.")
 
 
 def _cross_entropy_probes(cross_entropy, Tensor, logits, labels, seed) -> list[Probe]:
@@ -395,11 +398,11 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
                         for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads))])
         for n, (p, alias) in enumerate(zip(mine, sharing)):
             if not np.array_equal(np.asarray(alias.array), np.asarray(p.array)):
-                raise CheckFailure(ex, f"optimizer.step() gave parameter {n} a new array instead of updating its own in "
-                                       "place: a p.detach() taken before the step, which shares p's array, still shows "
-                                       "the old values. Subtract into the array itself, p.array -= lr * p.grad.array, "
-                                       "as the notebook asks (torch's optimizers also update a parameter's storage in "
-                                       "place).")
+                raise CheckFailure(ex, f"optimizer.step() gave parameter {n} a new array instead of updating its own "
+                                       "in place: a p.detach() taken before the step, which shares p's array, still "
+                                       "shows the old values. Subtract into the array itself, p.array -= lr * "
+                                       "p.grad.array, as the notebook asks (torch's optimizers also update a "
+                                       "parameter's storage in place).")
         for p in mine:
             if not p.is_leaf or not p.requires_grad:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
@@ -514,8 +517,8 @@ PROTOCOL_PROBLEMS = {
                "step()), never between backward() and step(), and run backward() on the batch's loss.",
     "accumulated": "at optimizer.step() the gradients held the previous batch's too: .grad accumulates, so clear the "
                    "gradients once per batch (optimizer.zero_grad()) before backward().",
-    "sum": "at optimizer.step() the gradients were batch_size times too large: the loss to differentiate is the mean of "
-           "cross_entropy over the batch, not its sum (a sum makes the step size grow with the batch).",
+    "sum": "at optimizer.step() the gradients were batch_size times too large: the loss to differentiate is the mean "
+           "of cross_entropy over the batch, not its sum (a sum makes the step size grow with the batch).",
     "different": "at optimizer.step() the gradients differ from those of the mean cross-entropy of the batch the model "
                  "just saw. If cross_entropy passes its own test, check that the loss is "
                  "cross_entropy(model(Tensor(images[batch])), labels[batch]).mean() and that backward() runs on it.",
@@ -539,7 +542,8 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
         raise CheckFailure(ex, "the model received rows that are not rows of the images: pass Tensor(images[batch]), "
                                "the rows unchanged.")
     if not isinstance(losses, list) or len(losses) != 4:
-        raise CheckFailure(ex, f"{shown} should return a list of 4 losses (batches of 64, 64, 64 and 8), got {losses!r}.")
+        raise CheckFailure(ex, f"{shown} should return a list of 4 losses (batches of 64, 64, 64 and 8), "
+                               f"got {losses!r}.")
     if not all(isinstance(v, float) and math.isfinite(v) for v in losses):
         raise CheckFailure(ex, f"{shown} should return plain finite floats (loss.item()), got {losses!r}.")
     if optimizer.steps != 4:
@@ -550,10 +554,11 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
     first = model.batches
     _check_visits(ex, first, len(labels), shown)
     model.batches = []
-    call_learner(ex, train_epoch, model, optimizer, images, labels, 64, epoch_rng, shown_input=f"a second epoch: {shown}")
+    call_learner(ex, train_epoch, model, optimizer, images, labels, 64, epoch_rng,
+                 shown_input=f"a second epoch: {shown}")
     if sorted(map(sorted, model.batches)) == sorted(map(sorted, first)):
-        raise CheckFailure(ex, "the second epoch (same rng object) made the same batches as the first: shuffle with the "
-                               "rng you are given, drawing a new permutation every epoch (rng.permutation).")
+        raise CheckFailure(ex, "the second epoch (same rng object) made the same batches as the first: shuffle with "
+                               "the rng you are given, drawing a new permutation every epoch (rng.permutation).")
     replay = _ReferenceModel(Tensor, images, labels, seed=8)
     call_learner(ex, train_epoch, replay, _SpyOptimizer(replay, 0.1), images, labels, 64, kit.generator(9),
                  shown_input=f"{shown} with a new rng of the same seed")
@@ -586,7 +591,8 @@ def _losses_probe(shown, losses, optimizer) -> Probe:
         (want * sizes, "Those are the sums of each batch's losses: report the mean, the loss you called "
                                  "backward() on (loss.item())."),
         (np.array(optimizer.losses_after), "Those are the losses after optimizer.step() moved the parameters: report "
-                                           "loss.item() of the loss you called backward() on, computed before the step."),
+                                           "loss.item() of the loss you called backward() on, computed before the "
+                                           "step."),
         (np.cumsum(want) / np.arange(1, len(want) + 1), "That is a running mean over the epoch: report each batch's "
                                                          "own loss, one entry per batch."),
         (sizes, "Those are the batch sizes: report each batch's loss, loss.item()."),
@@ -646,6 +652,6 @@ def _check_learning(ex, classes, kit, data):
     reached = _test_accuracy(ex, model, data, shown)
     if not reached >= TRAINING_FLOOR:
         raise CheckFailure(ex, f"{shown} reached a test accuracy of {reached:.1%} on {TRAINING_TEST_SLICE} digits; a "
-                               f"correct pipeline gets about 87%, and the test asks for {TRAINING_FLOOR:.0%}. Something "
-                               "upstream is off: if Module, Linear, Sequential, cross_entropy and SGD pass their own "
-                               "tests, look at how train_epoch puts them together.")
+                               f"correct pipeline gets about 87%, and the test asks for {TRAINING_FLOOR:.0%}. "
+                               "Something upstream is off: if Module, Linear, Sequential, cross_entropy and SGD pass "
+                               "their own tests, look at how train_epoch puts them together.")

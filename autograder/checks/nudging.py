@@ -14,8 +14,9 @@ import torch
 from hypothesis import given, strategies as st
 
 from autograder.checks.registry import exercise
-from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES, SAME_ARITHMETIC,
-                                    CheckFailure, Probe, Tolerance, as_float, call_learner, close, fmt, run_probes)
+from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES,
+                                    SAME_ARITHMETIC, CheckFailure, Probe, Tolerance, as_float, call_learner, close,
+                                    fmt, run_probes)
 from autograder.checks.harness.oracles import central_differences, torch_gradients
 
 # Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
@@ -42,12 +43,12 @@ def check_central_difference(central_difference) -> None:
         slope = as_float(ex, result, "the slope")
         if not isinstance(result, float):  # np.float64 is a float; a 0-d array or an int is not
             what = "a 0-d numpy array" if isinstance(result, np.ndarray) else f"a {type(result).__name__}"
-            raise CheckFailure(ex, f"{shown}: the slope came back as {what} ({fmt(slope)}); the exercise returns a float. "
-                                   "Divide numbers, not arrays, or convert with float(...).")
+            raise CheckFailure(ex, f"{shown}: the slope came back as {what} ({fmt(slope)}); the exercise returns a "
+                                   "float. Divide numbers, not arrays, or convert with float(...).")
         return slope
 
-    # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number. The slips are
-    # 0.01 or more apart, so they are told apart as differences; the random cases below hold the answer to SAME_DIFFERENCE.
+    # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number. The slips are 0.01
+    # or more apart, so they are told apart as differences; the random cases below hold the answer to SAME_DIFFERENCE.
     cube = lambda x: x ** 3
     x, h = 2.0, 0.1
     shown = "f(x) = x**3, x = 2.0, h = 0.1"
@@ -61,8 +62,8 @@ def check_central_difference(central_difference) -> None:
         ((cube(x + h) - cube(x - h)) / h,
          "twice the slope: the two nudged points x-h and x+h are 2h apart, so divide by 2h, not h."),
         (right * h * h,
-         "the right slope multiplied by h²: `... / 2 * h` divides by 2 and then multiplies by h, since Python evaluates "
-         "/ and * from left to right. Write `/ (2 * h)`."),
+         "the right slope multiplied by h²: `... / 2 * h` divides by 2 and then multiplies by h, since Python "
+         "evaluates / and * from left to right. Write `/ (2 * h)`."),
         (12.0, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 is 12.01 (it "
                "carries an h² error on purpose), not the true slope 12."),
     ), why="expected (f(x+h) - f(x-h)) / (2h).", tolerance=AGAINST_DIFFERENCES)])
@@ -217,7 +218,8 @@ def _check_callers_x_untouched(ex, numerical_gradient) -> None:
                            "a read-only x = [1, 2]", h=1e-5)
     except CheckFailure as failure:
         if isinstance(failure.cause, ValueError) and "read-only" in str(failure.cause):
-            raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: " + copy_needed) from None
+            raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: "
+                                   + copy_needed) from None
         raise
 
 
@@ -234,11 +236,12 @@ def _check_non_float_dtypes_refused(ex, numerical_gradient) -> None:
             accepted = call_learner(ex, numerical_gradient, lambda v: float((v * v).sum()), bad, 1e-5)
         except CheckFailure as failure:
             if not isinstance(failure.cause, TypeError) or str(bad.dtype) not in str(failure.cause):
-                raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, whose "
-                                       f"message names the dtype ({bad.dtype}); instead {failure.message}") from None
+                raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, "
+                                       f"whose message names the dtype ({bad.dtype}); instead "
+                                       f"{failure.message}") from None
         else:
-            raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its dtype "
-                                   "is not a floating-point one, so raise a TypeError naming the dtype.")
+            raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its "
+                                   "dtype is not a floating-point one, so raise a TypeError naming the dtype.")
 
 
 def _check_random_functions(ex, numerical_gradient) -> None:
@@ -253,7 +256,8 @@ def _check_random_functions(ex, numerical_gradient) -> None:
         if transposed:  # a non-contiguous view: reshape(-1) of it is a copy, not a window
             x = x.T
         name, fn = sorted(_array_functions(x.shape).items())[pick]
-        shown = f"f(x) = {name}, x = {fmt(x)} (shape {x.shape}{', a transposed view' if transposed and x.ndim > 1 else ''})"
+        shown = (f"f(x) = {name}, x = {fmt(x)} "
+                 f"(shape {x.shape}{', a transposed view' if transposed and x.ndim > 1 else ''})")
         got = _gradient_returned(ex, numerical_gradient, lambda v: float(fn(np, v)), x, shown)  # the default h = 1e-5
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
         reference = central_differences(lambda v: fn(np, v), x, h=1e-5)[0]
@@ -267,7 +271,7 @@ def _check_random_functions(ex, numerical_gradient) -> None:
 # ---------------------------------------------------------------------------------------------- tanh_network_gradients
 
 def _tanh_net(m, x, w1, b1, w2, t):
-    """L = (w2 * tanh(w1 * x + b1) - t)**2, the two-parameter network of seed 001."""
+    """L = (w2 * tanh(w1 * x + b1) - t)**2, the two-parameter network of the handout "Backprop in Python"."""
     return (w2 * m.tanh(w1 * x + b1) - t) ** 2
 
 
@@ -392,6 +396,7 @@ def check_log_square_trace(log_square_trace) -> None:
         for expected, source, tolerance in ((exact, "torch.autograd", AGAINST_TORCH),
                                             (numeric, "central differences", AGAINST_DIFFERENCES)):
             if not close(got["grad_x"], expected, tolerance):
-                raise CheckFailure(ex, f"{shown}: {source} gives grad_x = {fmt(float(expected))}, received {fmt(got['grad_x'])}.")
+                raise CheckFailure(ex, f"{shown}: {source} gives grad_x = {fmt(float(expected))}, received "
+                                       f"{fmt(got['grad_x'])}.")
 
     random_case()

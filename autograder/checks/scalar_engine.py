@@ -18,8 +18,9 @@ from autograder.checks.registry import exercise
 from autograder.checks.reference import nodes as reference_nodes
 from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order, check_shared_inputs
 from autograder.checks.harness.random_programs import NONLINEAR, VALUE, Program, programs, torch_run
-from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC, CheckFailure,
-                                    Probe, as_float, call_learner, call_on_deep_graph, close, fmt, run_probes)
+from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC,
+                                    CheckFailure, Probe, as_float, call_learner, call_on_deep_graph, close, fmt,
+                                    run_probes)
 from autograder.checks.harness.oracles import central_differences
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.trust.remote import Remote, beside
@@ -97,9 +98,9 @@ def check_value_node(Value) -> None:
         run_probes(ex, [Probe(f"a = Value(3.0); y = a {op} a; y.grad = 1; y._backward(); a.grad",
                               lambda: _backward_then(ex, y, a), want, slips, why, tolerance=SAME_ARITHMETIC)])
         if y.grad != 1.0:
-            raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads out.grad "
-                                   "and adds to its inputs; it must leave out.grad alone (micrograd's gradients "
-                                   "accumulate on every node).")
+            raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads "
+                                   "out.grad and adds to its inputs; it must leave out.grad alone (micrograd's "
+                                   "gradients accumulate on every node).")
 
     # Plain numbers are wrapped in a Value, and the result is still connected to the graph.
     for expr, fn, want, slope in (("Value(2.0) + 1", lambda p: p + 1, 3.0, 1.0),
@@ -178,12 +179,13 @@ def check_backward(backward) -> None:
             why = f"x's gradient is incomplete: {EARLY_NODE}"
         else:
             why = "expected a.grad = 8 and x.grad = 32."
-        raise CheckFailure(ex, f"{why}\nx = 2; a = x*x; y = a*a; y.backward(): received a.grad = {a.grad}, x.grad = {x.grad}.")
+        raise CheckFailure(ex, f"{why}\nx = 2; a = x*x; y = a*a; y.backward(): received a.grad = {a.grad}, "
+                               f"x.grad = {x.grad}.")
     call_learner(ex, y.backward, shown_input="a second y.backward() without clearing")
     if (a.grad, x.grad) != (16.0, 96.0):
-        raise CheckFailure(ex, f"after a second y.backward() without clearing, micrograd gives a.grad = 16 and x.grad = 96 "
-                               f"(every node accumulates); received {a.grad} and {x.grad}. backward() should set only the "
-                               "output's grad to 1 and leave the others to accumulate with +=.")
+        raise CheckFailure(ex, "after a second y.backward() without clearing, micrograd gives a.grad = 16 and "
+                               f"x.grad = 96 (every node accumulates); received {a.grad} and {x.grad}. backward() "
+                               "should set only the output's grad to 1 and leave the others to accumulate with +=.")
 
     # Two paths from a to the output: a walk that follows paths runs a's rule twice and doubles x's gradient.
     x = Node(0.5)
@@ -360,9 +362,9 @@ def check_architecture(ex, kit, MLP, n_in, sizes, seed):
         got = np.array([as_float(ex, o.data, "an output's data") for o in outs])
         if not close(got, expected.detach().numpy(), AGAINST_TORCH):
             raise CheckFailure(ex, f"{shown}: model({inputs}) = {fmt(got)}, but the same weights in torch give "
-                                   f"{fmt(expected.detach().numpy())}. Expected: each neuron computes sum(w·x) + b, ReLU on "
-                                   "every layer except the last, and parameters() lists each neuron's weights then its "
-                                   "bias, layer by layer; a layer of one neuron returns a Value, else a list.")
+                                   f"{fmt(expected.detach().numpy())}. Expected: each neuron computes sum(w·x) + b, "
+                                   "ReLU on every layer except the last, and parameters() lists each neuron's weights "
+                                   "then its bias, layer by layer; a layer of one neuron returns a Value, else a list.")
         call_learner(ex, model.zero_grad, shown_input="model.zero_grad()")
         if any(p.grad != 0 for p in params):
             raise CheckFailure(ex, "zero_grad() must set every parameter's grad back to 0.")
@@ -389,11 +391,11 @@ def check_initial_parameters(ex, shown, initial, n_in, sizes, seed):
     draws = random.Random(seed)  # the sequence random.uniform gives after random.seed(seed)
     expected = np.array([draws.uniform(-1, 1) for _ in range(int(np.sum(~bias)))])
     if not close(initial[~bias], expected, SAME_ARITHMETIC):
-        raise CheckFailure(ex, f"{shown} built right after random.seed({seed}): its weights should be the next draws of "
-                               "random.uniform(-1, 1), one per weight in construction order (each neuron's weights, "
+        raise CheckFailure(ex, f"{shown} built right after random.seed({seed}): its weights should be the next draws "
+                               "of random.uniform(-1, 1), one per weight in construction order (each neuron's weights, "
                                f"neuron by neuron, layer by layer). Expected {fmt(expected[:4])} first, received "
-                               f"{fmt(initial[~bias][:4])}. Draw with Python's random module (not numpy's), and nothing "
-                               "else from it while building.")
+                               f"{fmt(initial[~bias][:4])}. Draw with Python's random module (not numpy's), and "
+                               "nothing else from it while building.")
 
 
 def check_neuron_default(ex, Neuron):
@@ -402,7 +404,8 @@ def check_neuron_default(ex, Neuron):
     neuron = call_learner(ex, Neuron, 2, shown_input="Neuron(2)")
     params = call_learner(ex, neuron.parameters, shown_input="Neuron(2).parameters()")
     if len(params) != 3:
-        raise CheckFailure(ex, f"Neuron(2).parameters() should list its 2 weights and its bias, got {len(params)} values.")
+        raise CheckFailure(ex, "Neuron(2).parameters() should list its 2 weights and its bias, "
+                               f"got {len(params)} values.")
     for p, value in zip(params, (1.0, 1.0, 0.0)):
         p.data = value
     out = call_learner(ex, neuron, [-1.0, -2.0], shown_input=shown)

@@ -19,12 +19,13 @@ CELL_TIMEOUT_S = int(os.environ.get("BACKPROP_CELL_TIMEOUT_S", "120"))  # tests 
 SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 # Kernel flags for every notebook run. Plain tracebacks show one line per frame instead of five lines of context,
 # so a failing visible assert never prints the hidden block after it (CheckFailure renders without frames at all).
-# log_level=ERROR hides ipykernel's start-up warning about unencrypted loopback TCP, which is noise here.
+# log_level=ERROR hides ipykernel's start-up warnings, which are noise here.
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--InteractiveShell.xmode=Plain", "--IPKernelApp.log_level=ERROR"]
 
 
 # nbgrader_config.py of a throwaway course (the demo, the grading benchmark, tests): releases go to release/.
-SCRATCH_COURSE_CONFIG = "from autograder.course import configure\nconfigure(get_config(), release_directory='release')\n"
+SCRATCH_COURSE_CONFIG = ("from autograder.course import configure\n"
+                         "configure(get_config(), release_directory='release')\n")
 STAGES = ("whole", "execute", "record")
 
 
@@ -58,7 +59,8 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     # A cell past its timeout is stopped by killing the kernel, not by an interrupt a learner can ignore.
     c.Execute.interrupt_on_timeout = False
     # A learner's copy of a graded cell must not stop the class run (SeparateCopiedCells says why).
-    c.Autograde.sanitize_preprocessors = [SeparateCopiedCells, *Autograde.class_traits()["sanitize_preprocessors"].default()]
+    nbgraders_own = Autograde.class_traits()["sanitize_preprocessors"].default()
+    c.Autograde.sanitize_preprocessors = [SeparateCopiedCells, *nbgraders_own]
     set_stage(c, stage)
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
@@ -111,7 +113,8 @@ def set_stage(c, stage: str) -> None:
         # The grading worker checked this submission's cell metadata while sanitizing it (and failed it with nbgrader's
         # reason); the one recording process, which sets a large class's pace, need not check it again. The check at
         # the end of the pipeline, on the graded notebook, stays.
-        sanitize = c.Autograde.get("sanitize_preprocessors") or Autograde.class_traits()["sanitize_preprocessors"].default()
+        sanitize = (c.Autograde.get("sanitize_preprocessors")
+                    or Autograde.class_traits()["sanitize_preprocessors"].default())
         c.Autograde.sanitize_preprocessors = [p for p in sanitize if p is not CheckCellMetadata]
     c.Autograde.autograde_preprocessors = pipeline
 

@@ -1,16 +1,18 @@
 """nbgrader glue: trusted verdicts and a sandboxed kernel inside ``nbgrader autograde``'s own pipeline.
 
 ``configure`` (autograder.course) replaces nbgrader's ``Execute`` with three steps: :class:`StartTrustedVerdicts`
-starts computing every exercise's verdict outside the learner's kernel (autograder.trust.verdicts); :class:`ContainedExecute`
-runs the notebook in a kernel started by :class:`SandboxedKernelManager`, surviving a kernel that dies or hangs;
-:class:`TrustedVerdicts` then rewrites each test cell's outputs -- an error output for a fail, one line for a pass --
-before ``SaveAutoGrades`` reads them. So the gradebook, Formgrader, ``nbgrader export`` and
-``nbgrader generate_feedback`` all see the trusted verdict, and whatever the kernel printed there is discarded.
+starts computing every exercise's verdict outside the learner's kernel (autograder.trust.verdicts);
+:class:`ContainedExecute` runs the notebook in a kernel started by :class:`SandboxedKernelManager`, surviving a
+kernel that dies or hangs; :class:`TrustedVerdicts` then rewrites each test cell's outputs -- an error output for a
+fail, one line for a pass -- before ``SaveAutoGrades`` reads them. So the gradebook, Formgrader, ``nbgrader export``
+and ``nbgrader generate_feedback`` all see the trusted verdict, and whatever the kernel printed there is discarded.
 """
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 import threading
 from collections import Counter
@@ -27,11 +29,12 @@ from autograder import checks  # imported before any learner kernel runs: nothin
 from autograder.trust import sandbox, verdicts
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
 # lazily is imported here first, since two threads importing one package at once can break its import.
-import IPython.core.inputtransformer2  # noqa: E402,F401
-import labtools.datasets  # noqa: E402,F401
-from autograder.contract import MEASURED_TAG, assignments, exercise_id
+import IPython.core.inputtransformer2  # noqa: F401
+import labtools.datasets  # noqa: F401
+from autograder.contract import MEASURED_TAG, assignments, exercise_id, nbgrader_meta
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CODE_LINE = re.compile(r"^\s*(?:-*>\s*\d+\s)?\s*")  # a traceback line's indentation and IPython's arrow
 NOT_RUN = "KernelStopped"  # the ename of a cell the kernel never finished
 NOT_MEASURED = ("(This cell measures time and memory on the machine that runs it, and grades nothing: it is skipped "
                 "while grading. Run it in JupyterLab to see the figures.)\n")
@@ -64,7 +67,7 @@ class TrustedVerdicts(NbGraderPreprocessor):
             return nb, resources
         found = job.result()
         for cell in nb.cells:
-            meta = cell.metadata.get("nbgrader", {})
+            meta = nbgrader_meta(cell)
             verdict = found.get(exercise_id(meta.get("grade_id", "")))
             if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and verdict:
                 failure = visible_failure(cell.outputs)
@@ -170,16 +173,18 @@ class SeparateCopiedCells(NbGraderPreprocessor):
 
     nbgrader's own DeduplicateIds keeps the last copy and empties the earlier cell's metadata, which then fails the
     whole ``nbgrader autograde`` run as "an old version of the nbgrader metadata format" (every later student goes
-    ungraded). The first copy is the one trusted grading reads (autograder.trust.verdicts.program), so it keeps its id here.
+    ungraded). The first copy is the one trusted grading reads (autograder.trust.verdicts.program), so it keeps its
+    id here.
     Runs first among the sanitizing steps; ``copied_cells`` says up front which ids a notebook repeats.
     """
 
     def preprocess(self, nb, resources):
         seen = set()
         for cell in nb.cells:
-            grade_id = (cell.metadata.get("nbgrader") or {}).get("grade_id")
+            grade_id = nbgrader_meta(cell).get("grade_id")
             if grade_id in seen:
-                self.log.warning("%s: a copy of the cell %r is graded as an ordinary cell", resources.get("unique_key"), grade_id)
+                self.log.warning("%s: a copy of the cell %r is graded as an ordinary cell",
+                                 resources.get("unique_key"), grade_id)
                 del cell.metadata["nbgrader"]
             elif grade_id:
                 seen.add(grade_id)
@@ -188,7 +193,7 @@ class SeparateCopiedCells(NbGraderPreprocessor):
 
 def copied_cells(nb) -> list[str]:
     """The grade ids that more than one cell of a notebook carries (in the order they first appear)."""
-    ids = Counter((cell.get("metadata", {}).get("nbgrader") or {}).get("grade_id") for cell in nb.cells)
+    ids = Counter(nbgrader_meta(cell).get("grade_id") for cell in nb.cells)
     return [grade_id for grade_id, n in ids.items() if grade_id and n > 1]
 
 
@@ -201,7 +206,8 @@ class ReplayExecution(NbGraderPreprocessor):
     or its cells are not this notebook's (a worker must have sanitized the same submission the same way).
     """
 
-    directory = Unicode(help="Folder of executed notebooks, as <student>/<assignment>/<notebook>.ipynb").tag(config=True)
+    directory = Unicode(help="Folder of executed notebooks, as <student>/<assignment>/<notebook>.ipynb"
+                        ).tag(config=True)
 
     def preprocess(self, nb, resources):
         ids = resources["nbgrader"]
@@ -221,14 +227,29 @@ class SandboxedKernelManager(AsyncKernelManager):
     """The kernel nbgrader runs a submission in, started inside the sandbox (autograder.trust.sandbox.kernel_command).
 
     In its own PID namespace a submission that kills its parent, forks or leaves threads behind cannot touch the
-    grading process, and everything it started dies with the kernel.
+    grading process, and everything it started dies with the kernel. It has no network either: its client reaches
+    it over Unix sockets (ZeroMQ's ipc transport) in a private folder, mode 0700, that only this process and the
+    kernel's sandbox share, so no port is open for anything else on the machine to reach, nor for the kernel to
+    reach anything.
     """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.private = Path(tempfile.mkdtemp(prefix="kernel-"))  # mkdtemp makes it 0700
+        self.transport = "ipc"
+        self.ip = str(self.private / "ipc")
+        self.connection_file = str(self.private / "kernel.json")
 
     async def _async_pre_start_kernel(self, **kw):
         command, kw = await super()._async_pre_start_kernel(**kw)
         # Its own terminal output (connection banners, learner prints to fd 1/2 at exit) is not grading output.
         kw.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return sandbox.kernel_command(command, self.connection_file, kw.get("cwd")), kw
+        return sandbox.kernel_command(command, self.private, kw.get("cwd")), kw
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart:
+            shutil.rmtree(self.private, ignore_errors=True)
 
 
 def outputs(verdict: verdicts.Verdict, kernel_claimed_pass: bool) -> list:
@@ -240,8 +261,8 @@ def outputs(verdict: verdicts.Verdict, kernel_claimed_pass: bool) -> list:
                        traceback=[f"CheckFailure: [{verdict.exercise}]", *message.splitlines()])]
 
 
-__all__ = ["ContainedExecute", "ReplayExecution", "SandboxedKernelManager", "SeparateCopiedCells", "StartTrustedVerdicts",
-           "TrustedVerdicts", "checks"]
+__all__ = ["ContainedExecute", "ReplayExecution", "SandboxedKernelManager", "SeparateCopiedCells",
+           "StartTrustedVerdicts", "TrustedVerdicts", "checks"]
 
 
 def diagnosis(error: dict) -> str:
@@ -255,7 +276,8 @@ def diagnosis(error: dict) -> str:
         return "the test cell ran out of time: is there a loop that never ends?"
     if name == "AssertionError":
         lines = [ANSI.sub("", line) for line in "\n".join(error.get("traceback", [])).splitlines()]
-        asserts = [line.strip() for line in lines if line.strip().startswith("assert")]
+        # IPython marks the failing line with an arrow and its number ("----> 2 assert ..."); plain Python does not.
+        asserts = [CODE_LINE.sub("", line) for line in lines if CODE_LINE.sub("", line).startswith("assert")]
         failed = asserts[-1] if asserts else "an assert"
         return f"visible test failed: {failed}" + (f" -> {value}" if value else "")
     if name == "NameError":

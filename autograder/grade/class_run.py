@@ -43,7 +43,8 @@ from autograder.grade.submission import TIMEOUT_S, Executed, Row, Snapshot, Task
 
 MAX_SUBMISSION_BYTES = 100 << 20  # what a task carries to its worker; a larger hand-in is refused with the reason
 STOPPED = "not graded: the run was stopped"
-LOGS = "autograde-logs"  # under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log
+# Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's).
+LOGS = "autograde-logs"
 
 
 class ClassGradingError(Exception):
@@ -289,7 +290,8 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
     for assignment, submitted in found.items():
         for student in [s for s in run.students if s in submitted] if run.students else list(submitted):
             if not run.force and course.already_graded(assignment, student):
-                rows.append(logs[assignment].add(Row(student, "skipped", note="already graded (--force grades it again)")))
+                skipped = Row(student, "skipped", note="already graded (--force grades it again)")
+                rows.append(logs[assignment].add(skipped))
                 continue
             files, note = preflight(submitted[student], course.ignored)
             if files is None:
@@ -316,6 +318,7 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
 def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run) -> list[Row]:
     import dask
     from distributed import Client, LocalCluster
+    from distributed.security import Security
     from tqdm.auto import tqdm
 
     # Our own retry (once, fresh process, other worker) replaces Dask's, so a task that kills its worker is not
@@ -329,7 +332,11 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run) -
         cluster = None
         if run.scheduler is None:
             with stop.shielding():
+                # TLS with a key and certificates made for this run, held in memory: only this process and the
+                # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
+                # or read results, whatever it reaches.
                 cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
+                                       security=Security.temporary(),
                                        dashboard_address=None, silence_logs=40)
         try:
             what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
@@ -451,7 +458,8 @@ class RunLog:
         return row
 
     def summary(self, rows: list[Row]) -> None:
-        counts = {status: sum(r.status == status for r in rows) for status in ("graded", "failed", "skipped", "stopped")}
+        statuses = ("graded", "failed", "skipped", "stopped")
+        counts = {status: sum(r.status == status for r in rows) for status in statuses}
         said = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
         print(f"{self.assignment}: {said or 'no submissions'} in {time.monotonic() - self.started:.0f} s. "
               f"Log: {self.table}", file=self.out)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.contract import assignments, exercise_id, nbgrader_cells
+from autograder.contract import assignments, exercise_id, nbgrader_cells, nbgrader_meta
 from autograder.course import configure, quiet_nbgrader
 
 STUDENT = "learner"
@@ -112,7 +112,7 @@ def metadata_changes(nb, course_nb) -> list[str]:
               if c.metadata.get("nbgrader", {}).get("grade_id")}
     seen, changes = set(), []
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = nbgrader_meta(cell)
         grade_id = meta.get("grade_id")
         if not grade_id or not (grade_id in course or meta.get("grade") or meta.get("solution")) or grade_id in seen:
             continue
@@ -190,7 +190,7 @@ def results(graded) -> list[ExerciseResult]:
 
     found = []
     for cell in graded.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = nbgrader_meta(cell)
         if not meta.get("grade") or meta.get("solution"):
             continue
         score, max_score = determine_grade(cell)

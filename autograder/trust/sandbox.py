@@ -2,11 +2,12 @@
 
 Every process that runs learner code during grading (the check worker, and nbgrader's kernel) is started through
 :func:`wrap`. With bubblewrap (Debian's ``bubblewrap``) the process gets its own user, PID, IPC and mount
-namespaces, and the check worker its own network namespace too (nbgrader's kernel keeps the host network: its client
-talks to it over loopback TCP); the whole file system is read-only; ``/tmp``, home folders and the course folder
-are empty tmpfs, so ``source/``, ``solutions/``, the checks, other submissions and the gradebook cannot be read or
-written; libraries that differentiate for you (torch, sympy, ...) are hidden; and the process dies with its parent. ``prlimit`` caps
-CPU time, address space, file size and open files, so a runaway is stopped by the kernel, not by a polite signal.
+namespaces, and its own network namespace, with nothing but a loopback of its own (nbgrader's kernel talks to its
+client over Unix sockets in a folder the two share); the whole file system is read-only; ``/tmp``, home folders and
+the course folder are empty tmpfs, so ``source/``, ``solutions/``, the checks, other submissions and the gradebook
+cannot be read or written; libraries that differentiate for you (torch, sympy, ...) are hidden; and the process dies
+with its parent. ``prlimit`` caps CPU time, address space, file size and open files, so a runaway is stopped by the
+kernel, not by a polite signal.
 
 Without bubblewrap (or where the machine forbids user namespaces) the limits still apply but the files are not
 hidden: :func:`warning` says so, and grading prints it.
@@ -75,12 +76,13 @@ def other_site_packages() -> list[Path]:
     """Package folders other than this environment's: the base interpreter's, and the system's."""
     base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
     found = {Path(base["purelib"]), Path(base["platlib"]), *Path("/usr/lib").glob("python3*/dist-packages"),
-             *Path("/usr/local/lib").glob("python3*/dist-packages"), *Path("/usr/local/lib").glob("python3*/site-packages")}
+             *Path("/usr/local/lib").glob("python3*/dist-packages"),
+             *Path("/usr/local/lib").glob("python3*/site-packages")}
     return sorted(p for p in found if p.is_dir() and p != site_packages())
 
 
 def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | None = None,
-         writable: dict[Path, Path] | None = None, workdir: str = "/tmp", share_net: bool = False,
+         writable: dict[Path, Path] | None = None, workdir: str = "/tmp",
          hide_packages: bool = True, env: dict[str, str] | None = None, limits: Limits = Limits()) -> list[str]:
     """The command line that runs ``argv`` sandboxed and limited.
 
@@ -90,7 +92,6 @@ def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | No
         binds: read-only bind mounts {outside path: inside path}, made after hiding.
         writable: read-write bind mounts {outside path: inside path}.
         workdir: the working directory inside the sandbox.
-        share_net: keep the host network (nbgrader's kernel talks to its client over loopback TCP).
         hide_packages: hide torch, sympy and the like (the check worker; nbgrader's kernel keeps them).
         env: variables to set inside the sandbox (None: unset).
         limits: rlimits for the process and everything it starts.
@@ -98,7 +99,7 @@ def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | No
     bwrap = bubblewrap()
     if not bwrap:
         return limits.prlimit() + argv
-    command = [bwrap, "--unshare-all", *(["--share-net"] if share_net else []), "--die-with-parent",
+    command = [bwrap, "--unshare-all", "--die-with-parent",
                "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for folder in ("/root", "/home", str(REPO), *map(str, hide)):
         if Path(folder).exists():
@@ -124,7 +125,8 @@ def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | No
 
 def environment(home: str = "/tmp") -> dict[str, str]:
     """A small environment for a sandboxed process: no secrets, one BLAS thread (small matrices run faster)."""
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    kept = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+    keep = {k: v for k, v in os.environ.items() if k in kept}
     return {**keep, "HOME": home, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
             "MPLCONFIGDIR": f"{home}/.matplotlib", "PYTHONDONTWRITEBYTECODE": "1", "WORKER_HOME": home}
 
@@ -132,14 +134,16 @@ def environment(home: str = "/tmp") -> dict[str, str]:
 KERNEL_LIMITS = Limits(cpu_seconds=1200)  # a whole notebook: notebook 5 trains for tens of seconds
 
 
-def kernel_command(argv: list[str], connection_file: str, cwd: str | None) -> list[str]:
+def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]:
     """nbgrader's kernel, sandboxed: it sees a copy of its submission folder, the course's importable packages
-    (the notebooks import labtools, the hidden tests still call autograder) and nothing else of the course."""
+    (the notebooks import labtools, the hidden tests still call autograder), the ``private`` folder that holds its
+    connection file and IPC sockets, and nothing else of the course. It has no network: its own network namespace
+    has only a loopback of its own."""
     cwd = str(Path(cwd or os.getcwd()).resolve())
     copy = Path(tempfile.mkdtemp(prefix="kernel-submission-"))
     shutil.copytree(cwd, copy, dirs_exist_ok=True)
     atexit.register(shutil.rmtree, copy, ignore_errors=True)
-    binds = {Path(connection_file): Path(connection_file)}
+    binds = {}
     for package in ("autograder", "labtools", "data"):
         if (REPO / package).exists():
             binds[REPO / package] = REPO / package
@@ -148,6 +152,6 @@ def kernel_command(argv: list[str], connection_file: str, cwd: str | None) -> li
            # ipykernel exits when its parent PID looks like init's; inside its own PID namespace it always does.
            # --die-with-parent ends the sandbox with nbgrader instead.
            "JPY_PARENT_PID": None}
-    hide = [Path(connection_file).parent, Path(cwd).parents[2] if len(Path(cwd).parents) > 2 else Path(cwd)]
-    return wrap(argv, hide=hide, binds=binds, writable={copy: Path(cwd)}, workdir=cwd, share_net=True,
+    hide = [Path(cwd).parents[2] if len(Path(cwd).parents) > 2 else Path(cwd)]
+    return wrap(argv, hide=hide, binds=binds, writable={copy: Path(cwd), private: private}, workdir=cwd,
                 hide_packages=False, env=env, limits=KERNEL_LIMITS)

@@ -18,7 +18,7 @@ from pathlib import Path
 from autograder.checks import check, has_check
 from autograder.checks.harness.diagnostics import CheckFailure, case_seed
 from autograder.trust import remote
-from autograder.contract import exercise_id
+from autograder.contract import exercise_id, nbgrader_meta
 
 HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 LOAD_TIMEOUT_S = 30.0  # one cell's top level: definitions take milliseconds; this only stops a runaway loop
@@ -73,15 +73,29 @@ class WorkerNamespace(Mapping):
         return len(self._read)
 
 
+# What Python's own parser, literal_eval and unparse raise on code they cannot take (nested too deeply, a set of
+# lists, ...): a cell that the kernel could not run either, so it defines nothing.
+UNREADABLE = (SyntaxError, ValueError, TypeError, RecursionError, MemoryError)
+
+
 def definitions(code: str) -> str:
-    """The statements of a non-answer cell that later code may need: imports, defs, classes, patches, constants."""
+    """The statements of a non-answer cell that later code may need: imports, defs, classes, patches, constants.
+
+    A cell Python cannot parse, and a statement it cannot write back out, contribute nothing (never an exception:
+    the cell is the learner's data)."""
     try:
         tree = ast.parse(code)
-    except SyntaxError:
+    except UNREADABLE:
         return ""
-    kept = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef,
-                                                   ast.ClassDef)) or _patch_or_constant(s)]
-    return "\n".join(ast.unparse(s) for s in kept)
+    kept = []
+    for statement in tree.body:
+        if isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                or _patch_or_constant(statement):
+            try:
+                kept.append(ast.unparse(statement))
+            except UNREADABLE:
+                pass
+    return "\n".join(kept)
 
 
 def _patch_or_constant(statement) -> bool:
@@ -96,7 +110,7 @@ def _patch_or_constant(statement) -> bool:
         return False
     try:
         ast.literal_eval(statement.value)
-    except ValueError:
+    except UNREADABLE:
         return False
     return True
 
@@ -132,7 +146,7 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        grade_id = nbgrader_meta(cell).get("grade_id")
         if grade_id in tests and exercise_id(grade_id) not in found:
             found[exercise_id(grade_id)] = (len(cells), tests[grade_id])
         elif grade_id in answers:

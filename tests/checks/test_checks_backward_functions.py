@@ -265,7 +265,7 @@ def sum_back_axes_at_the_end(g, out, x, dim=None, keepdim=False):
 
 
 def unbroadcast_needs_an_array(broadcasted, original):
-    original.shape  # AttributeError for a Python number
+    _ = original.shape  # AttributeError for a Python number
     return unbroadcast_loop(broadcasted, original)
 
 
@@ -376,3 +376,65 @@ def test_expand_back_page_states_what_numpy_and_torch_do():
     assert expanded.stride() == (1, 0)  # the copies along axis 1 repeat each element in memory with stride 0
     expanded.backward(torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=torch.float64))
     assert x.grad.tolist() == [[6.0], [15.0]]  # the test cell's numbers: each row's three copies add up
+
+
+# ------------------------------------------------------------------------------------------- tanh_back
+
+def tanh_back_through_cosh(g, out, x):
+    """1 / cosh(x)², the textbook form of tanh's derivative, computed from the input rather than the output."""
+    return np.asarray(g, dtype=np.float64) / np.cosh(x) ** 2
+
+
+def tanh_back_factored(g, out, x):
+    """(1 - out)(1 + out): the same polynomial, factored."""
+    return ub(g * (1 - out) * (1 + out), x)
+
+
+def test_tanh_back_solution_passes():
+    check("tanh_back", solution({}))
+
+
+def tanh_back_recomputed_in_float64(g, out, x):
+    """tanh recomputed from x instead of reading out: fine in float64 (in float32 it loses digits, see below)."""
+    return ub(g * (1 - np.tanh(np.asarray(x, dtype=np.float64)) ** 2), x)
+
+
+@pytest.mark.parametrize("answer", [tanh_back_through_cosh, tanh_back_factored, tanh_back_recomputed_in_float64])
+def test_tanh_back_accepts_correct_alternatives(answer):
+    check("tanh_back", learner("tanh_back", answer))
+
+
+RIGHT_TANH = "    return grad_out * (1 - out ** 2)"
+
+
+@pytest.mark.parametrize("wrong, phrases", [
+    ("    return grad_out * (1 - x ** 2)", ["the input x stands where the output belongs"]),
+    ("    return 1 - out ** 2", ["the local derivative 1 − out² alone"]),
+    ("    return grad_out * (1 - np.tanh(out) ** 2)", ["applies tanh twice"]),
+    ("    return grad_out * (1 + out ** 2)", ["tanh's local derivative is 1 − tanh(x)² = 1 − out²: return"]),
+    ("    return (grad_out * (1 - out ** 2)).astype(np.float32)", ["tanh_back returned dtype float32"]),
+    ("    return grad_out * (1 - np.tanh(x) ** 2)", ["recomputes tanh from the float32 x"]),
+])
+def test_tanh_back_rejects_slips_with_their_messages(wrong, phrases):
+    rejects("tanh_back", solution({"tanh_back": [(RIGHT_TANH, wrong)]}), *phrases)
+
+
+def test_tanh_back_page_states_what_torch_computes():
+    """The numbers on the exercise page, in its test cell and in its Swap roles box, against torch.autograd."""
+    import nbformat
+    import torch
+
+    from autograder.contract import assignments
+
+    cells = {c.id: c.source for c in nbformat.read(assignments()["03_backward_functions"], as_version=4).cells}
+    assert "`out = 0.7616` and the slope is `1 − 0.7616² = 0.4200`" in cells["c22-tanh"]
+    assert "[1.0, 0.8400], atol=1e-4" in cells["c22-tanh-test"]
+    assert "np.array([-20.0, 0.0, 0.5, 20.0])" in cells["c22-tanh-swap"] and "exactly 0" in cells["c22-tanh-swap"]
+    x = torch.tensor([0.0, 1.0, -20.0, 0.5, 20.0], dtype=torch.float64, requires_grad=True)
+    out = torch.tanh(x)
+    out.backward(torch.tensor([1.0, 2.0, 1.0, 1.0, 1.0], dtype=torch.float64))
+    assert round(out[1].item(), 4) == 0.7616 and round(1 - out[1].item() ** 2, 4) == 0.4200
+    assert x.grad[:2].tolist() == pytest.approx([1.0, 0.8400], abs=1e-4)  # the test cell's grad_out [1, 2]
+    # the swap box: saturated at ±20 (tanh is ±1.0 in float64, so the gradient is exactly 0), 0.79 at 0.5
+    assert x.grad[2].item() == 0.0 and x.grad[4].item() == 0.0 and round(x.grad[3].item(), 2) == 0.79
+    assert np.tanh(20.0) == 1.0

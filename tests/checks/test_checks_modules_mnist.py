@@ -157,7 +157,8 @@ SLIPS = [
     ("training", "        losses.append(loss.item())", "        losses.append(loss.item() * len(batch))",
      "sums of each batch's losses"),
     ("training", "        losses.append(loss.item())",
-     "        with no_grad():\n            losses.append(cross_entropy(model(Tensor(images[batch])), labels[batch]).mean().item())",
+     "        with no_grad():\n"
+     "            losses.append(cross_entropy(model(Tensor(images[batch])), labels[batch]).mean().item())",
      "after optimizer.step()"),
     ("training", "        losses.append(loss.item())",
      "        losses.append((loss.item() + losses[-1] * len(losses)) / (len(losses) + 1) if losses else loss.item())",
@@ -225,7 +226,8 @@ def test_training_accepts_other_correct_loop_styles():
     ("training", "    order = rng.permutation(len(labels))", "    order = np.arange(len(labels))[::-1]", "stored order"),
     ("training", "        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).mean()\n",
      "        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).sum()\n", "not its sum"),
-    ("training", "        optimizer.zero_grad()\n        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).mean()\n"
+    ("training", "        optimizer.zero_grad()\n"
+                 "        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).mean()\n"
                  "        loss.backward()\n",
      "        loss = cross_entropy(model(Tensor(images[batch])), labels[batch]).mean()\n        loss.backward()\n"
      "        optimizer.zero_grad()\n", "found no gradients"),

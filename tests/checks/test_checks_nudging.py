@@ -126,7 +126,8 @@ def numerical_gradient(f, x, h=1e-5):
     ([], BY_BASIS_VECTORS),
     ([("return grad", "return grad * 1.0")], ""),  # a np.float64 scalar for 0-d x: the page allows it (audit 14)
     ([(COPY, "work = np.array(x, dtype=np.float64)")], ""),
-    ([("    grad = np.zeros_like(work)\n", "    grad = np.zeros_like(work)\n    f(x)  # looks at the caller's x, untouched\n")], ""),
+    ([("    grad = np.zeros_like(work)\n",
+       "    grad = np.zeros_like(work)\n    f(x)  # looks at the caller's x, untouched\n")], ""),
 ], ids=["basis vectors", "numpy scalar for 0-d x", "np.array copy", "reads the caller's x"])
 def test_numerical_gradient_accepts_correct_alternatives(edits, extra):
     check("numerical_gradient", nudging({"numerical_gradient": edits}, extra))

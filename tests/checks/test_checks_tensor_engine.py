@@ -291,7 +291,8 @@ def test_backprop_accepts_alternatives(extra):
     ("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)", "node.grad = Tensor(grad)",
      "overwrote it with 3"),
     ("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)",
-     "if node.grad is None:\n                node.grad = Tensor(grad)\n            else:\n                node.grad.array += grad",
+     "if node.grad is None:\n                node.grad = Tensor(grad)\n"
+     "            else:\n                node.grad.array += grad",
      "never in place"),
     ("        if seed.shape != end_node.shape:\n", "        if False:\n", "Mismatch in shape"),
     ("            raise RuntimeError(f\"Mismatch in shape", "            raise ValueError(f\"Mismatch in shape",

@@ -104,10 +104,14 @@ PLAIN_TRACEBACK = ["Traceback (most recent call last):",
     (error("AssertionError", "", ["\x1b[0;31massert\x1b[0m x == 1", "\x1b[0;31massert\x1b[0m y == 2"]),
      "visible test failed: assert y == 2"),                                # the last assert, colours removed
     (error("AssertionError", "", ["AssertionError"]), "visible test failed: an assert"),
+    (error("AssertionError", "expected 2, got 1", ["Cell In[3], line 2", "      1 x = 1",
+                                                   "\x1b[0;32m----> 2\x1b[0m assert x == 2, 'expected 2, got 1'"]),
+     "visible test failed: assert x == 2, 'expected 2, got 1' -> expected 2, got 1"),  # IPython's arrow and number
     (error("NameError", "name 'central_difference' is not defined"),
      "NameError: name 'central_difference' is not defined (did an earlier cell fail, or was the function renamed?)"),
     (error("ZeroDivisionError", "division by zero"), "ZeroDivisionError: division by zero"),
-], ids=["check", "not-written", "timeout", "assert", "assert-ansi", "assert-unnamed", "name", "other"])
+], ids=["check", "not-written", "timeout", "assert", "assert-ansi", "assert-unnamed", "assert-ipython", "name",
+         "other"])
 def test_diagnosis_gives_one_message_per_kind_of_error(output, message):
     assert diagnosis(output) == message
 

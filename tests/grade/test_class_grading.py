@@ -269,3 +269,29 @@ def test_the_bench_report_states_the_targets_and_the_bound_serial_grading_sets(c
     assert "parallel CPU per student: 35.0 s (target <= 40: met)" in said and "the rest, 5.0 s" in said
     assert "agree cell by cell" in said and "1 cells differ" in said
     assert "serial grading kept 1.30 cores busy" in said and "cannot beat a ratio of 0.65" in said
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_the_local_cluster_talks_tls_and_refuses_a_client_without_its_credentials(template, tmp_path, monkeypatch):
+    """A submission that reaches the run's scheduler (it listens on this machine) must not be able to submit tasks
+    or read results: the local cluster takes only clients holding this run's ephemeral certificates."""
+    from distributed import Client
+
+    course, executed = class_of(template, tmp_path, ["ann"])
+    seen = {}
+    original = class_run.Dispatch.__init__
+
+    def watched(self, client, snapshots, execute):
+        seen["address"] = client.scheduler.address
+        try:
+            with Client(seen["address"], timeout=5):
+                seen["stranger"] = "connected"
+        except Exception as refused:  # a TLS handshake refused, or a timeout
+            seen["stranger"] = type(refused).__name__
+        original(self, client, snapshots, execute)
+
+    monkeypatch.setattr(class_run.Dispatch, "__init__", watched)
+    fake = FakeWorkers(executed, tmp_path / "attempts", fail={})
+    rows = grade_class(course, NB, workers=1, execute=fake)
+    assert [r.status for r in rows] == ["graded"]
+    assert seen["address"].startswith("tls://") and seen["stranger"] != "connected", seen

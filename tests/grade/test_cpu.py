@@ -1,5 +1,4 @@
 """autograder.grade.cpu.CpuMeter: CPU of a process and of everything it starts, from a cgroup (fast)."""
-import os
 import subprocess
 import sys
 from pathlib import Path

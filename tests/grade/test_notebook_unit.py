@@ -181,6 +181,15 @@ def test_a_deleted_exercise_cell_is_named_with_how_to_recover(tmp_path):
     assert f"git checkout -- notebooks/{NB}/{NB}.ipynb" in said
 
 
+@pytest.mark.parametrize("nbgrader", [None, "x"])
+def test_an_exercise_cell_whose_metadata_is_not_a_mapping_is_named_as_lost(tmp_path, nbgrader):
+    """nbformat accepts any value under "nbgrader": a cell whose value is not nbgrader's mapping has lost it."""
+    nb = course_notebook()
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "log_square_trace"
+         ).metadata["nbgrader"] = nbgrader
+    assert "lost their metadata (log_square_trace)" in unusable(write(tmp_path, nb))
+
+
 def test_a_copied_exercise_cell_keeps_a_notebook_usable(tmp_path):
     nb = course_notebook()
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_central_difference")

@@ -87,7 +87,7 @@ def jupyterlab(kind: str, course: Path, state: Path):
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab ({kind}) did not start:\n{log.read_text()[-3000:]}")
+                    raise RuntimeError(f"JupyterLab ({kind}) did not start:\n{log.read_text()[-3000:]}") from None
                 time.sleep(0.3)
         yield server
     finally:

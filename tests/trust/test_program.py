@@ -76,6 +76,18 @@ def test_definitions_of_a_cell_with_a_syntax_error_is_empty():
     assert definitions("import math\n  import os\n") == ""  # an indentation error
 
 
+@pytest.mark.parametrize("code", [
+    "A = {[1]: 2}", "A = {1, [2]}",                    # literal_eval: unhashable
+    "A = " + "-" * 3000 + "1",                         # the parser's recursion limit
+    "def f(): pass\nf" + ".a" * 3000,
+    "T.x = a" + ".a" * 500,                            # kept as a patch, then too deep to write back out
+], ids=["dict-of-lists", "set-of-lists", "deep-unary", "deep-attribute", "deep-patch"])
+def test_definitions_of_code_python_cannot_take_define_nothing_and_never_raise(code):
+    """A learner's cell is data: whatever Python's parser, literal_eval or unparse cannot take must not stop
+    grading the notebook (the kernel cannot run such a cell either)."""
+    assert "A =" not in definitions(code) and "T.x" not in definitions(code)
+
+
 def test_definitions_read_plain_python_only_so_magics_must_be_translated_first():
     """``program`` passes every cell through ``python`` before ``definitions``: raw IPython syntax does not parse."""
     cell = "%matplotlib inline\nimport numpy as np\n"

@@ -516,7 +516,7 @@ def test_grading_skips_a_measured_cell_and_says_so():
     cell = new_code_cell("raise SystemExit('a measured cell ran')", metadata={"tags": [MEASURED_TAG]})
     cell, _ = ContainedExecute().preprocess_cell(cell, {}, 0)
     assert [o.text for o in cell.outputs] == [NOT_MEASURED] and cell.execution_count is None
-    with pytest.raises(Exception):  # an untagged cell goes to the kernel, of which there is none here
+    with pytest.raises(AssertionError):  # an untagged cell goes to the kernel, of which there is none here
         ContainedExecute().preprocess_cell(new_code_cell("1"), {}, 0)
 
 
@@ -613,3 +613,60 @@ def test_a_class_with_an_attacker_is_graded_normally_by_the_nbgrader_command(tmp
     with open(tmp_path / "grades.csv") as table:
         scores = {row["student_id"]: float(row["score"]) for row in csv.DictReader(table)}
     assert scores == {"attacker": 0.0, "full-marks": 10.0, "untouched": 0.0}
+
+
+def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():
+    """No TCP port is opened for nbgrader's kernel: its connection file and sockets live in a 0700 folder that only
+    the grading process and the kernel's sandbox share, and the sandbox keeps no network of the host."""
+    import stat
+    from pathlib import Path
+
+    from autograder.course.preprocessors import SandboxedKernelManager
+
+    manager = SandboxedKernelManager()
+    assert manager.transport == "ipc" and Path(manager.connection_file).parent == manager.private
+    assert stat.S_IMODE(manager.private.stat().st_mode) == 0o700
+    command = sandbox.kernel_command(["python", "-m", "ipykernel_launcher"], manager.private, str(REPO))
+    if sandbox.bubblewrap():
+        assert "--share-net" not in command and "--unshare-all" in command
+        at = command.index(str(manager.private))
+        assert command[at - 1] == "--bind" and command[at + 1] == str(manager.private)
+
+
+@pytest.mark.slow
+def test_learner_code_in_the_graded_kernel_reaches_nothing_on_the_network(tmp_path):
+    """A cell of the submission tries a server on this machine's loopback (as a class run's scheduler would be):
+    from the sandboxed kernel nothing connects, and the notebook is graded as usual."""
+    import socket
+    import threading
+
+    if not sandbox.bubblewrap():
+        pytest.skip("bubblewrap is not available here")
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.5)
+    reached, stop = [], threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            try:
+                reached.append(server.accept())
+            except OSError:
+                pass
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    port = server.getsockname()[1]
+    probe = (f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3).sendall(b'x')\n"
+             "except OSError:\n    pass\n")
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(probe))
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(nb, path)
+    try:
+        code, found = grade(path)
+    finally:
+        stop.set()
+        listener.join()
+        server.close()
+    assert not reached, "learner code in the graded kernel reached a port on the host's loopback"
+    assert code == 0 and all(e["passed"] for e in found.values())

@@ -260,8 +260,9 @@ def as_float(exercise: str, value, what: str) -> float:
     except Exception:  # strings, objects, tensors that still require grad, ...
         raise CheckFailure(exercise, f"{what} should be a number, got {type(value).__name__}: {value!r}") from None
     if kept.dtype in (np.float32, np.float16):
-        raise CheckFailure(exercise, f"{what} is a {kept.dtype} ({float(array)!r}), which keeps only ~{7 if kept.dtype == np.float32 else 3} "
-                                     "significant digits: compute in float64 (plain Python floats are float64).")
+        raise CheckFailure(exercise, f"{what} is a {kept.dtype} ({float(array)!r}), which keeps only "
+                                     f"~{7 if kept.dtype == np.float32 else 3} significant digits: compute in float64 "
+                                     "(plain Python floats are float64).")
     if array.shape != ():
         raise CheckFailure(exercise, f"{what} should be a single number, got an array of shape {array.shape}")
     return float(array)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, CheckFailure, Probe,
-                                                   call_learner, close, fmt)
+from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, CheckFailure,
+                                                   Probe, call_learner, close, fmt)
 from autograder.checks.harness.oracles import central_differences
 
 
@@ -55,8 +55,8 @@ def as_gradient(ex, name, result, shape, shown):
         raise CheckFailure(ex, f"{name} returned {type(result).__name__}; return a numpy array ({shown}).")
     if result.shape != tuple(shape):
         hint = " Sum away what broadcasting added (unbroadcast)." if result.size > np.prod(shape, dtype=int) else ""
-        raise CheckFailure(ex, f"{name} returned shape {result.shape}, but the input has shape {tuple(shape)} ({shown}): "
-                               f"a gradient has its input's shape.{hint}")
+        raise CheckFailure(ex, f"{name} returned shape {result.shape}, but the input has shape {tuple(shape)} "
+                               f"({shown}): a gradient has its input's shape.{hint}")
     if np.issubdtype(result.dtype, np.integer) or result.dtype == bool:
         raise CheckFailure(ex, f"{name} returned dtype {result.dtype} ({shown}): an integer gradient buffer truncates "
                                "fractions. Build gradients in float64 (e.g. np.zeros(shape) or grad_out * 1.0).")

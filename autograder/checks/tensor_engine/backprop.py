@@ -15,7 +15,8 @@ from autograder.checks.harness.random_programs import TENSOR, programs, torch_ru
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
 from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, run_both
-from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt, run_probes
+from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt,
+                                                   run_probes)
 from autograder.trust.remote import beside
 
 
@@ -161,7 +162,8 @@ def _probe_explicit_seeds(ex, run, grad, Node):
     x.grad = None
     run(y, Node(np.array([2.0, -1.0])), shown)
     got = grad(x, "x.grad")
-    slips = {(4.0, 3.0): "end_grad was ignored: this is the gradient for the seed [1, 1]. Start the walk from end_grad.",
+    slips = {(4.0, 3.0): "end_grad was ignored: this is the gradient for the seed [1, 1]. "
+                         "Start the walk from end_grad.",
              (13.0, 9.0): "end_grad was applied twice (the gradient for the seed [4, 1] = v·v): seed the end node "
                           "with end_grad once and let the walk carry it."}
     for wrong, why in slips.items():
@@ -169,7 +171,8 @@ def _probe_explicit_seeds(ex, run, grad, Node):
             raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), received "
                                    f"{fmt(got)}. {why}")
     if not close(got, np.array([5.0, 3.0])):
-        raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), received {fmt(got)}.")
+        raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), "
+                               f"received {fmt(got)}.")
 
     a = Node(3.0, requires_grad=True)
     run(a * a, Node(2.0), "a = 3; backprop(a * a, end_grad=Tensor(2.))")
@@ -184,12 +187,13 @@ def _probe_explicit_seeds(ex, run, grad, Node):
             if failure.cause is None:
                 raise
             if not isinstance(failure.cause, RuntimeError) or isinstance(failure.cause, RecursionError):
-                raise CheckFailure(ex, f"{shown} raised {getattr(failure.cause, 'type_name', type(failure.cause).__name__)}"
-                                       f": {failure.cause}; raise RuntimeError, as the exercise asks and torch does "
+                raise CheckFailure(ex, f"{shown} raised "
+                                       f"{getattr(failure.cause, 'type_name', type(failure.cause).__name__)}: "
+                                       f"{failure.cause}; raise RuntimeError, as the exercise asks and torch does "
                                        "('Mismatch in shape').") from None
         else:
-            raise CheckFailure(ex, f"{shown} should raise (torch: RuntimeError 'Mismatch in shape'): end_grad must have "
-                                   "exactly the end node's shape; numpy would broadcast or reshape it silently.")
+            raise CheckFailure(ex, f"{shown} should raise (torch: RuntimeError 'Mismatch in shape'): end_grad must "
+                                   "have exactly the end node's shape; numpy would broadcast or reshape it silently.")
 
 
 def _probe_accumulation(ex, run, grad, Node):
@@ -200,7 +204,8 @@ def _probe_accumulation(ex, run, grad, Node):
     second = grad(w, "w.grad")
     if close(first, 4.0) and close(second, 3.0):
         raise CheckFailure(ex, "w = 2: backprop(w * w) then backprop(3 * w) should leave w.grad = 4 + 3 = 7, as torch "
-                               "does (which is why training loops call zero_grad()); the second call overwrote it with 3.")
+                               "does (which is why training loops call zero_grad()); the second call overwrote "
+                               "it with 3.")
     if not (close(first, 4.0) and close(second, 7.0)):
         raise CheckFailure(ex, f"w = 2: backprop(w * w) then backprop(3 * w): expected w.grad 4 then 7, received "
                                f"{fmt(first)} then {fmt(second)}.")
@@ -214,8 +219,8 @@ def _probe_accumulation(ex, run, grad, Node):
     run(a + b, seed, "backprop(a + b, end_grad=Tensor([1., -1.]))")
     run((a * 3.0).sum(), None, "then backprop((a * 3).sum())")
     if not np.array_equal(seed.array, [1.0, -1.0]) or not close(grad(b, "b.grad"), np.array([1.0, -1.0])):
-        raise CheckFailure(ex, "after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), b.grad or "
-                               f"end_grad changed (b.grad = {b.grad!r}, end_grad = {seed!r}). add_back passes its "
+        raise CheckFailure(ex, "after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), b.grad "
+                               f"or end_grad changed (b.grad = {b.grad!r}, end_grad = {seed!r}). add_back passes its "
                                "gradient through, so a.grad, b.grad and end_grad can share one array: accumulate with "
                                "a new array (old + new), never in place (+= on an array).")
     if not close(grad(a, "a.grad"), np.array([4.0, 2.0])):
@@ -260,9 +265,9 @@ def _probe_nothing_requires_grad(ex, run, Node):
                 continue
             raise CheckFailure(ex, f"{shown} should raise RuntimeError('{NO_GRAD_FN}'), as torch does; your code "
                                    f"raised {type(failure.cause).__name__}: {failure.cause}") from None
-        raise CheckFailure(ex, f"{shown} returned quietly, but nothing in that graph requires grad, so there is nothing "
-                               f"to differentiate: raise RuntimeError('{NO_GRAD_FN}'), as torch does, so a forgotten "
-                               "requires_grad=True is noticed.")
+        raise CheckFailure(ex, f"{shown} returned quietly, but nothing in that graph requires grad, so there is "
+                               f"nothing to differentiate: raise RuntimeError('{NO_GRAD_FN}'), as torch does, so a "
+                               "forgotten requires_grad=True is noticed.")
 
 
 def _probe_paths(ex, run, grad, Node):
@@ -304,15 +309,16 @@ def check_jacobian(jacobian, Tensor) -> None:
 
     got = call_learner(ex, jacobian, sum_of_squares, np.linspace(-1, 1, 50), shown_input="f(x) = [sum(x·x)], 50 inputs")
     if len(calls) > 2:
-        raise CheckFailure(ex, f"jacobian called f {len(calls)} times for an f with 50 inputs and 1 output: reverse mode "
-                               "needs one pass per output (seed e_i), not one evaluation per input (that is forward "
-                               "mode, or finite differences).")
+        raise CheckFailure(ex, f"jacobian called f {len(calls)} times for an f with 50 inputs and 1 output: reverse "
+                               "mode needs one pass per output (seed e_i), not one evaluation per input (that is "
+                               "forward mode, or finite differences).")
     if not isinstance(got, np.ndarray) or got.dtype != np.float64:
         raise CheckFailure(ex, f"jacobian should return a float64 ndarray, got {type(got).__name__} "
                                f"{getattr(got, 'dtype', '')}.")
     for shown, f, x in JACOBIAN_CASES:
         want = torch.autograd.functional.jacobian(
-            lambda t: f(t, lambda v: torch.tensor(v, dtype=torch.float64)), torch.tensor(x, dtype=torch.float64)).numpy()
+            lambda t: f(t, lambda v: torch.tensor(v, dtype=torch.float64)),
+            torch.tensor(x, dtype=torch.float64)).numpy()
         got = call_learner(ex, jacobian, lambda t: f(t, Tensor), np.array(x), shown_input=shown)
         got = np.asarray(got, dtype=np.float64) if isinstance(got, (np.ndarray, list)) else got
         if not isinstance(got, np.ndarray):
@@ -339,14 +345,16 @@ def _check_whole_engine(ex, Tensor):
     X.grad = b.grad = None
     call_learner(ex, lambda: (X + b).sum().backward(), shown_input="(X + b).sum().backward()")
     _expect_grads(ex, Tensor, [("X", X, np.ones((2, 3))), ("b", b, np.full(3, 2.0))],
-                  f"{whole}, after clearing: (X + b).sum().backward()", "a sum passes 1 to each X element; b collects 2 rows.")
+                  f"{whole}, after clearing: (X + b).sum().backward()",
+                  "a sum passes 1 to each X element; b collects 2 rows.")
 
     @RANDOM_CASES
     @given(programs(TENSOR, max_steps=40))
     def random_case(program):
         leaves, values, want_out, want_grads = run_both(ex, Tensor, program)
         if not close(values[-1].array, want_out):
-            raise CheckFailure(ex, f"{whole} computes a different result from torch for the program\n  {program.listing}")
+            raise CheckFailure(ex, f"{whole} computes a different result from torch for the program\n"
+                                   f"  {program.listing}")
         seed = None if program.seed is None else Tensor(program.seed.copy())
         call_learner(ex, values[-1].backward, seed, shown_input=program.listing)
         try:

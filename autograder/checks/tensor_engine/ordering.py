@@ -68,7 +68,8 @@ def _expect_cycle_error(ex, topological_sort, c, shown):
         if isinstance(cause, ValueError):
             return
         if isinstance(cause, RecursionError):
-            raise CheckFailure(ex, f"RecursionError on {shown}: detect the cycle and raise ValueError instead.") from None
+            raise CheckFailure(ex, f"RecursionError on {shown}: "
+                                   "detect the cycle and raise ValueError instead.") from None
         if cause is not None:
             raise CheckFailure(ex, f"on {shown} your code raised {getattr(cause, 'type_name', type(cause).__name__)}: "
                                    f"{cause}. Raise a ValueError that says the graph has a cycle, as the exercise "

@@ -44,7 +44,8 @@ def check_predict_leaf_grads(predicted_grads) -> None:
     h = 3 * x
     h.retain_grad()
     (0.5 * h.square() + zero.square()).backward()
-    actual = {"x": _grad_or_none(x), "h": _grad_or_none(h), "zero": _grad_or_none(zero), "unused": _grad_or_none(unused)}
+    actual = {"x": _grad_or_none(x), "h": _grad_or_none(h), "zero": _grad_or_none(zero),
+              "unused": _grad_or_none(unused)}
     _compare_predictions("predict_leaf_grads", predicted_grads, actual, {
         "x": "x is a leaf that requires grad: d loss/dx = d loss/dh · dh/dx = h · 3 = 6 · 3.",
         "h": "h is not a leaf, but h.retain_grad() asks torch to keep its gradient: d loss/dh = h = 6.",

@@ -19,8 +19,8 @@ def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
 
     def forward(a, b):
         if isinstance(a, Tensor) or isinstance(b, Tensor):
-            raise CheckFailure(ex, "forward received a Tensor: pass it the arrays (x.array), since numpy functions know "
-                                   "nothing about Tensors.")
+            raise CheckFailure(ex, "forward received a Tensor: pass it the arrays (x.array), since numpy functions "
+                                   "know nothing about Tensors.")
         return np.multiply(a, b)
 
     x, y = Tensor(np.array([1.0, 2.0]), requires_grad=True), Tensor(np.array([3.0, 4.0]))
@@ -31,19 +31,21 @@ def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
         raise CheckFailure(ex, f"{shown}: the result should require grad and carry a Recipe, since x requires grad.")
     recipe = out.recipe
     if len(recipe.inputs) != 2 or recipe.inputs[0] is not x or recipe.inputs[1] is not y:
-        raise CheckFailure(ex, f"{shown}: recipe.inputs should be the inputs themselves, (x, y), in order (the Tensors, "
-                               "not their arrays: backprop must reach the input tensors).")
+        raise CheckFailure(ex, f"{shown}: recipe.inputs should be the inputs themselves, (x, y), in order (the "
+                               "Tensors, not their arrays: backprop must reach the input tensors).")
     if type(recipe.inputs) is not tuple or type(recipe.backwards) is not tuple:
         raise CheckFailure(ex, f"{shown}: recipe.inputs and recipe.backwards should be tuples, as Recipe declares "
                                f"(got {type(recipe.inputs).__name__} and {type(recipe.backwards).__name__}): "
                                "tuple(...) them.")
     if tuple(recipe.backwards) != tuple(multiply) or dict(recipe.kwargs) != {}:
         raise CheckFailure(ex, f"{shown}: recipe.backwards should be the backward functions given, in order, and "
-                               f"recipe.kwargs the keyword arguments ({{}} here); got {recipe.backwards!r}, {recipe.kwargs!r}.")
+                               "recipe.kwargs the keyword arguments ({} here); "
+                               f"got {recipe.backwards!r}, {recipe.kwargs!r}.")
     if out.grad is not None:
         raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.")
 
-    plain = call_learner(ex, apply_op, np.multiply, multiply, y, 2.0, shown_input="apply_op(..., y, 2.0) with y data only")
+    plain = call_learner(ex, apply_op, np.multiply, multiply, y, 2.0,
+                         shown_input="apply_op(..., y, 2.0) with y data only")
     _expect_tensor(ex, Tensor, plain, np.array([6.0, 8.0]), "y * 2.0")
     if plain.requires_grad or plain.recipe is not None:
         raise CheckFailure(ex, "no input requires grad, so nothing should be recorded (requires_grad False, recipe "
@@ -75,8 +77,8 @@ def _check_grad_mode_is_the_switch(ex, apply_op, no_grad, GradMode, rules, x, y)
     seen = []
     _in_block(ex, no_grad, lambda: seen.append(GradMode.enabled))
     if seen != [False] or GradMode.enabled is not True:
-        raise CheckFailure(ex, f"GradMode.enabled should be False inside `with no_grad():` and True again after it; "
-                               f"it was {seen[0] if seen else '?'!r} inside and {GradMode.enabled!r} after. no_grad must "
+        raise CheckFailure(ex, "GradMode.enabled should be False inside `with no_grad():` and True again after it; it "
+                               f"was {seen[0] if seen else '?'!r} inside and {GradMode.enabled!r} after. no_grad must "
                                "switch GradMode.enabled itself, not a flag of its own.")
     GradMode.enabled = False
     try:
