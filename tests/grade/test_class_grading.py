@@ -184,6 +184,7 @@ def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how
     assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
 
 
+@pytest.mark.slow  # a fresh interpreter imports nbgrader and torch
 def test_a_grading_process_forked_after_preload_computes_torch_references_without_heavy_imports():
     """What the fork server preloads covers the checks' own first uses of torch: a vector-Jacobian product imports
     sympy, an optimizer's step torch._dynamo, each about 0.5 s per submission when paid in each grading process."""

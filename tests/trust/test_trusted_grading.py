@@ -334,6 +334,7 @@ NO_RELU_HIDDEN_BY_BIASES = ("class Neuron(Module):\n"
                             "        return self.w + [self.b]\n")
 
 
+@pytest.mark.slow  # grades whole notebooks through the sandboxed workers
 @pytest.mark.parametrize("name", sorted(CHOSEN_EXPECTATIONS))
 def test_learner_code_cannot_choose_the_checks_expected_values(name):
     exercise, answer, phrase = CHOSEN_EXPECTATIONS[name]
@@ -374,6 +375,7 @@ def test_replies_cannot_grow_the_grading_process_without_bound():
     assert len(CheckFailure("x", "y" * 10 * MESSAGE_LIMIT).message) < MESSAGE_LIMIT + 10
 
 
+@pytest.mark.slow  # grades whole notebooks through the sandboxed workers
 @pytest.mark.parametrize("name", sorted(RIGGED_KIT))
 def test_rigging_the_reference_helpers_in_the_learners_process_earns_nothing(name):
     exercise, answer = RIGGED_KIT[name]
@@ -421,11 +423,13 @@ def test_randomized_cases_depend_on_the_submission_so_answers_cannot_be_learnt_b
     assert drawn(1) != drawn(2) != drawn()
 
 
+@pytest.mark.slow  # grades whole notebooks through the sandboxed workers
 def test_solution_notebooks_pass_every_trusted_check(assignment):
     found = verdicts.verdicts(nbformat.read(solution_notebook(assignment), as_version=4), course(assignment))
     assert found and all(v.passed for v in found.values()), {e: v.message for e, v in found.items() if not v.passed}
 
 
+@pytest.mark.slow  # grades whole notebooks through the sandboxed workers
 def test_a_realistic_mistake_gets_the_same_diagnosis_in_the_worker_as_in_process(assignment):
     """The same check code runs on local objects (a learner's kernel) and on remote ones: same verdict, same words."""
     from autograder import CheckFailure, check
