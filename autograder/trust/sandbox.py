@@ -4,8 +4,9 @@ Every process that runs learner code during grading (the check worker, and nbgra
 :func:`wrap`. With bubblewrap (Debian's ``bubblewrap``) the process gets its own user, PID, IPC and mount
 namespaces, and its own network namespace, with nothing but a loopback of its own (nbgrader's kernel talks to its
 client over Unix sockets in a folder the two share); the whole file system is read-only; ``/tmp``, home folders and
-the course folder are empty tmpfs, so ``source/``, ``solutions/``, the checks, other submissions and the gradebook
-cannot be read or written; libraries that differentiate for you (torch, sympy, ...) are hidden; and the process dies
+the course folder are empty tmpfs, so ``source/``, ``solutions/``, other submissions and the gradebook cannot be read
+or written (the check worker cannot read the checks either; nbgrader's kernel gets ``autograder/`` back, read-only, so
+that test cells can call ``run_check``); libraries that differentiate for you (torch, sympy, ...) are hidden; and the process dies
 with its parent. ``prlimit`` caps CPU time, address space, file size and open files, so a runaway is stopped by the
 kernel, not by a polite signal.
 
