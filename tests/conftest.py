@@ -50,25 +50,15 @@ def _solution(assignment: str) -> dict:
     return solution_namespace(assignment)
 
 
-def _assignment_of(exercise_id: str) -> str:
-    import nbformat
-
-    from autograder.contract import assignments, nbgrader_cells
-
-    for name, path in assignments().items():
-        if any(meta["grade_id"] == exercise_id for meta in nbgrader_cells(nbformat.read(path, as_version=4))):
-            return name
-    raise KeyError(exercise_id)
-
-
 def learner(exercise_id, *answer) -> dict:
     """A notebook namespace whose own names for ``exercise_id`` hold ``answer`` (one object per name the check reads,
     or one dict of them by name), everything else being the solution's: the exercises it builds on pass."""
     from autograder.checks import answer_names
+    from autograder.tools.exercise_tests import assignment_of
 
     names = answer_names(exercise_id)
     own = answer[0] if len(answer) == 1 and len(names) > 1 and isinstance(answer[0], dict) else dict(zip(names, answer))
-    return {**_solution(_assignment_of(exercise_id)), **own}
+    return {**_solution(assignment_of(exercise_id)), **own}
 
 
 
