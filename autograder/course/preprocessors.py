@@ -84,14 +84,14 @@ JOB = "backprop_trusted_verdicts"  # where StartTrustedVerdicts leaves its job f
 class VerdictJob(threading.Thread):
     """verdicts.verdicts on a background thread; result() waits and re-raises what went wrong there."""
 
-    def __init__(self, nb, course_nb, hide):
+    def __init__(self, nb, course_nb):
         super().__init__(daemon=True, name="trusted-verdicts")
-        self.nb, self.course_nb, self.hide = nb, course_nb, hide
+        self.nb, self.course_nb = nb, course_nb
         self.found, self.error = None, None
 
     def run(self):
         try:
-            self.found = verdicts.verdicts(self.nb, self.course_nb, hide=self.hide)
+            self.found = verdicts.verdicts(self.nb, self.course_nb)
         except BaseException as error:  # handed to the waiting thread, which raises it
             self.error = error
 
@@ -115,10 +115,7 @@ def verdict_job(nb, resources, log) -> VerdictJob | None:
     if warning:
         log.warning(warning)
         print(warning, file=sys.stderr)
-    # The course folder (nbgrader runs from it) and the folder above <student>/<assignment>: hidden from workers.
-    here = Path(resources.get("metadata", {}).get("path") or ".").resolve()
-    hide = (Path.cwd(), here.parents[2] if len(here.parents) > 2 else here)
-    return VerdictJob(nb, nbformat.read(course, as_version=4), hide)
+    return VerdictJob(nb, nbformat.read(course, as_version=4))
 
 
 def visible_failure(kernel_outputs) -> str | None:

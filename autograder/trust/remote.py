@@ -230,9 +230,9 @@ def _index(value, size: int | None = None) -> int:
     return value
 
 
-def _sandboxed_worker(fd: int, hide, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
+def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
     """worker.py in a sandbox of its own, talking over the socket ``fd``; ``env`` is added to its environment."""
-    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], hide=list(hide), binds=GRADER_FILES, limits=limits)
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=GRADER_FILES, limits=limits)
     env = {**sandbox.environment(), "WORKER_FD": str(fd), **env}
     if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path (wire.py beside it), in a private folder
         command[-1] = str(WORKER_SCRIPT)
@@ -253,8 +253,8 @@ class Zygote:
     Use as a context manager around the exercises of one submission.
     """
 
-    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits()):
-        self._hide, self._limits = list(hide), limits
+    def __init__(self, limits: sandbox.Limits = sandbox.Limits()):
+        self._limits = limits
         self._control: socket.socket | None = None
         self._process: subprocess.Popen | None = None
         self._broken = not sandbox.bubblewrap()  # outside a PID namespace "every other process" is not ours
@@ -302,7 +302,7 @@ class Zygote:
 
     def _start(self) -> None:
         here, there = socket.socketpair()
-        self._process = _sandboxed_worker(there.fileno(), self._hide, self._limits, subprocess.DEVNULL,
+        self._process = _sandboxed_worker(there.fileno(), self._limits, subprocess.DEVNULL,
                                           WORKER_ZYGOTE="1")
         there.close()
         self._control = here
@@ -339,7 +339,7 @@ class Worker:
     and limits apply.
     """
 
-    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits(),
+    def __init__(self, limits: sandbox.Limits = sandbox.Limits(),
                  budget_s: float = EXERCISE_BUDGET_S, zygote: Zygote | None = None):
         here, there = socket.socketpair()
         self._socket = here
@@ -349,7 +349,7 @@ class Worker:
         if zygote is not None and zygote.fork(there, self._stderr):
             self._process = _ForkedWorker(zygote)
         else:
-            self._process = _sandboxed_worker(there.fileno(), hide, limits, self._stderr, home=self._home.name)
+            self._process = _sandboxed_worker(there.fileno(), limits, self._stderr, home=self._home.name)
         there.close()
         self._next_id = 0
         self._deadline: float | None = None

@@ -13,7 +13,6 @@ import ast
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from autograder.checks import check, has_check
 from autograder.checks.harness.diagnostics import CheckFailure, case_seed
@@ -161,24 +160,23 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     return cells, found
 
 
-def verdicts(nb, course_nb, hide: tuple[Path, ...] = ()) -> dict[str, Verdict]:
+def verdicts(nb, course_nb) -> dict[str, Verdict]:
     """The trusted verdict of every exercise whose course test cell calls a check."""
     cells, tests = program(nb, course_nb)
     found, poisoned, settled = {}, {}, {}
     # Randomized cases drawn from the answers themselves: the same submission always gets the same grade.
     seed = int(hashlib.sha256("\0".join(c.code for c in cells if c.answer).encode()).hexdigest()[:15], 16)
-    with remote.Zygote(hide) as zygote:
+    with remote.Zygote() as zygote:
         for exercise, (position, test_source) in tests.items():
             check_id = checked_exercise(test_source)
             if check_id is None or not has_check(check_id):
                 continue
             with case_seed(seed):
-                found[exercise] = judge(check_id, cells[:position], hide, poisoned, settled, zygote)
+                found[exercise] = judge(check_id, cells[:position], poisoned, settled, zygote)
     return found
 
 
-def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...], poisoned: dict[str, str], settled: dict,
-          zygote: remote.Zygote) -> Verdict:
+def judge(check_id: str, cells: list[Cell], poisoned: dict[str, str], settled: dict, zygote: remote.Zygote) -> Verdict:
     """Run one exercise's check against a fresh worker holding ``cells``.
 
     The test cell's visible asserts are not run here: they use torch as a reference, and they can only fail a
@@ -190,7 +188,7 @@ def judge(check_id: str, cells: list[Cell], hide: tuple[Path, ...], poisoned: di
     not made to check it again.
     """
     while True:
-        worker = remote.Worker(hide=hide, zygote=zygote)
+        worker = remote.Worker(zygote=zygote)
         problems, culprit = load(worker, [c for c in cells if c.name not in poisoned])
         if culprit is None:
             break

@@ -357,7 +357,7 @@ def zygote(control: socket.socket) -> None:
 
       b"S" with two descriptors, the worker's socket and its stderr: fork a worker; answer its pid (4 bytes).
       b"E": end the worker: kill every other process of this sandbox, remove what appeared in its writable folders
-            (/tmp, the home folders, the hidden course folder), answer the worker's exit code (4 bytes, negative
+            (/tmp and /dev/shm), answer the worker's exit code (4 bytes, negative
             for a signal), so the next exercise finds nothing the last one left.
 
     Anything else ends the zygote. Only inside the sandbox's own PID namespace, where "every other process" is this
@@ -434,7 +434,7 @@ def _end(worker: int, fresh: set[str]) -> int:
 
 def _scratch() -> set[str]:
     """Every path in the sandbox's writable tmpfs folders, not descending into what is mounted on them (the
-    worker's two files, the interpreter, a hidden folder inside /tmp): the same set before and after a clean exercise."""
+    worker's two files): the same set before and after a clean exercise."""
     visible = {}
     with open("/proc/self/mountinfo") as mounts:  # the last mount on a point is the one that shows
         for line in mounts:

@@ -127,7 +127,7 @@ LEAVE_A_MESS = """
 import os, subprocess, sys
 import numpy as np
 open("/tmp/answers.txt", "w").write("kept for the next exercise")
-open("/root/notes.txt", "w").write("and here")
+open("/dev/shm/notes.txt", "w").write("and here")
 os.makedirs("/tmp/grader/extra", exist_ok=True)
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
 np.ones = None  # tampering with a library the next exercise uses
@@ -136,22 +136,22 @@ np.ones = None  # tampering with a library the next exercise uses
 
 @pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
 def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote():
-    looks = ("sorted(set(os.listdir('/tmp')) - {f'worker-{os.getpid()}'}), os.listdir('/root'), "
+    looks = ("sorted(set(os.listdir('/tmp')) - {f'worker-{os.getpid()}'}), os.listdir('/dev/shm'), "
              "os.listdir('/tmp/grader'), [p for p in os.listdir('/proc') if p.isdigit()]")
     with remote.Zygote() as zygote:
         with remote.Worker(zygote=zygote) as first:
             assert type(first._process).__name__ == "_ForkedWorker"
             first.run("import os", "<cell>")
-            fresh_tmp, fresh_home, _, _ = first.evaluate(looks)  # a hidden course folder may have a mount point here
+            fresh_tmp, fresh_shm, _, _ = first.evaluate(looks)
             first.run(LEAVE_A_MESS, "<cell>")
             assert "answers.txt" in first.evaluate("os.listdir('/tmp')")
             sandbox_started = first.evaluate(STARTED)
         with remote.Worker(zygote=zygote) as second:
             assert type(second._process).__name__ == "_ForkedWorker"
             second.run("import os\nimport numpy as np", "<cell>")
-            in_tmp, in_home, in_grader, processes = second.evaluate(looks)
+            in_tmp, in_shm, in_grader, processes = second.evaluate(looks)
             mine = str(second.evaluate("os.getpid()"))
-            assert (in_tmp, in_home, sorted(in_grader)) == (fresh_tmp, fresh_home, ["wire.py", "worker.py"])
+            assert (in_tmp, in_shm, sorted(in_grader)) == (fresh_tmp, fresh_shm, ["wire.py", "worker.py"])
             assert sorted(processes, key=int) == ["1", "2", mine]  # the sandbox's init, the zygote, this worker
             assert second.evaluate("np.ones(2).tolist()") == [1.0, 1.0]
             assert second.evaluate(STARTED) == sandbox_started  # cleaned up, not replaced by a fresh zygote
@@ -387,7 +387,7 @@ def test_autodiff_libraries_cannot_be_reached_from_other_package_folders():
     found = verdicts.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": SYMPY_FROM_ELSEWHERE}),
                              course())
     assert not found["tanh_network_gradients"].passed
-    assert "cannot be imported while your code is graded" in found["tanh_network_gradients"].message
+    assert "No module named 'sympy'" in found["tanh_network_gradients"].message
 
 
 def test_a_forged_oversized_answer_is_refused_before_it_is_decoded():
