@@ -78,7 +78,6 @@ def test_without_micrograd_a_note_is_printed_instead_of_an_error(monkeypatch, ca
 
 
 def test_a_library_hidden_by_grading_gets_its_reason_and_no_install_advice(monkeypatch, capsys, tmp_path):
-
     hidden = tmp_path / "micrograd"
     hidden.mkdir()
     # what the check worker's import blocker says (autograder/trust/worker.py)
