@@ -106,8 +106,9 @@ def read_tree(folder: Path, ignored: list[str] = ()) -> dict[str, bytes]:
     ignore patterns (checkpoints, caches: neither read nor looked into).
 
     Each folder is opened relative to the one above it and nothing is opened through a link (O_NOFOLLOW), so a
-    learner who swaps a file or folder for a link while it is read gets a refusal, not the link's target. Sizes are
-    checked before reading: nothing over the limits is held in memory.
+    learner who swaps a file or folder for a link while it is read gets a refusal, not the link's target. A file's
+    size is checked before it is read, and at most MAX_FILE_BYTES of it are: the walk holds no more than
+    MAX_SUBMISSION_BYTES and one file in memory.
 
     Raises:
         UnsafeSubmissionError: ``folder`` or something in it is a symbolic link (wherever it points, even inside the
@@ -150,7 +151,7 @@ class _Walk:
 
 def _read_folder(walk: _Walk, fd: int, prefix: str) -> None:
     """Read the folder open as ``fd``, whose relative path is ``prefix``, into ``walk``."""
-    if prefix.count("/") >= MAX_DEPTH:
+    if prefix.count("/") > MAX_DEPTH:
         raise UnsafeSubmissionError(f"{prefix.rstrip('/')} is nested more than {MAX_DEPTH} folders deep")
     for name in sorted(os.listdir(fd)):
         walk.entries += 1
@@ -161,8 +162,8 @@ def _read_folder(walk: _Walk, fd: int, prefix: str) -> None:
             continue
         shown = prefix + name
         try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            sub = os.open(name, _FOLDER, dir_fd=fd) if stat.S_ISDIR(info.st_mode) else None
+            is_folder = stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+            sub = os.open(name, _FOLDER, dir_fd=fd) if is_folder else None
         except OSError as error:
             raise _unreadable(shown, error) from None
         if sub is not None:
@@ -171,11 +172,11 @@ def _read_folder(walk: _Walk, fd: int, prefix: str) -> None:
             finally:
                 os.close(sub)
             continue
-        if walk.size + info.st_size > MAX_SUBMISSION_BYTES:
-            raise UnsafeSubmissionError(f"the submission folder holds more than {_mib(MAX_SUBMISSION_BYTES)}, the "
-                                        "limit: hand in the notebook and the files it needs")
         walk.found[shown] = _read_file(name, fd, shown)
         walk.size += len(walk.found[shown])
+        if walk.size > MAX_SUBMISSION_BYTES:
+            raise UnsafeSubmissionError(f"the submission folder holds more than {_mib(MAX_SUBMISSION_BYTES)}, the "
+                                        "limit: hand in the notebook and the files it needs")
 
 
 def _read_file(name: str, dir_fd: int | None, shown: str) -> bytes:
