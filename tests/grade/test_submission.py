@@ -4,9 +4,7 @@ files, too much), whether it can be graded at all (``preflight``), the reason gi
 (``nbgrader_reason``) and the log line (``Row.line``).
 """
 import os
-import signal
 import socket
-from contextlib import contextmanager
 
 import nbformat
 import pytest
@@ -17,6 +15,7 @@ from autograder.course import configure
 from autograder.grade import submission
 from autograder.grade.class_run import preflight
 from autograder.grade.submission import Row, UnsafeSubmissionError, nbgrader_reason, read_file, read_tree
+from conftest import SECRET, within
 
 NB = "01_nudging"
 
@@ -124,24 +123,6 @@ def test_a_refused_submission_fails_preflight_with_the_one_line_reason(tmp_path)
 
 
 # ------------------------------------------------------------------------------------------------ what read_tree refuses
-
-SECRET = b"the instructor's secret, 7f3a9c"
-
-
-@contextmanager
-def within(seconds: float):
-    """Fail, instead of hanging, when the block takes longer (a named pipe opened for reading waits for a writer)."""
-    def stop(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
 
 @pytest.fixture
 def course(tmp_path):
