@@ -44,7 +44,7 @@ class CollectAsData(ExchangeCollect):
     def copy_files(self):
         super().copy_files()
         if self.refused:
-            self.fail(f"not collected, each for the reason logged above: {', '.join(self.refused)}")
+            self.fail(f"not collected, each for the reason logged above: {', '.join(sorted(self.refused))}")
 
     def _read(self, src: str) -> dict[str, bytes] | None:
         """The submission's files, or None (logged, and its learner listed in ``refused``) when it is refused."""

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from autograder.contract import COURSE_ID
 from autograder.grade import submission
 from autograder.tools.bench_grading import gradebook_cells, synthetic_class
 from conftest import REPO, SECRET
@@ -32,7 +33,7 @@ def hand_in(root, student: str, nb) -> "os.PathLike":
     """What a learner's Submit leaves in the exchange's inbound folder."""
     import nbformat
 
-    folder = root / "exchange" / "course" / "inbound" / f"{student}+{NB}+{TIMESTAMP}+0123456789abcdef"
+    folder = root / "exchange" / COURSE_ID / "inbound" / f"{student}+{NB}+{TIMESTAMP}+0123456789abcdef"
     folder.mkdir(parents=True)
     nbformat.write(nb, folder / f"{NB}.ipynb")
     (folder / "timestamp.txt").write_text(TIMESTAMP)
@@ -50,9 +51,9 @@ def test_collect_and_autograde_refuse_links_and_special_files_and_grade_the_othe
     (tmp_path / "secret" / "secret.txt").write_bytes(SECRET)
     source = root / "source" / NB / f"{NB}.ipynb"  # the solutions: what a link to it would hand in
     hand_in(root, "ann", solved)
-    (hand_in(root, "notebook-link", solved) / f"{NB}.ipynb").unlink()
-    (root / "exchange" / "course" / "inbound" / f"notebook-link+{NB}+{TIMESTAMP}+0123456789abcdef" /
-     f"{NB}.ipynb").symlink_to(source)
+    linked = hand_in(root, "notebook-link", solved) / f"{NB}.ipynb"
+    linked.unlink()
+    linked.symlink_to(source)
     (hand_in(root, "folder-link", solved) / "data").symlink_to(tmp_path / "secret")
     (hand_in(root, "inside-link", solved) / "copy.ipynb").symlink_to(f"{NB}.ipynb")
     os.mkfifo(hand_in(root, "pipe", solved) / "notes.txt")  # nbgrader's own copy fails on it, for everyone after
@@ -61,7 +62,7 @@ def test_collect_and_autograde_refuse_links_and_special_files_and_grade_the_othe
     many = hand_in(root, "many", solved)
     for k in range(submission.MAX_ENTRIES):
         (many / f"{k}.txt").write_bytes(b"")
-    whole = root / "exchange" / "course" / "inbound" / f"whole+{NB}+{TIMESTAMP}+0123456789abcdef"
+    whole = root / "exchange" / COURSE_ID / "inbound" / f"whole+{NB}+{TIMESTAMP}+0123456789abcdef"
     whole.symlink_to(tmp_path / "secret")
     refused = ["big", "folder-link", "inside-link", "many", "notebook-link", "pipe", "whole"]
 
@@ -84,7 +85,7 @@ def test_collect_and_autograde_refuse_links_and_special_files_and_grade_the_othe
     for (student, _, _, kind), value in gradebook_cells(root, NB).items():
         scores[student] = scores.get(student, 0) + ((value[0] or 0) if kind == "grade" else 0)
     assert scores == {"ann": 10, "bypass": 0}, scores
-    assert not (root / "autograded" / "bypass").exists()
+    assert not (root / "autograded" / "bypass" / NB).exists()  # nbgrader removed the failed copy
     assert nbgrader(root, "generate_feedback", NB).returncode == 0
     assert (root / "feedback" / "ann" / NB / f"{NB}.html").is_file()
     for path in root.rglob("*"):
