@@ -34,6 +34,7 @@ WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 INSIDE_SCRIPT = "/tmp/grader/worker.py"
 # All of ours the sandbox sees: the worker and the codec it loads from its own folder.
 GRADER_FILES = {WORKER_SCRIPT: INSIDE_SCRIPT, Path(wire.__file__): "/tmp/grader/wire.py"}
+INSIDE_FILTER = "/tmp/grader/no-new-processes.bpf"  # sandbox.no_new_processes, where it exists
 DEFAULT_TIMEOUT_S = 10.0
 ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
 EXERCISE_BUDGET_S = 240.0  # all of one exercise's requests together: slow-but-finite code cannot stall a class
@@ -232,8 +233,12 @@ def _index(value, size: int | None = None) -> int:
 
 def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
     """worker.py in a sandbox of its own, talking over the socket ``fd``; ``env`` is added to its environment."""
-    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=GRADER_FILES, limits=limits)
-    env = {**sandbox.environment(), "WORKER_FD": str(fd), **env}
+    binds, env = dict(GRADER_FILES), {**sandbox.environment(), "WORKER_FD": str(fd), **env}
+    no_processes = sandbox.no_new_processes()  # each worker loads it before learner code runs (worker.py)
+    if no_processes:
+        binds[no_processes] = INSIDE_FILTER
+        env["WORKER_FILTER"] = INSIDE_FILTER if sandbox.bubblewrap() else str(no_processes)
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, limits=limits)
     if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path (wire.py beside it), in a private folder
         command[-1] = str(WORKER_SCRIPT)
         env.update(HOME=home, WORKER_HOME=home)

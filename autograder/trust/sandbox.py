@@ -24,6 +24,8 @@ Without bubblewrap (or where the machine forbids user namespaces) the limits sti
 """
 from __future__ import annotations
 
+import atexit
+import errno
 import functools
 import importlib.metadata
 import os
@@ -31,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +90,39 @@ def bubblewrap() -> str | None:
         return None
     probe = subprocess.run([found, "--unshare-all", "--ro-bind", "/", "/", "--", "true"], capture_output=True)
     return found if probe.returncode == 0 else None
+
+
+CLONE_THREAD = 0x10000  # linux/sched.h: clone() making a thread of the same process, not a new process
+
+
+@functools.lru_cache(maxsize=1)
+def no_new_processes() -> Path | None:
+    """A seccomp filter (classic BPF, compiled by libseccomp) under which a process may start threads but no
+    process: fork, vfork and a clone without CLONE_THREAD fail with EPERM; clone3, whose flags a filter cannot
+    read, fails with ENOSYS, so that the C library falls back to clone. None where libseccomp is missing.
+
+    The file lives in a private folder for this process's life. bwrap loads it for the kernel (``--seccomp``); a
+    check worker, forked from a zygote that must fork, loads it itself before it runs any learner code
+    (autograder/trust/worker.py). Either way it holds for everything the process runs or starts, for good.
+    """
+    try:
+        import pyseccomp as seccomp
+    except (ImportError, OSError):  # the package, or the C library it loads
+        return None
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    for call in ("fork", "vfork"):
+        try:
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
+        except (RuntimeError, ValueError):  # arm64 and riscv have no such call: clone alone makes processes
+            pass
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    folder = Path(tempfile.mkdtemp(prefix="sandbox-filter-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "no-new-processes.bpf"
+    with open(path, "wb") as out:
+        rules.export_bpf(out)
+    return path
 
 
 def warning() -> str | None:
@@ -190,7 +226,7 @@ def _interpreters_packages() -> list[Path]:
 
 def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None = None,
          writable: dict[Path, Path] | None = None, workdir: str = "/tmp", env: dict[str, str | None] | None = None,
-         limits: Limits = Limits(), extra: list[str] = ()) -> list[str]:
+         limits: Limits = Limits(), extra: list[str] = (), seccomp: bool = False) -> list[str]:
     """The command line that runs ``argv`` sandboxed and limited.
 
     Args:
@@ -202,11 +238,14 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
         env: variables to set inside the sandbox (None: unset).
         limits: rlimits for the process and everything it starts.
         extra: more bwrap arguments, placed after the mounts above (a sized tmpfs, say).
+        seccomp: start no process (no_new_processes), where that filter exists; threads are fine.
     """
     bwrap = bubblewrap()
     if not bwrap:
         return limits.prlimit() + argv
-    command = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", *system_arguments(), "--proc", "/proc",
+    handing, filtered = _filter(seccomp)
+    command = [*handing, bwrap, *filtered, "--unshare-all", "--die-with-parent", "--new-session", *system_arguments(),
+               "--proc", "/proc",
                # /dev holds device nodes only (read-only; writing to /dev/null still works) and a small /dev/shm
                "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
                "--size", str(role.tmp_bytes), "--tmpfs", "/tmp"]
@@ -224,6 +263,18 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
     for key, value in (env or {}).items():
         command += ["--unsetenv", key] if value is None else ["--setenv", key, value]
     return limits.prlimit() + command + ["--chdir", workdir, "--", *argv]
+
+
+FILTER_FD = 9
+
+
+def _filter(seccomp: bool) -> tuple[list[str], list[str]]:
+    """What goes before bwrap to open the filter on FILTER_FD (bwrap reads a filter from a descriptor only), and
+    bwrap's option that loads it; nothing when no filter is asked for or exists."""
+    path = no_new_processes() if seccomp else None
+    if path is None:
+        return [], []
+    return ["sh", "-c", f'exec "$@" {FILTER_FD}<"$0"', str(path)], ["--seccomp", str(FILTER_FD)]
 
 
 def environment(home: str = "/tmp") -> dict[str, str]:
@@ -263,4 +314,4 @@ def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]
            "JPY_PARENT_PID": None}
     copy = [sys.executable, "-I", "-c", COPY_THEN_KERNEL, SUBMISSION_INSIDE, cwd, *argv]
     return wrap(copy, role=KERNEL, binds=binds, writable={private: private}, workdir="/", env=env,
-                limits=KERNEL_LIMITS, extra=["--size", str(SUBMISSION_BYTES), "--tmpfs", cwd])
+                limits=KERNEL_LIMITS, extra=["--size", str(SUBMISSION_BYTES), "--tmpfs", cwd], seccomp=True)

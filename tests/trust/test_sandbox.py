@@ -147,3 +147,41 @@ def test_package_paths_come_from_install_records_without_start_up_hooks():
     assert not any(n.endswith(".pth") for n in names)
     kernel = {p.name for p in sandbox.package_paths(sandbox.KERNEL.packages)}
     assert {"torch", "IPython", "matplotlib", "zmq"} <= kernel and not {"nbgrader", "distributed"} & kernel
+
+
+START_A_PROCESS = """
+import os, subprocess, sys, threading
+found = []
+thread = threading.Thread(target=found.append, args=("thread",))
+thread.start()
+thread.join()
+for name, start in (("fork", os.fork), ("subprocess", lambda: subprocess.run([sys.executable, "-c", "pass"])),
+                    ("posix_spawn", lambda: os.posix_spawn(sys.executable, [sys.executable, "-c", "pass"], {}))):
+    try:
+        if start() == 0:
+            os._exit(0)
+        found.append(name)
+    except PermissionError:
+        pass
+print(" ".join(found))
+"""
+
+
+def test_a_check_worker_starts_threads_but_no_process():
+    from autograder.trust import remote
+
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote) as worker:
+        worker.run(START_A_PROCESS.replace("print(", "result = ("), "<cell>")
+        assert worker.evaluate("found") == ["thread"]
+    with remote.Worker() as worker:  # a worker in a sandbox of its own, as when the zygote is gone
+        worker.run(START_A_PROCESS.replace("print(", "result = ("), "<cell>")
+        assert worker.evaluate("found") == ["thread"]
+
+
+def test_the_kernel_starts_threads_but_no_process(tmp_path):
+    command = sandbox.kernel_command([sys.executable, "-c", START_A_PROCESS], tmp_path, str(tmp_path))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=sandbox.environment())
+    assert (done.returncode, done.stdout.strip()) == (0, "thread"), done.stderr
+    unfiltered = subprocess.run(sandbox.wrap([sys.executable, "-c", START_A_PROCESS]), capture_output=True, text=True,
+                                timeout=120, env=sandbox.environment())
+    assert unfiltered.stdout.split() == ["thread", "fork", "subprocess", "posix_spawn"], unfiltered.stderr
