@@ -240,3 +240,37 @@ def test_an_answer_a_table_cannot_replay_fails_even_where_the_table_was_recorded
 @pytest.mark.parametrize("exercise", sorted(NO_FUNCTION))
 def test_an_answer_without_a_function_has_nothing_to_memorise(exercise):
     assert not functions_of(exercise, solution(assignment_of(exercise)))
+
+
+def pasted_table(recorded: dict) -> str:
+    """The cell a learner adds below the answer cell of central_difference: the recorded slopes by x, h and f(x + h)
+    (which tells the check's functions apart), and a central_difference that looks them up."""
+    return (f"SLOPES = {recorded!r}\n\n"
+            "def central_difference(f, x, h=1e-5):\n"
+            "    return SLOPES[(repr(x), repr(h), repr(float(f(x + h))))]\n")
+
+
+@pytest.mark.slow  # grades a whole notebook through the sandboxed workers
+def test_a_table_pasted_into_an_added_cell_fails_the_trusted_grade(monkeypatch):
+    """The attack end to end: slopes recorded under the seed the trusted grader gives the solution, pasted into a cell
+    added below the untouched answer. A seed blind to that cell (as one hashed from the answer cells alone) hands the
+    table the inputs it holds and the grade passes; the program's own seed does not."""
+    name = assignment_of("central_difference")
+    nb = nbformat.read(solution_notebook(name), as_version=4)
+    recorded_seed = verdicts.program_seed(solution_program(name))
+    namespace, slopes = solution(name), {}
+
+    def recording(f, x, h=1e-5):
+        key = (repr(x), repr(h), repr(float(f(x + h))))
+        slopes[key] = float(namespace["central_difference"](f, x, h))  # a literal, not np.float64
+        return slopes[key]
+
+    assert passes("central_difference", {**namespace, "central_difference": recording}, recorded_seed)
+    at = next(n for n, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "central_difference")
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(pasted_table(slopes)))
+    course = nbformat.read(assignments()[name], as_version=4)
+    with monkeypatch.context() as blind:
+        blind.setattr(verdicts, "program_seed", lambda cells: recorded_seed)
+        assert verdicts.verdicts(nb, course)["central_difference"].passed
+    verdict = verdicts.verdicts(nb, course)["central_difference"]
+    assert not verdict.passed and "KeyError" in verdict.message, verdict.message
