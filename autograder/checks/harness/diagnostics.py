@@ -35,8 +35,8 @@ def RANDOM_CASES(test):
     """Settings for a check's randomized cases (hypothesis): 60 examples, no .hypothesis folder anywhere.
 
     In a learner's kernel the cases are derandomized, the same on every run. A trusted grade seeds them from the
-    submission (case_seed), so they are reproducible for one submission but cannot be learnt by heart from the
-    grader's code: a table of memorised answers misses them.
+    whole learner program (case_seed with autograder.trust.verdicts.program_seed), so they are reproducible for one
+    submission but cannot be learnt by heart: a table of memorised answers changes the program, so the cases too.
     """
     if not _CASE_SEED:
         return settings(derandomize=True, **_SETTINGS)(test)
