@@ -22,7 +22,7 @@ from hypothesis import given, strategies as st
 
 from autograder.checks.registry import exercise
 from autograder.checks.reference import modules as reference_modules
-from autograder.checks.harness.diagnostics import (AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC, CheckFailure, Probe,
+from autograder.checks.harness.diagnostics import (AGAINST_TORCH, FEW_RANDOM_CASES, SAME_ARITHMETIC, CheckFailure, Probe,
                                                    Tolerance, call_learner, close, fmt, run_probes)
 from autograder.trust.remote import beside
 
@@ -320,7 +320,7 @@ def check_cross_entropy(cross_entropy, Tensor) -> None:
               rng.uniform(0.5, 2, batch).round(2)) for batch, classes in ((1, 2), (3, 4), (8, 10), (5, 3))]
     _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases)
 
-    @RANDOM_CASES
+    @FEW_RANDOM_CASES
     @given(st.integers(0, 2 ** 16), st.integers(1, 8), st.integers(2, 10))
     def random_case(seed, batch, classes):
         _run_cross_entropy_probes(ex, cross_entropy, Tensor, [_cross_entropy_batch(seed, batch, classes)])
