@@ -1,9 +1,9 @@
 """What trusted grading runs for each exercise: the pure functions of autograder.trust.verdicts, on in-memory notebooks.
 
 No worker, kernel or sandbox here: these decide which statements reach the worker (``definitions``), how a cell's
-IPython syntax is read (``python``), which check a test cell calls (``checked_exercise``) and which cells form the
-learner's program up to each test cell (``program``). A wrong answer here grades the wrong code, so each rule the
-module states is pinned by one small case.
+IPython syntax is read (``python``), which check a test cell calls (``checked_exercise``), which cells form the
+learner's program up to each test cell (``program``) and the seed of its randomized cases (``program_seed``). A wrong
+answer here grades the wrong code, so each rule the module states is pinned by one small case.
 """
 import ast
 
