@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -164,8 +165,7 @@ def verdicts(nb, course_nb) -> dict[str, Verdict]:
     """The trusted verdict of every exercise whose course test cell calls a check."""
     cells, tests = program(nb, course_nb)
     found, poisoned, settled = {}, {}, {}
-    # Randomized cases drawn from the answers themselves: the same submission always gets the same grade.
-    seed = int(hashlib.sha256("\0".join(c.code for c in cells if c.answer).encode()).hexdigest()[:15], 16)
+    seed = program_seed(cells)
     with remote.Zygote() as zygote:
         for exercise, (position, test_source) in tests.items():
             check_id = checked_exercise(test_source)
@@ -174,6 +174,18 @@ def verdicts(nb, course_nb) -> dict[str, Verdict]:
             with case_seed(seed):
                 found[exercise] = judge(check_id, cells[:position], poisoned, settled, zygote)
     return found
+
+
+def program_seed(cells: list[Cell]) -> int:
+    """The case seed of a learner program: a 60-bit int hashed from every cell that reaches the worker, in order.
+
+    Answer cells count whole and every other cell by the definitions kept from it (what ``program`` returns), each
+    with its kind, since the worker runs the two differently. The same submission always gets the same cases, so the
+    same grade; a cell added, removed or changed anywhere in what the worker runs gives other cases, so a table of
+    answers recorded from one grade, pasted into any cell, is checked on inputs it does not hold.
+    """
+    text = json.dumps([["answer" if c.answer else "given", c.code] for c in cells])  # unambiguous, whatever the code
+    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
 
 
 def judge(check_id: str, cells: list[Cell], poisoned: dict[str, str], settled: dict, zygote: remote.Zygote) -> Verdict:
