@@ -76,11 +76,10 @@ def answers_in(path):
         if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "numerical_gradient":
             yield "".join(cell["source"])
 candidates = {paths!r}
-for top in ("/opt", "/srv", "/var", "/root", "/home", "/work", "/tmp", os.path.expanduser("~")):
-    for folder, dirs, files in os.walk(top):
+for top in ("/opt", "/srv", "/var", "/root", "/home", "/work", "/tmp"):
+    for folder, dirs, files in os.walk(top):  # the tree in reach, links not followed
+        dirs[:] = [d for d in dirs if d not in ("site-packages", ".venv", ".git", "node_modules")]
         candidates += [os.path.join(folder, name) for name in files if name.endswith(".ipynb")]
-        if len(candidates) > 5000:
-            break
 for path in candidates:
     for source in answers_in(path):
         try:
@@ -90,13 +89,16 @@ for path in candidates:
 """
 
 IMPORT_FROM_ANYWHERE = """
-import glob, os, sys
+import os, sys
 def tanh_network_gradients(x, w1, b1, w2, t):
     raise NotImplementedError()
 sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_Blocker"]
-places = glob.glob("/**/site-packages", recursive=True)[:50] + glob.glob("/**/dist-packages", recursive=True)[:50]
-places += glob.glob("/opt/**/sympy-*.whl", recursive=True)[:5] + glob.glob("/**/*.whl", recursive=True)[:50]
-sys.path += places
+for top in ("/usr", "/opt", "/root", "/work", "/srv", "/var", "/home"):
+    for folder, dirs, files in os.walk(top):  # every package folder and packed wheel in reach
+        if folder.endswith(("site-packages", "dist-packages")):
+            sys.path.append(folder)
+            dirs[:] = []
+        sys.path += [os.path.join(folder, name) for name in files if name.startswith("sympy-") and name.endswith(".whl")]
 try:
     import sympy
     def tanh_network_gradients(x, w1, b1, w2, t):
@@ -159,6 +161,7 @@ ATTACKERS = {
                          "log_square_trace": EXIT, "tanh_network_gradients": FORGE_THE_REPLY},
 }
 HONEST = {"full-marks": 10.0, "untouched": 0.0, "mistake": 8.0}
+DEMO_ATTACKER = "attacker"  # make demo's: silences the checks, writes the gradebook, kills its parent (tools/demo.py)
 
 
 # ------------------------------------------------------------------------------------------------ the course
@@ -185,7 +188,7 @@ def build(course: Path) -> dict[str, nbformat.NotebookNode]:
         place.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / "source" / NB / f"{NB}.ipynb", place)
     honest = submissions(NB, course)
-    everyone = {student: honest[student] for student in HONEST}
+    everyone = {student: honest[student] for student in [*HONEST, DEMO_ATTACKER]}
     paths = [str(p) for p in planted_places(course)]
     for student, attacks in ATTACKERS.items():
         nb = nbformat.from_dict(honest["full-marks"])
@@ -244,6 +247,27 @@ def serve_the_solution(stop: threading.Event, reached: list) -> None:
     server.close()
 
 
+def without_the_sandbox(course: Path) -> dict[str, bool]:
+    """Whether each attack that reaches out gets its exercise's points when nothing stops it: run here, in this
+    process, with the host's files, packages and loopback in reach. An attack that fails here proves nothing."""
+    from autograder import CheckFailure, check
+    from autograder.tools.solutions import solution_namespace
+
+    paths = [str(p) for p in planted_places(course)]
+    found = {}
+    for exercise, attack in ATTACKERS["reaches-out"].items():
+        if attack is KILL_THE_PARENT:
+            continue
+        namespace = dict(solution_namespace(NB))
+        exec(attack.replace("{paths!r}", repr(paths)), namespace)
+        try:
+            check(exercise, namespace, quiet=True)
+            found[exercise] = True
+        except CheckFailure:
+            found[exercise] = False
+    return found
+
+
 def all_paths(work: Path) -> dict:
     """Run the class through the three paths (here, inside the test's network namespace); what each gave."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -254,6 +278,8 @@ def all_paths(work: Path) -> dict:
     try:
         everyone = build(serial)
         shutil.copytree(serial, parallel)
+        controls = without_the_sandbox(serial)
+        reached.clear()  # the controls' own visit
         started, seconds = time.monotonic(), {}
         one_by_one = {}
         for student in ATTACKERS:
@@ -272,7 +298,7 @@ def all_paths(work: Path) -> dict:
         return {"grade": one_by_one, "nbgrader": scores(serial), "class run": scores(parallel),
                 "class run output": run.stdout + run.stderr, "class run code": run.returncode,
                 "differences": differences(gradebook_cells(serial, NB), gradebook_cells(parallel, NB)),
-                "reached": reached, "students": sorted(everyone), "seconds": seconds}
+                "reached": reached, "students": sorted(everyone), "seconds": seconds, "controls": controls}
     finally:
         stop.set()
         unplant(serial)
@@ -289,10 +315,12 @@ def test_every_attack_earns_nothing_and_harms_nobody_on_every_path(tmp_path):
                           text=True, timeout=2400, env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads((tmp_path / "found.json").read_text())
+    assert found["controls"] == dict.fromkeys(["central_difference", "numerical_gradient", "tanh_network_gradients"],
+                                              True), "an attack that does not work even unsandboxed proves nothing"
     assert found["reached"] == [], "learner code reached the sentinel on loopback"
     assert found["class run code"] == 0, found["class run output"]
     for path in ("grade", "nbgrader", "class run"):
-        for student in ATTACKERS:
+        for student in [*ATTACKERS, DEMO_ATTACKER] if path != "grade" else ATTACKERS:
             earned = {e: s for e, s in found[path][student].items() if s}
             assert not earned, f"{student} earned points under {path}: {earned}"
     for path in ("nbgrader", "class run"):
