@@ -80,12 +80,9 @@ for top in ("/opt", "/srv", "/var", "/root", "/home", "/work", "/tmp"):
     for folder, dirs, files in os.walk(top):  # the tree in reach, links not followed
         dirs[:] = [d for d in dirs if d not in ("site-packages", ".venv", ".git", "node_modules")]
         candidates += [os.path.join(folder, name) for name in files if name.endswith(".ipynb")]
-for path in candidates:
-    for source in answers_in(path):
-        try:
-            exec(source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
-        except Exception:
-            pass
+solved = [source for path in candidates for source in answers_in(path) if "### BEGIN SOLUTION" in source]
+if solved:  # a course notebook, with its solution between nbgrader's markers
+    exec(solved[0].replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
 """
 
 IMPORT_FROM_ANYWHERE = """
@@ -117,18 +114,6 @@ def log_square_trace(x):
     os.kill(1, signal.SIGKILL)
 """
 
-PATCH_THE_GRADER = """
-import sys, types
-try:
-    import autograder
-    autograder.check = lambda *args, **kwargs: None
-except ImportError:
-    pass
-sys.modules["autograder"] = types.SimpleNamespace(check=lambda *args, **kwargs: None)
-def central_difference(f, x, h):
-    return 0.0
-"""
-
 CLAIM_A_PASS = """
 print("numerical_gradient: all hidden checks passed.")
 def numerical_gradient(f, x, h=1e-5):
@@ -154,11 +139,53 @@ def tanh_network_gradients(x, w1, b1, w2, t):
     time.sleep(60)
 """
 
+MEMORISED = "# a table of slopes, recorded from a grade of this very notebook with the solution in place\n"
+
+
+def memorised(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` (central_difference solved) with that answer put back to its stub and, in a cell added below it, a
+    table of every slope the trusted grade of ``nb`` asks for, under the seed that grade draws its cases from: the
+    strongest table a learner could have. Pasting it changes the program, and so the cases."""
+    from autograder import check
+    from autograder.checks.harness.diagnostics import case_seed
+    from autograder.contract import assignments
+    from autograder.tools.solutions import solution_namespace
+    from autograder.trust import verdicts
+
+    seed = verdicts.program_seed(verdicts.program(nb, nbformat.read(assignments()[NB], as_version=4))[0])
+    namespace, slopes = dict(solution_namespace(NB)), {}
+
+    def recording(f, x, h=1e-5):
+        key = (repr(x), repr(h), repr(float(f(x + h))))
+        slopes[key] = float(solution(f, x, h))
+        return slopes[key]
+
+    solution, namespace["central_difference"] = namespace["central_difference"], recording
+    with case_seed(seed):
+        check("central_difference", namespace, quiet=True)
+    nb = nbformat.from_dict(nb)
+    at = next(n for n, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "central_difference")
+    nb.cells[at].source = "def central_difference(f, x, h):\n    raise NotImplementedError()\n"
+    table = (f"{MEMORISED}SLOPES = {slopes!r}\n\ndef central_difference(f, x, h=1e-5):\n"
+             "    return SLOPES[(repr(x), repr(h), repr(float(f(x + h))))]\n")
+    exec(table, namespace)
+    with case_seed(seed):  # the control: where it was recorded, the table passes (or this attack proves nothing)
+        check("central_difference", namespace, quiet=True)
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(table))
+    return nb
+
+
 ATTACKERS = {
     "reaches-out": {"central_difference": REACH_THE_NETWORK, "numerical_gradient": READ_THE_HOST,
                     "tanh_network_gradients": IMPORT_FROM_ANYWHERE, "log_square_trace": KILL_THE_PARENT},
-    "fools-the-grader": {"central_difference": PATCH_THE_GRADER, "numerical_gradient": CLAIM_A_PASS,
+    "fools-the-grader": {"central_difference": MEMORISED, "numerical_gradient": CLAIM_A_PASS,
                          "log_square_trace": EXIT, "tanh_network_gradients": FORGE_THE_REPLY},
+}
+WHY = {  # what the grade says of each attacked exercise: the attack failed, and learner code is told why
+    "reaches-out": {"central_difference": "not written yet", "numerical_gradient": "not written yet",
+                    "tanh_network_gradients": "not written yet", "log_square_trace": "got None"},  # killing survived
+    "fools-the-grader": {"central_difference": "KeyError", "numerical_gradient": "got list",
+                         "log_square_trace": "ended the process", "tanh_network_gradients": "not an answer"},
 }
 HONEST = {"full-marks": 10.0, "untouched": 0.0, "mistake": 8.0}
 DEMO_ATTACKER = "attacker"  # make demo's: silences the checks, writes the gradebook, kills its parent (tools/demo.py)
@@ -194,9 +221,9 @@ def build(course: Path) -> dict[str, nbformat.NotebookNode]:
         nb = nbformat.from_dict(honest["full-marks"])
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if grade_id in attacks:
+            if grade_id in attacks and attacks[grade_id] is not MEMORISED:
                 cell.source = attacks[grade_id].replace("{paths!r}", repr(paths))
-        everyone[student] = nb
+        everyone[student] = memorised(nb) if MEMORISED in attacks.values() else nb
     for student, nb in everyone.items():
         path = course / "submitted" / student / NB / f"{NB}.ipynb"
         path.parent.mkdir(parents=True)
@@ -286,7 +313,7 @@ def all_paths(work: Path) -> dict:
             done = subprocess.run([sys.executable, "-m", "autograder", "grade", "--json",
                                    str(serial / "submitted" / student / NB / f"{NB}.ipynb")], cwd=REPO,
                                   capture_output=True, text=True, timeout=900)
-            one_by_one[student] = {e["id"]: e["score"] for e in json.loads(done.stdout)["exercises"]}
+            one_by_one[student] = {e["id"]: [e["score"], e["message"]] for e in json.loads(done.stdout)["exercises"]}
         seconds["grade"], started = time.monotonic() - started, time.monotonic()
         nbgrader(serial, "autograde", NB)
         seconds["nbgrader"], started = time.monotonic() - started, time.monotonic()
@@ -312,15 +339,18 @@ def test_every_attack_earns_nothing_and_harms_nobody_on_every_path(tmp_path):
     if not sandbox.bubblewrap():
         pytest.skip("bubblewrap is not available here")
     done = subprocess.run(["unshare", "--net", sys.executable, __file__, str(tmp_path)], capture_output=True,
-                          text=True, timeout=2400, env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
+                          text=True, timeout=2400)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads((tmp_path / "found.json").read_text())
     assert found["controls"] == dict.fromkeys(["central_difference", "numerical_gradient", "tanh_network_gradients"],
                                               True), "an attack that does not work even unsandboxed proves nothing"
     assert found["reached"] == [], "learner code reached the sentinel on loopback"
     assert found["class run code"] == 0, found["class run output"]
-    for path in ("grade", "nbgrader", "class run"):
-        for student in [*ATTACKERS, DEMO_ATTACKER] if path != "grade" else ATTACKERS:
+    for student, exercises in found["grade"].items():  # each for its own reason, as the grade tells the learner
+        for exercise, (score, message) in exercises.items():
+            assert score == 0 and WHY[student][exercise] in message, (student, exercise, score, message)
+    for path in ("nbgrader", "class run"):
+        for student in [*ATTACKERS, DEMO_ATTACKER]:
             earned = {e: s for e, s in found[path][student].items() if s}
             assert not earned, f"{student} earned points under {path}: {earned}"
     for path in ("nbgrader", "class run"):
