@@ -108,7 +108,7 @@ def test_the_sandbox_hides_the_course_the_network_and_autodiff():
 @pytest.mark.parametrize("code, reason", [
     ("import os\nos._exit(3)", "ended the process that runs it"),
     ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed by signal SIGKILL"),
-    ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "timeout"),
+    ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "s of CPU time"),
     ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
      "still running when it returned"),
 ])
@@ -245,7 +245,7 @@ def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
     loop = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
     found = verdicts.verdicts(submission(solution_notebook(NB), {"numerical_gradient": loop}), course())
     assert not found["numerical_gradient"].passed
-    assert "numerical_gradient: your code did not finish within 2 s" in found["numerical_gradient"].message
+    assert "numerical_gradient: your code did not finish within 2 s of CPU time" in found["numerical_gradient"].message
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
 
 

@@ -129,9 +129,9 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
         raise CheckFailure(exercise, f"`{_stub_name(stub, fn, exercise)}` is not written yet: in its cell, replace "
                                      "`raise NotImplementedError()` with your code, run that cell, then run this one "
                                      "again.") from None
-    except (_Timeout, remote.Stopped) as stop:
-        if isinstance(stop, remote.Stopped) and not stop.timeout:
-            raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})")) from None
+    except remote.Stopped as stop:  # the worker's own deadline, in CPU seconds, or a budget: its reason says which
+        raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})")) from None
+    except _Timeout:
         raise Abandon(CheckFailure(exercise, f"your code did not finish within {CALL_TIMEOUT_S} s{where}: "
                                              "is there a loop that never ends?")) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
