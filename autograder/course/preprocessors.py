@@ -120,9 +120,10 @@ class VerdictJob(threading.Thread):
             self.error = error
 
     def result(self) -> dict:
-        if not self.is_alive() and self.found is None and self.error is None:
+        if self.ident is None:
             self.run()  # never started: compute here
-        self.join()
+        else:
+            self.join()
         if self.error is not None:
             raise self.error
         return self.found
@@ -182,7 +183,7 @@ class ContainedExecute(Execute):
         if MEASURED_TAG in cell.metadata.get("tags", []):
             cell.outputs = [new_output("stream", name="stdout", text=NOT_MEASURED)]
             return cell, resources
-        self._cell_output, self._cut = 0, False
+        self._output.next_cell()
         return super().preprocess_cell(cell, resources, index)
 
     def preprocess(self, nb, resources, km=None):
@@ -194,7 +195,7 @@ class ContainedExecute(Execute):
                     cell.outputs = [new_output("error", ename=NOT_RUN, evalue=refused,
                                                traceback=[f"{NOT_RUN}: {refused}"])]
             return nb, resources
-        self._wall_end, self._notebook_output = time.monotonic() + NOTEBOOK_WALL_S, 0
+        self._wall_end, self._output = time.monotonic() + NOTEBOOK_WALL_S, OutputCap()
         try:
             return super().preprocess(nb, resources, km=km)
         except (DeadKernelError, CellTimeoutError, TimeoutError) as error:
@@ -230,14 +231,10 @@ class ContainedExecute(Execute):
     def process_message(self, msg, cell, cell_index):
         if msg["msg_type"] == "error":
             bound_error(msg["content"])
-        elif msg["msg_type"] in OUTPUT_MESSAGES:
-            size = len(json.dumps(msg["content"]))
-            self._cell_output, self._notebook_output = self._cell_output + size, self._notebook_output + size
-            if self._cell_output > MAX_CELL_OUTPUT_BYTES or self._notebook_output > MAX_OUTPUT_BYTES:
-                if not self._cut:
-                    cell.outputs.append(new_output("stream", name="stdout", text=CUT))
-                    self._cut = True
-                return None
+        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(len(json.dumps(msg["content"]))):
+            if self._output.first_cut():
+                cell.outputs.append(new_output("stream", name="stdout", text=CUT))
+            return None
         return super().process_message(msg, cell, cell_index)
 
     def on_cell_executed(self, **kwargs):
@@ -250,6 +247,27 @@ OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "update_display_d
 CUT = (f"\n[Output cut here: a cell may leave {MAX_CELL_OUTPUT_BYTES >> 20} MiB of output and a notebook "
        f"{MAX_OUTPUT_BYTES >> 20} MiB; the rest was dropped while grading.]\n")
 ERROR_LINES, ERROR_CHARS = 40, 2000  # of an error output: its last lines, each cut to this many characters
+
+
+class OutputCap:
+    """The output bytes a notebook's run may keep: MAX_CELL_OUTPUT_BYTES per cell, MAX_OUTPUT_BYTES in all."""
+
+    def __init__(self):
+        self.cell = self.notebook = 0
+        self._cut = False
+
+    def next_cell(self) -> None:
+        self.cell, self._cut = 0, False
+
+    def admits(self, size: int) -> bool:
+        """Count an output of ``size`` bytes; whether it fits (one that does not is dropped, and still counts)."""
+        self.cell, self.notebook = self.cell + size, self.notebook + size
+        return self.cell <= MAX_CELL_OUTPUT_BYTES and self.notebook <= MAX_OUTPUT_BYTES
+
+    def first_cut(self) -> bool:
+        """True the first time in a cell that an output is dropped (the cell then gets one note saying so)."""
+        first, self._cut = not self._cut, True
+        return first
 
 
 def bound_error(content: dict) -> None:

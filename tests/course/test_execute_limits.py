@@ -1,0 +1,156 @@
+"""The execute stage's limits and its failing closed (autograder.course.limits, ContainedExecute, TrustedVerdicts),
+without a kernel: for each limit, a case it must stop and one it must not."""
+import json
+import logging
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+from nbformat.v4 import new_markdown_cell
+
+from autograder.course import limits, preprocessors
+from autograder.course.preprocessors import (JOB, NOT_RUN, UNCHECKED, ContainedExecute, KernelWatch, OutputCap,
+                                             TrustedVerdicts, bound_error, verdict_job)
+from autograder.grade.notebook import UnusableNotebook, read_submission
+from autograder.trust.verdicts import VERIFIED, Verdict
+from conftest import solution_notebook
+
+NB = "01_nudging"
+LOG = logging.getLogger("test")
+
+
+def test_a_notebook_is_refused_past_its_size_or_its_number_of_cells_and_not_at_them():
+    assert limits.oversized(limits.MAX_NOTEBOOK_BYTES, limits.MAX_CELLS) is None
+    assert "more than the 16 MiB" in limits.oversized(limits.MAX_NOTEBOOK_BYTES + 1, 0)
+    assert "1001 cells, more than the 1000" in limits.oversized(0, limits.MAX_CELLS + 1)
+
+
+def test_the_command_line_refuses_an_oversized_file_before_reading_it(tmp_path):
+    path = tmp_path / "padded.ipynb"
+    path.write_bytes(solution_notebook(NB).read_bytes() + b" " * limits.MAX_NOTEBOOK_BYTES)  # valid JSON, padded
+    with pytest.raises(UnusableNotebook, match=r"padded.ipynb: the notebook is 16.\d MiB, more than the 16 MiB"):
+        read_submission(path)
+
+
+def cells_added(tmp_path, count: int):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells += [new_markdown_cell("note") for _ in range(count - len(nb.cells))]
+    path = tmp_path / "many.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_command_line_refuses_too_many_cells_but_not_the_most_allowed(tmp_path):
+    assert read_submission(cells_added(tmp_path, limits.MAX_CELLS))[1] == NB
+    with pytest.raises(UnusableNotebook, match="has 1001 cells, more than the 1000"):
+        read_submission(cells_added(tmp_path, limits.MAX_CELLS + 1))
+
+
+def test_a_notebook_nbformat_reads_but_does_not_accept_is_unusable(tmp_path):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells[0].outputs = [{"output_type": "no such type"}]
+    path = tmp_path / "invalid.ipynb"
+    path.write_text(json.dumps(nb))
+    with pytest.raises(UnusableNotebook, match="not a readable Jupyter notebook .*ValidationError"):
+        read_submission(path)
+
+
+def resources(notebook=NB, job=None):
+    found = {"unique_key": notebook, "nbgrader": {"assignment": NB, "notebook": notebook}}
+    return {**found, JOB: job} if job else found
+
+
+def test_the_execute_stage_runs_no_kernel_for_a_notebook_with_too_many_cells():
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells += [new_markdown_cell("note") for _ in range(limits.MAX_CELLS)]
+    nb, _ = ContainedExecute().preprocess(nb, resources())  # no kernel exists here: running one would fail
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.outputs[0].ename == NOT_RUN and "more than the 1000" in c.outputs[0].evalue for c in code)
+    job = verdict_job(nb, resources(), LOG)
+    assert job.refused and "more than the 1000" in job.refused
+
+
+def test_outputs_are_kept_to_their_cap_per_cell_and_per_notebook(monkeypatch):
+    monkeypatch.setattr(preprocessors, "MAX_CELL_OUTPUT_BYTES", 10)
+    monkeypatch.setattr(preprocessors, "MAX_OUTPUT_BYTES", 25)
+    cap = OutputCap()
+    assert cap.admits(10)  # up to the cell's cap: kept
+    assert not cap.admits(1) and cap.first_cut() and not cap.first_cut()  # past it: dropped, with one note
+    cap.next_cell()
+    assert cap.admits(10)  # a fresh cell, a fresh cap: 21 bytes in all so far
+    cap.next_cell()
+    assert not cap.admits(5)  # within the cell's cap, past the notebook's (dropped outputs count: they arrived)
+
+
+def test_an_error_output_is_cut_to_its_last_lines():
+    content = {"ename": "ValueError", "evalue": "v" * 10**6, "traceback": [f"line {i}" for i in range(10**5)]}
+    bound_error(content)
+    assert len(content["evalue"]) == 2000 and content["traceback"][-1] == "line 99999"
+    assert len(content["traceback"]) == 40
+
+
+class Finished:
+    """A verdict job that is done."""
+
+    def __init__(self, found=None, error=None, refused=None):
+        self.found, self.error, self.refused = found or {}, error, refused
+
+    def result(self):
+        if self.error:
+            raise self.error
+        return self.found
+
+
+def graded_cells(nb):
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+            and not c.metadata["nbgrader"].get("solution")]
+
+
+def graded(job, notebook=NB):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb, _ = TrustedVerdicts().preprocess(nb, resources(notebook, job))
+    return {c.metadata["nbgrader"]["grade_id"]: c.outputs for c in graded_cells(nb)}
+
+
+def test_a_test_cell_without_a_trusted_verdict_fails_and_one_with_a_pass_passes():
+    passed = Verdict("central_difference", True, VERIFIED)
+    found = graded(Finished({"central_difference": passed}))
+    assert [o.output_type for o in found["test_central_difference"]] == ["stream"]
+    assert all(outs[0].output_type == "error" and UNCHECKED in outs[0].evalue
+               for grade_id, outs in found.items() if grade_id != "test_central_difference")
+
+
+def test_a_notebook_the_course_does_not_have_fails_every_test_cell_with_the_reason():
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    job = verdict_job(nb, resources("renamed"), LOG)
+    assert "the course has no notebook 'renamed' in assignment '01_nudging'" in job.refused
+    found = graded(job, "renamed")
+    assert len(found) == 4 and all(outs[0].output_type == "error" and job.refused in outs[0].evalue
+                                   for outs in found.values())
+
+
+def test_a_verdict_job_that_failed_fails_every_test_cell_with_the_reason():
+    found = graded(Finished(error=RuntimeError("zygote lost")))
+    assert all("could not check this notebook (RuntimeError: zygote lost)" in outs[0].evalue
+               for outs in found.values())
+
+
+def test_the_kernel_watch_kills_a_sandbox_past_its_cpu_and_not_one_that_sleeps():
+    busy = subprocess.Popen([sys.executable, "-c", "while True:\n    pass"])
+    sleepy = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(30)"])
+    watches = [KernelWatch(busy, 0.6), KernelWatch(sleepy, 0.6)]
+    try:
+        for watch in watches:
+            watch.start()
+        started = time.monotonic()
+        assert busy.wait(timeout=10) < 0 and time.monotonic() - started < 0.6 + 2 * KernelWatch.POLL_S + 1
+        assert "used more than 0.6 s of CPU time in all" in watches[0].reason
+        time.sleep(1)
+        assert sleepy.poll() is None and watches[1].reason is None
+    finally:
+        for watch in watches:
+            watch.stop()
+        sleepy.kill()
+        sleepy.wait()
