@@ -219,8 +219,8 @@ class ContainedExecute(Execute):
         return (f"a cell did not finish within {self.timeout} s and did not stop when interrupted: "
                 "is there a loop that never ends, with the interrupt signal ignored?")
 
-    async def async_start_new_kernel(self, **kwargs) -> None:
-        await super().async_start_new_kernel(**kwargs)
+    def start_new_kernel(self, **kwargs) -> None:  # what nbconvert's preprocess calls (the sync wrapper)
+        super().start_new_kernel(**kwargs)
         self._watch = KernelWatch(self.km.provisioner.process, NOTEBOOK_CPU_S)
         self._watch.start()
 

@@ -2,6 +2,7 @@
 without a kernel: for each limit, a case it must stop and one it must not."""
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from autograder.course.preprocessors import (JOB, NOT_RUN, UNCHECKED, ContainedE
                                              TrustedVerdicts, bound_error, verdict_job)
 from autograder.grade.notebook import UnusableNotebook, read_submission
 from autograder.trust.verdicts import VERIFIED, Verdict
-from conftest import solution_notebook
+from conftest import REPO, solution_notebook
 
 NB = "01_nudging"
 LOG = logging.getLogger("test")
@@ -154,3 +155,30 @@ def test_the_kernel_watch_kills_a_sandbox_past_its_cpu_and_not_one_that_sleeps()
             watch.stop()
         sleepy.kill()
         sleepy.wait()
+
+
+# ------------------------------------------------------------------------------------------------ with a kernel
+
+LOUD = "for _ in range(3000):\n    print('x' * 1000)\n"  # 3 MB of output: past a cell's 2 MiB
+BUSY_3S = "import time\nstarted = time.process_time()\nwhile time.process_time() - started < 3:\n    pass\n"
+
+
+def grade_with_feedback(tmp_path, env: dict) -> tuple[int, dict, str]:
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells[1:1] = [nbformat.v4.new_code_cell(source) for source in (LOUD, BUSY_3S, BUSY_3S, BUSY_3S)]
+    path, page = tmp_path / "costly.ipynb", tmp_path / "feedback.html"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--json", "--feedback", str(page)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, **env})
+    return done.returncode, json.loads(done.stdout), page.read_text()
+
+
+@pytest.mark.slow  # two kernels, through nbgrader
+@pytest.mark.parametrize("budget_s, stopped", [("6", True), ("300", False)])
+def test_the_kernels_whole_run_has_a_cpu_budget_no_cell_resets_and_outputs_are_cut(tmp_path, budget_s, stopped):
+    """Three cells of 3 CPU s each, every one far within the cell timeout: a 6 s budget for the whole run stops the
+    kernel in the second; 300 s does not. The trusted verdicts do not depend on the kernel: full marks both ways."""
+    code, report, page = grade_with_feedback(tmp_path, {"BACKPROP_NOTEBOOK_CPU_S": budget_s})
+    assert code == 0 and report["score"] == report["max_score"] == 10
+    assert ("the kernel running your notebook used more than 6 s of CPU time in all" in page) is stopped
+    assert "[Output cut here: a cell may leave 2 MiB" in page and page.count("x" * 1000) < 2200
