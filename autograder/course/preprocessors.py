@@ -183,7 +183,6 @@ class ContainedExecute(Execute):
         if MEASURED_TAG in cell.metadata.get("tags", []):
             cell.outputs = [new_output("stream", name="stdout", text=NOT_MEASURED)]
             return cell, resources
-        self._output.next_cell()
         return super().preprocess_cell(cell, resources, index)
 
     def preprocess(self, nb, resources, km=None):
@@ -231,7 +230,7 @@ class ContainedExecute(Execute):
     def process_message(self, msg, cell, cell_index):
         if msg["msg_type"] == "error":
             bound_error(msg["content"])
-        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(len(json.dumps(msg["content"]))):
+        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(msg["content"]))):
             if self._output.first_cut():
                 cell.outputs.append(new_output("stream", name="stdout", text=CUT))
             return None
@@ -254,13 +253,13 @@ class OutputCap:
 
     def __init__(self):
         self.cell = self.notebook = 0
-        self._cut = False
+        self._index, self._cut = None, False
 
-    def next_cell(self) -> None:
-        self.cell, self._cut = 0, False
-
-    def admits(self, size: int) -> bool:
-        """Count an output of ``size`` bytes; whether it fits (one that does not is dropped, and still counts)."""
+    def admits(self, cell_index: int, size: int) -> bool:
+        """Count an output of ``size`` bytes of cell ``cell_index``; whether it fits (one that does not is dropped,
+        and still counts)."""
+        if cell_index != self._index:
+            self.cell, self._index, self._cut = 0, cell_index, False
         self.cell, self.notebook = self.cell + size, self.notebook + size
         return self.cell <= MAX_CELL_OUTPUT_BYTES and self.notebook <= MAX_OUTPUT_BYTES
 

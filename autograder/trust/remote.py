@@ -127,7 +127,7 @@ class _Deadline:
     """The limits of one request and the requests it makes while it waits (callbacks)."""
     cpu_start: float  # the worker's CPU seconds when it began
     cpu_s: float      # CPU seconds it may use
-    wall_end: float   # time.monotonic() past which it is stopped whatever its CPU
+    wall_end: float   # time.monotonic() past which it is stopped whatever its CPU (moved on by callbacks served)
 
 
 class LearnerError(Exception):
@@ -528,7 +528,9 @@ class Worker:
                 if frame.get("reply") == request_id:
                     break
                 if frame.get("op") == "callback" and isinstance(frame.get("id"), int) and frame["id"] < 0:
+                    served = time.monotonic()
                     self._send(self._serve_callback(frame))
+                    self._deadline.wall_end += time.monotonic() - served  # the trusted side's time, not the worker's
                     continue
                 raise ProtocolError("a reply to no request")
             if "stopped" in frame:

@@ -77,12 +77,11 @@ def test_outputs_are_kept_to_their_cap_per_cell_and_per_notebook(monkeypatch):
     monkeypatch.setattr(preprocessors, "MAX_CELL_OUTPUT_BYTES", 10)
     monkeypatch.setattr(preprocessors, "MAX_OUTPUT_BYTES", 25)
     cap = OutputCap()
-    assert cap.admits(10)  # up to the cell's cap: kept
-    assert not cap.admits(1) and cap.first_cut() and not cap.first_cut()  # past it: dropped, with one note
-    cap.next_cell()
-    assert cap.admits(10)  # a fresh cell, a fresh cap: 21 bytes in all so far
-    cap.next_cell()
-    assert not cap.admits(5)  # within the cell's cap, past the notebook's (dropped outputs count: they arrived)
+    assert cap.admits(0, 10)  # up to the cell's cap: kept
+    assert not cap.admits(0, 1) and cap.first_cut() and not cap.first_cut()  # past it: dropped, with one note
+    assert cap.admits(1, 10)  # a fresh cell, a fresh cap: 21 bytes in all so far
+    assert not cap.admits(2, 5)  # within the cell's cap, past the notebook's (dropped outputs count: they arrived)
+    assert cap.first_cut()  # a note in that cell too
 
 
 def test_an_error_output_is_cut_to_its_last_lines():

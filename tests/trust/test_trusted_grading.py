@@ -531,6 +531,8 @@ def test_the_kernels_outputs_can_cost_points_but_never_give_them():
     from autograder.course.preprocessors import JOB, TrustedVerdicts
 
     class Done:  # a finished verdict job
+        refused = None
+
         def result(self):
             return {"central_difference": verdicts.Verdict("central_difference", False, "forward difference"),
                     "numerical_gradient": verdicts.Verdict("numerical_gradient", True, verdicts.VERIFIED)}
@@ -674,3 +676,18 @@ def test_learner_code_in_the_graded_kernel_reaches_nothing_on_the_network(tmp_pa
         server.close()
     assert not reached, "learner code in the graded kernel reached a port on the host's loopback"
     assert code == 0 and all(e["passed"] for e in found.values())
+
+
+@pytest.mark.slow
+def test_a_correct_solution_still_passes_on_a_machine_loaded_by_other_processes(tmp_path):
+    """Four busy processes at the same priority as grading (more than this machine's cores): a learner's correct
+    answer must not time out because a classmate's grading starves the CPU. Deadlines are in CPU seconds."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "import os\nos.nice(0)\nwhile True:\n    pass"])
+            for _ in range(4)]
+    try:
+        code, found = grade(solution_notebook("05_modules_mnist"))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert code == 0, {e: v["message"] for e, v in found.items() if not v["passed"]}
