@@ -1,8 +1,10 @@
 """Shared set-up: Jupyter and IPython state in a temp folder, the venv's tools on PATH, and paths to notebooks."""
 import functools
 import os
+import signal
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,26 @@ os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.envir
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = sorted(p.parent.name for p in REPO.glob("source/*/*.ipynb") if p.stem == p.parent.name)
+
+
+# What a submission must never read, show or leak: the content of a file outside it, which its links point at.
+SECRET = b"the instructor's secret, 7f3a9c"
+
+
+@contextmanager
+def within(seconds: float):
+    """Fail, instead of hanging, when the block takes longer (a named pipe opened for reading waits for a writer).
+    Main thread only (SIGALRM)."""
+    def stop(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def learner_notebook(name: str) -> Path:

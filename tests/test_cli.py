@@ -111,6 +111,17 @@ def test_an_unusable_notebook_still_gives_one_json_object_with_the_reason(tmp_pa
     assert report["notebook"] == str(path) and report["score"] is None and report["exercises"] == []
 
 
+@pytest.mark.parametrize("kind", ["link", "pipe"])
+def test_a_link_or_a_named_pipe_exits_2_without_reading_it(tmp_path, kind):
+    """A link to the course's source notebook would be graded as the solution; a named pipe would never end."""
+    path = tmp_path / f"{kind}.ipynb"
+    path.symlink_to(REPO / "source" / NB / f"{NB}.ipynb") if kind == "link" else os.mkfifo(path)
+    code, out, err = grade(path, "--json")
+    said = {"link": "is a symbolic link", "pipe": "is a named pipe (FIFO), not a file"}[kind]
+    assert code == 2 and said in err and "Traceback" not in err
+    assert said in json.loads(out)["error"] and "BEGIN SOLUTION" not in out + err
+
+
 def test_notebook_of_no_assignment_exits_2(tmp_path):
     path = tmp_path / "other.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), path)

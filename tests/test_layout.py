@@ -13,7 +13,7 @@ from conftest import REPO
 
 PACKAGES = ("autograder", "labtools")
 # Run inside the sandbox, beside learner code: the standard library and numpy only (autograder/trust/__init__.py).
-IN_THE_SANDBOX = ("autograder.trust.worker", "autograder.trust.wire", "autograder.trust.hidden_package",
+IN_THE_SANDBOX = ("autograder.trust.worker", "autograder.trust.wire",
                   "autograder.checks.reference.engine",
                   "autograder.checks.reference.modules", "autograder.checks.reference.nodes")
 GRADING = ("autograder.trust", "autograder.grade", "autograder.course", "autograder.checks", "autograder.contract")

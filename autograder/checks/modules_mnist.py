@@ -18,11 +18,12 @@ import math
 
 import numpy as np
 import torch
+from hypothesis import given, strategies as st
 
 from autograder.checks.registry import exercise
 from autograder.checks.reference import modules as reference_modules
-from autograder.checks.harness.diagnostics import (AGAINST_TORCH, SAME_ARITHMETIC, CheckFailure, Probe, Tolerance,
-                                   call_learner, close, fmt, run_probes)
+from autograder.checks.harness.diagnostics import (AGAINST_TORCH, FEW_RANDOM_CASES, SAME_ARITHMETIC, CheckFailure, Probe,
+                                                   Tolerance, call_learner, close, fmt, run_probes)
 from autograder.trust.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
@@ -318,6 +319,22 @@ def check_cross_entropy(cross_entropy, Tensor) -> None:
     cases = [(rng.normal(0, 3, (batch, classes)).round(3), rng.integers(0, classes, batch),
               rng.uniform(0.5, 2, batch).round(2)) for batch, classes in ((1, 2), (3, 4), (8, 10), (5, 3))]
     _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases)
+
+    @FEW_RANDOM_CASES
+    @given(st.integers(0, 2 ** 16), st.integers(1, 8), st.integers(2, 10))
+    def random_case(seed, batch, classes):
+        _run_cross_entropy_probes(ex, cross_entropy, Tensor, [_cross_entropy_batch(seed, batch, classes)])
+
+    random_case()
+
+
+def _cross_entropy_batch(seed: int, batch: int, classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random batch for cross_entropy, drawn from ``seed`` as the fixed ones are: logits (batch, classes) float64
+    ~ N(0, 3²) to three decimals, labels (batch,) int64 in [0, classes), an upstream gradient (batch,) float64 in
+    [0.5, 2] to two decimals."""
+    rng = np.random.default_rng(seed)
+    return (rng.normal(0, 3, (batch, classes)).round(3), rng.integers(0, classes, batch),
+            rng.uniform(0.5, 2, batch).round(2))
 
 
 def _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases) -> None:

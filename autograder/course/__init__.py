@@ -43,7 +43,7 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
-    from autograder.course.preprocessors import SeparateCopiedCells
+    from autograder.course.preprocessors import RefuseUnsafeFiles, SeparateCopiedCells
 
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.source_directory = "source"
@@ -60,7 +60,10 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     c.Execute.interrupt_on_timeout = False
     # A learner's copy of a graded cell must not stop the class run (SeparateCopiedCells says why).
     nbgraders_own = Autograde.class_traits()["sanitize_preprocessors"].default()
-    c.Autograde.sanitize_preprocessors = [SeparateCopiedCells, *nbgraders_own]
+    # A submission is read as data (autograder.grade.submission.read_tree): by collect, from the world-writable
+    # exchange, and by autograde, which fails a submission that holds a link or a special file before its kernel runs.
+    c.ExchangeFactory.collect = "autograder.course.collect.CollectAsData"
+    c.Autograde.sanitize_preprocessors = [RefuseUnsafeFiles, SeparateCopiedCells, *nbgraders_own]
     set_stage(c, stage)
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
     c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]

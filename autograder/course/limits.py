@@ -1,16 +1,20 @@
 """How much one submission may cost nbgrader's execute stage: the kernel's whole run, which no cell resets, the
 notebook's size, and the outputs its run may leave (enforced by autograder.course.preprocessors.ContainedExecute,
-and by ``python -m autograder grade`` before it reads a file). A leaf module: it imports nothing of the project."""
+and by ``python -m autograder grade`` when it reads a file). It imports only autograder.grade.submission, a leaf."""
 from __future__ import annotations
 
 import os
+
+from autograder.grade.submission import MAX_FILE_BYTES
 
 # The whole notebook's run, which no cell resets: CPU seconds of the kernel's sandbox (a solution's kernel uses
 # 3-10 s), and a wall-clock backstop for a kernel that waits without computing.
 NOTEBOOK_CPU_S = float(os.environ.get("BACKPROP_NOTEBOOK_CPU_S", "300"))
 NOTEBOOK_WALL_S = 4 * NOTEBOOK_CPU_S
-# What a submission may be: the course's notebooks have at most 75 cells and 0.3 MiB with their outputs.
-MAX_NOTEBOOK_BYTES = 16 << 20
+# What a submission may be: the course's notebooks have at most 75 cells and 0.3 MiB with their outputs. A file past
+# MAX_FILE_BYTES is refused before it is read (autograder.grade.submission.read_file); this is the same bound on a
+# notebook nbgrader has read already (its JSON).
+MAX_NOTEBOOK_BYTES = MAX_FILE_BYTES
 MAX_CELLS = 1000
 # What the kernel's run may leave in the outputs (a plot is about 50 KiB), per cell and for the whole notebook.
 MAX_CELL_OUTPUT_BYTES = 2 << 20

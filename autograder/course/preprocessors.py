@@ -25,6 +25,7 @@ import zmq
 from nbformat.v4 import new_output
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 
@@ -37,6 +38,7 @@ from autograder.trust import cputime, sandbox, verdicts
 import IPython.core.inputtransformer2  # noqa: F401
 import labtools.datasets  # noqa: F401
 from autograder.contract import MEASURED_TAG, assignments, exercise_id, nbgrader_meta
+from autograder.grade.submission import read_tree
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CODE_LINE = re.compile(r"^\s*(?:-*>\s*\d+\s)?\s*")  # a traceback line's indentation and IPython's arrow
@@ -105,9 +107,9 @@ class VerdictJob(threading.Thread):
     A job ``refused`` (a reason) computes nothing: every test cell fails with that reason.
     """
 
-    def __init__(self, nb, course_nb, hide, refused: str | None = None):
+    def __init__(self, nb, course_nb, refused: str | None = None):
         super().__init__(daemon=True, name="trusted-verdicts")
-        self.nb, self.course_nb, self.hide, self.refused = nb, course_nb, hide, refused
+        self.nb, self.course_nb, self.refused = nb, course_nb, refused
         self.found, self.error = None, None
 
     def run(self):
@@ -115,7 +117,7 @@ class VerdictJob(threading.Thread):
             self.found = {}
             return
         try:
-            self.found = verdicts.verdicts(self.nb, self.course_nb, hide=self.hide)
+            self.found = verdicts.verdicts(self.nb, self.course_nb)
         except BaseException as error:  # handed to the waiting thread, which raises it
             self.error = error
 
@@ -141,15 +143,12 @@ def verdict_job(nb, resources, log) -> VerdictJob:
                    "checked: submit the course's notebook, under its own name")
     if refused:
         log.warning("TrustedVerdicts: %s: %s", name, refused)
-        return VerdictJob(nb, None, (), refused=refused)
+        return VerdictJob(nb, None, refused=refused)
     warning = sandbox.warning()
     if warning:
         log.warning(warning)
         print(warning, file=sys.stderr)
-    # The course folder (nbgrader runs from it) and the folder above <student>/<assignment>: hidden from workers.
-    here = Path(resources.get("metadata", {}).get("path") or ".").resolve()
-    hide = (Path.cwd(), here.parents[2] if len(here.parents) > 2 else here)
-    return VerdictJob(nb, nbformat.read(course, as_version=4), hide)
+    return VerdictJob(nb, nbformat.read(course, as_version=4))
 
 
 def visible_failure(kernel_outputs) -> str | None:
@@ -316,6 +315,23 @@ def mark_not_run(nb, why: str) -> None:
         cell.outputs.append(new_output("error", ename=NOT_RUN, evalue=why, traceback=[f"{NOT_RUN}: {why}"]))
 
 
+class RefuseUnsafeFiles(NbGraderPreprocessor):
+    """Fail a submission whose folder holds a link, a special file or too much (read_tree's rules) before its
+    notebook runs: the first of ``nbgrader autograde``'s sanitizing steps.
+
+    The course's collect (autograder.course.collect) never puts such a folder in submitted/, and the class run
+    refuses one before reading it; this catches a folder put there some other way. It cannot come first: nbgrader
+    reads the notebook, and copies the folder's other files into autograded/ (through links), before its first
+    step. What those read stays with the instructor: no learner code has run yet, and nbgrader removes a failed
+    submission's autograded/ folder.
+    Raises UnsafeSubmissionError (nbgrader then fails this submission only, with the reason in its log).
+    """
+
+    def preprocess(self, nb, resources):
+        read_tree(Path(resources["metadata"]["path"]), CourseDirectory(config=self.config).ignore)
+        return nb, resources
+
+
 class SeparateCopiedCells(NbGraderPreprocessor):
     """Keep a grade id on its first cell only: a learner's copy of an answer or test cell becomes an ordinary cell.
 
@@ -416,7 +432,7 @@ def outputs(verdict: verdicts.Verdict, kernel_claimed_pass: bool) -> list:
                        traceback=[f"CheckFailure: [{verdict.exercise}]", *message.splitlines()])]
 
 
-__all__ = ["ContainedExecute", "ReplayExecution", "SandboxedKernelManager", "SeparateCopiedCells",
+__all__ = ["ContainedExecute", "RefuseUnsafeFiles", "ReplayExecution", "SandboxedKernelManager", "SeparateCopiedCells",
            "StartTrustedVerdicts", "TrustedVerdicts", "checks"]
 
 

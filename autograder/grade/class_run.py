@@ -39,9 +39,9 @@ import nbformat
 from autograder.course import configure, quiet_nbgrader, set_stage
 from autograder.course.preprocessors import copied_cells
 from autograder.grade.on_dask_worker import execute_submission
-from autograder.grade.submission import TIMEOUT_S, Executed, Row, Snapshot, Task, nbgrader_reason
+from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
+                                         nbgrader_reason, read_tree)
 
-MAX_SUBMISSION_BYTES = 100 << 20  # what a task carries to its worker; a larger hand-in is refused with the reason
 STOPPED = "not graded: the run was stopped"
 # Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's).
 LOGS = "autograde-logs"
@@ -118,8 +118,12 @@ class Course:
         with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
             live.backup(target)
         source = self.root / self.config.CourseDirectory.source_directory / assignment
-        return Snapshot(assignment, copy.read_bytes(), read_tree(source, self.ignored),
-                        pickle.dumps(course_config(self.root, "execute")), timeout_s)
+        try:  # the course's own folder, but it travels as a submission does
+            files = read_tree(source, self.ignored)
+        except UnsafeSubmissionError as refused:
+            raise ClassGradingError(f"{source} cannot be sent to the workers: {refused}") from None
+        return Snapshot(assignment, copy.read_bytes(), files, pickle.dumps(course_config(self.root, "execute")),
+                        timeout_s)
 
     @property
     def ignored(self) -> list[str]:
@@ -162,28 +166,16 @@ def course_config(root: Path, stage: str):
     return config
 
 
-def tree(folder: Path, ignored: list[str]) -> list[Path]:
-    """Every file under ``folder``, leaving out nbgrader's ignore patterns (checkpoints, caches)."""
-    from fnmatch import fnmatch
-
-    return [path for path in sorted(folder.rglob("*")) if path.is_file() and not any(
-        fnmatch(part, pattern) for part in path.relative_to(folder).parts for pattern in ignored)]
-
-
-def read_tree(folder: Path, ignored: list[str]) -> dict[str, bytes]:
-    """The files of ``tree`` by relative path."""
-    return {str(path.relative_to(folder)): path.read_bytes() for path in tree(folder, ignored)}
-
-
 def preflight(folder: Path, ignored: list[str]) -> tuple[dict[str, bytes] | None, str]:
     """(files, note) of a submission folder; files is None when it cannot be graded at all, and note says why.
 
+    Nothing reads the folder before this: a link, a special file or too much in it is refused here (read_tree).
     A copied graded cell is graded (autograder.course.preprocessors.SeparateCopiedCells); the note names it.
     """
-    size = sum(path.stat().st_size for path in tree(folder, ignored))
-    if size > MAX_SUBMISSION_BYTES:  # measured before reading: nothing that large is held in memory
-        return None, f"the submission folder holds {size >> 20} MiB; the limit is {MAX_SUBMISSION_BYTES >> 20} MiB"
-    files = read_tree(folder, ignored)
+    try:
+        files = read_tree(folder, ignored)
+    except UnsafeSubmissionError as refused:
+        return None, str(refused)
     notes = []
     for name in sorted(n for n in files if n.endswith(".ipynb") and "/" not in n):
         try:
@@ -289,13 +281,13 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
     rows, tasks = [], []
     for assignment, submitted in found.items():
         for student in [s for s in run.students if s in submitted] if run.students else list(submitted):
-            if not run.force and course.already_graded(assignment, student):
-                skipped = Row(student, "skipped", note="already graded (--force grades it again)")
-                rows.append(logs[assignment].add(skipped))
-                continue
+            # Before already_graded, which reads the submission's timestamp.txt: nothing reads a submission unchecked.
             files, note = preflight(submitted[student], course.ignored)
             if files is None:
                 rows.append(logs[assignment].add(Row(student, "failed", note=note)))
+            elif not run.force and course.already_graded(assignment, student):
+                skipped = Row(student, "skipped", note="already graded (--force grades it again)")
+                rows.append(logs[assignment].add(skipped))
             else:
                 tasks.append(Task(student, files, note, assignment=assignment))
     if tasks:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -13,14 +14,14 @@ import nbformat
 from autograder.contract import assignments, exercise_id, nbgrader_cells, nbgrader_meta
 from autograder.course import configure, quiet_nbgrader
 from autograder.course.limits import oversized
-from autograder.grade.submission import nbgrader_reason
+from autograder.grade.submission import UnsafeSubmissionError, nbgrader_reason, read_file
 
 STUDENT = "learner"
 
 
 class UnusableNotebook(Exception):
-    """The file cannot be graded at all (missing, not a notebook, too large, no known assignment, cells deleted, or
-    nbgrader could not grade it); the message is one line."""
+    """The file cannot be graded at all (missing, a link or special file, too large, not a notebook, no known
+    assignment, cells deleted, or nbgrader could not grade it); the message is one line."""
 
 
 @dataclass
@@ -69,18 +70,20 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
     """Load a learner notebook and find its assignment.
 
     Raises:
-        UnusableNotebook: with a one-line reason a learner can act on.
+        UnusableNotebook: with a one-line reason a learner can act on; a link, a named pipe or a file over
+            autograder.grade.submission.MAX_FILE_BYTES is refused before it is read.
     """
-    if not path.exists():
+    if not os.path.lexists(path):  # lexists: a link is refused below as a link, wherever it points
         raise UnusableNotebook(f"{path}: no such file")
-    if not path.is_file():
+    if path.is_dir() and not path.is_symlink():
         raise UnusableNotebook(f"{path}: a folder, not a notebook file")
-    too_large = oversized(path.stat().st_size, 0)  # before reading it: the file's size alone
-    if too_large:
-        raise UnusableNotebook(f"{path}: {too_large}")
+    try:  # read as data: not through a link, not from a named pipe (which would never end), not too large
+        content = read_file(path)
+    except UnsafeSubmissionError as refused:
+        raise UnusableNotebook(str(refused)) from None
     try:
-        nb = nbformat.read(path, as_version=4)
-        nbformat.validate(nb)  # read() only logs what is wrong; nbgrader would fail on it later, with a traceback
+        nb = nbformat.reads(content.decode("utf-8"), as_version=4)
+        nbformat.validate(nb)  # reads() only logs what is wrong; nbgrader would fail on it later, with a traceback
     except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
         raise UnusableNotebook(f"{path}: not a readable Jupyter notebook ({type(error).__name__}: "
                                f"{str(error).splitlines()[0] if str(error) else ''})") from None

@@ -2,10 +2,19 @@
 
 A :class:`Snapshot` and a :class:`Task` go from the command's process (autograder.grade.class_run) to a Dask worker
 (autograder.grade.on_dask_worker), an :class:`Executed` comes back, and the command turns it into a :class:`Row`.
+
+A submission's files become that data here, and only here: ``read_tree`` reads a submission folder as data (no link
+followed, no special file opened, sizes capped), for the class run, ``python -m autograder grade`` (``read_file``)
+and nbgrader's collect and autograde as the course configures them (autograder.course).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import errno
+import os
+import stat
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
 
 TIMEOUT_S = 1800.0   # one submission, wall clock: a notebook's cells have 120 s each, its checks 240 s each
 
@@ -73,3 +82,146 @@ def nbgrader_reason(log: str) -> str:
     errors = [line for line in lines if "[ERROR]" in line or "| ERROR]" in line]
     return (raised or errors or [""])[-1][:500]
 
+
+
+# ------------------------------------------------------------------------------------------ a submission, read as data
+
+# A submission is data: its folder is read by the instructor's processes (collect, the class run, nbgrader's
+# autograde), which can read what the learner cannot. So nothing in it is followed, and only regular files are read.
+MAX_FILE_BYTES = 10 << 20          # one file: the executed solution notebooks hold 0.1-0.3 MiB; room for many figures
+MAX_SUBMISSION_BYTES = 100 << 20   # the whole folder: what a class run's task carries to its worker, in memory
+MAX_ENTRIES = 1000                 # files and folders, ignored ones included: the walk itself must stay short
+MAX_DEPTH = 16                     # nested folders: each level holds an open folder while the walk is below it
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: were a named pipe swapped in after its check, opening it must not wait for a writer.
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class UnsafeSubmissionError(Exception):
+    """A submission holds what is not plain data, or too much of it; the message is one line naming what and why."""
+
+
+def read_tree(folder: Path, ignored: list[str] = ()) -> dict[str, bytes]:
+    """Every file under ``folder`` by relative path, read without following any link, leaving out nbgrader's
+    ignore patterns (checkpoints, caches: neither read nor looked into).
+
+    Each folder is opened relative to the one above it and nothing is opened through a link (O_NOFOLLOW), so a
+    learner who swaps a file or folder for a link while it is read gets a refusal, not the link's target. A file's
+    size is checked before it is read, and at most MAX_FILE_BYTES of it are: the walk holds no more than
+    MAX_SUBMISSION_BYTES and one file in memory.
+
+    Raises:
+        UnsafeSubmissionError: ``folder`` or something in it is a symbolic link (wherever it points, even inside the
+            folder), a named pipe, a socket or a device, cannot be read, or the folder holds more than
+            MAX_FILE_BYTES in one file, MAX_SUBMISSION_BYTES in all, MAX_ENTRIES entries or MAX_DEPTH levels.
+    """
+    walk = _Walk(list(ignored))
+    shown = "the submission folder"
+    try:
+        mode = os.lstat(folder).st_mode
+        if stat.S_ISLNK(mode):
+            raise _link(shown)
+        top = os.open(folder, _FOLDER)
+    except OSError as error:
+        raise _unreadable(shown, error) from None
+    try:
+        _read_folder(walk, top, "")
+    finally:
+        os.close(top)
+    return walk.found
+
+
+def read_file(path: Path) -> bytes:
+    """One file's bytes, by read_tree's rules: not through a link, a regular file of at most MAX_FILE_BYTES.
+
+    Raises:
+        UnsafeSubmissionError: naming ``path``; also when there is no such file.
+    """
+    return _read_file(os.fspath(path), None, str(path))
+
+
+@dataclass
+class _Walk:
+    """What read_tree has found so far."""
+    ignored: list[str]
+    found: dict[str, bytes] = field(default_factory=dict)
+    entries: int = 0
+    size: int = 0
+
+
+def _read_folder(walk: _Walk, fd: int, prefix: str) -> None:
+    """Read the folder open as ``fd``, whose relative path is ``prefix``, into ``walk``."""
+    if prefix.count("/") > MAX_DEPTH:
+        raise UnsafeSubmissionError(f"{prefix.rstrip('/')} is nested more than {MAX_DEPTH} folders deep")
+    for name in sorted(os.listdir(fd)):
+        walk.entries += 1
+        if walk.entries > MAX_ENTRIES:
+            raise UnsafeSubmissionError(f"the submission folder holds more than {MAX_ENTRIES} files and folders: "
+                                        "hand in the notebook and the files it needs")
+        if any(fnmatch(name, pattern) for pattern in walk.ignored):
+            continue
+        shown = prefix + name
+        try:
+            is_folder = stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+            sub = os.open(name, _FOLDER, dir_fd=fd) if is_folder else None
+        except OSError as error:
+            raise _unreadable(shown, error) from None
+        if sub is not None:
+            try:
+                _read_folder(walk, sub, shown + "/")
+            finally:
+                os.close(sub)
+            continue
+        walk.found[shown] = _read_file(name, fd, shown)
+        walk.size += len(walk.found[shown])
+        if walk.size > MAX_SUBMISSION_BYTES:
+            raise UnsafeSubmissionError(f"the submission folder holds more than {_mib(MAX_SUBMISSION_BYTES)}, the "
+                                        "limit: hand in the notebook and the files it needs")
+
+
+def _read_file(name: str, dir_fd: int | None, shown: str) -> bytes:
+    """The regular file ``name`` (relative to the folder open as ``dir_fd``, if any); ``shown`` names it."""
+    try:
+        _refuse_kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode, shown)
+        fd = os.open(name, _FILE, dir_fd=dir_fd)
+    except OSError as error:
+        raise _unreadable(shown, error) from None
+    with open(fd, "rb") as file:
+        info = os.fstat(fd)
+        _refuse_kind(info.st_mode, shown)  # what was opened, in case it was swapped after the check above
+        if info.st_size > MAX_FILE_BYTES:
+            raise _too_large(shown)
+        data = file.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:  # it grew while being read
+        raise _too_large(shown)
+    return data
+
+
+def _refuse_kind(mode: int, shown: str) -> None:
+    """Refuse anything but a regular file."""
+    if stat.S_ISLNK(mode):
+        raise _link(shown)
+    if not stat.S_ISREG(mode):
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else
+                "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+                "a special file")
+        raise UnsafeSubmissionError(f"{shown} is {kind}, not a file")
+
+
+def _link(shown: str) -> UnsafeSubmissionError:
+    return UnsafeSubmissionError(f"{shown} is a symbolic link: put a copy of what it points to in its place")
+
+
+def _unreadable(shown: str, error: OSError) -> UnsafeSubmissionError:
+    if error.errno == errno.ELOOP:  # O_NOFOLLOW met a link that was not there when it was checked
+        return _link(shown)
+    return UnsafeSubmissionError(f"{shown} cannot be read ({error.strerror})")
+
+
+def _too_large(shown: str) -> UnsafeSubmissionError:
+    return UnsafeSubmissionError(f"{shown} holds more than {_mib(MAX_FILE_BYTES)}, the limit for one file: clear "
+                                 "the notebook's outputs, or leave the file out")
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):g} MiB"

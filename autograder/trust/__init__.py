@@ -3,7 +3,7 @@
 - ``sandbox``: how every process that runs learner code is started (bubblewrap, limits), and what it can see.
 - ``worker``: the code of ours that runs *inside* the sandbox, next to learner code (standard library and numpy
   only, started as a script, never imported by the trusted side), with ``wire``, the protocol both sides speak (its
-  docstring is the specification); ``hidden_package`` is mounted over the autodiff libraries there.
+  docstring is the specification).
 - ``remote``: the trusted side's client of that worker; learner objects are seen only as plain data and handles.
 - ``verdicts``: each exercise's check run against the worker, in a process that never executes learner code.
 

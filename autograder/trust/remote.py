@@ -39,6 +39,7 @@ WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 INSIDE_SCRIPT = "/tmp/grader/worker.py"
 # All of ours the sandbox sees: the worker and the codec it loads from its own folder.
 GRADER_FILES = {WORKER_SCRIPT: INSIDE_SCRIPT, Path(wire.__file__): "/tmp/grader/wire.py"}
+INSIDE_FILTER = "/tmp/grader/no-new-processes.bpf"  # sandbox.no_new_processes, where it exists
 DEFAULT_TIMEOUT_S = 10.0  # CPU seconds of the worker's sandbox for one request
 ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
 EXERCISE_BUDGET_S = 120.0  # CPU seconds of all of one exercise's requests together
@@ -285,10 +286,14 @@ def _index(value, size: int | None = None) -> int:
     return value
 
 
-def _sandboxed_worker(fd: int, hide, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
+def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
     """worker.py in a sandbox of its own, talking over the socket ``fd``; ``env`` is added to its environment."""
-    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], hide=list(hide), binds=GRADER_FILES, limits=limits)
-    env = {**sandbox.environment(), "WORKER_FD": str(fd), **env}
+    binds, env = dict(GRADER_FILES), {**sandbox.environment(), "WORKER_FD": str(fd), **env}
+    no_processes = sandbox.no_new_processes()  # each worker loads it before learner code runs (worker.py)
+    if no_processes:
+        binds[no_processes] = INSIDE_FILTER
+        env["WORKER_FILTER"] = INSIDE_FILTER if sandbox.bubblewrap() else str(no_processes)
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, limits=limits)
     if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path (wire.py beside it), in a private folder
         command[-1] = str(WORKER_SCRIPT)
         env.update(HOME=home, WORKER_HOME=home)
@@ -308,8 +313,8 @@ class Zygote:
     Use as a context manager around the exercises of one submission.
     """
 
-    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits()):
-        self._hide, self._limits = list(hide), limits
+    def __init__(self, limits: sandbox.Limits = sandbox.Limits()):
+        self._limits = limits
         self._control: socket.socket | None = None
         self._process: subprocess.Popen | None = None
         self._broken = not sandbox.bubblewrap()  # outside a PID namespace "every other process" is not ours
@@ -363,7 +368,7 @@ class Zygote:
 
     def _start(self) -> None:
         here, there = socket.socketpair()
-        self._process = _sandboxed_worker(there.fileno(), self._hide, self._limits, subprocess.DEVNULL,
+        self._process = _sandboxed_worker(there.fileno(), self._limits, subprocess.DEVNULL,
                                           WORKER_ZYGOTE="1")
         there.close()
         self._control = here
@@ -400,7 +405,7 @@ class Worker:
     and limits apply.
     """
 
-    def __init__(self, hide: tuple[Path, ...] = (), limits: sandbox.Limits = sandbox.Limits(),
+    def __init__(self, limits: sandbox.Limits = sandbox.Limits(),
                  budget_s: float = EXERCISE_BUDGET_S, zygote: Zygote | None = None, shared: Budget | None = None):
         """``budget_s``: CPU seconds for all of this exercise's requests; ``shared``: the submission's budget, which
         this worker draws on too (it is charged when the worker closes).
@@ -415,7 +420,7 @@ class Worker:
         self._home = tempfile.TemporaryDirectory(prefix="grading-worker-")
         self._stderr = open(Path(self._home.name) / "stderr", "wb")
         try:
-            self._process, self._root = self._spawn(there, hide, dataclasses.replace(limits, cpu_seconds=hard_cpu),
+            self._process, self._root = self._spawn(there, dataclasses.replace(limits, cpu_seconds=hard_cpu),
                                                     zygote)
         except OSError as error:
             self._discard(here)
@@ -436,11 +441,11 @@ class Worker:
             self.close()
             raise Unavailable(f"the grader could not start the process that runs your code ({failure})") from None
 
-    def _spawn(self, there: socket.socket, hide, limits: sandbox.Limits, zygote: Zygote | None):
+    def _spawn(self, there: socket.socket, limits: sandbox.Limits, zygote: Zygote | None):
         """The worker's process (forked from ``zygote`` when it can), and the PID of its sandbox's root."""
         if zygote is not None and zygote.fork(there, self._stderr, limits.cpu_seconds):
             return _ForkedWorker(zygote), zygote.pid
-        process = _sandboxed_worker(there.fileno(), hide, limits, self._stderr, home=self._home.name)
+        process = _sandboxed_worker(there.fileno(), limits, self._stderr, home=self._home.name)
         return process, process.pid
 
     def _discard(self, here: socket.socket) -> None:

@@ -1,22 +1,33 @@
-"""Where learner code runs while it is graded: a bubblewrap sandbox with resource limits.
+"""Where learner code runs while it is graded: a bubblewrap sandbox that sees an allowlist, with resource limits.
 
 Every process that runs learner code during grading (the check worker, and nbgrader's kernel) is started through
-:func:`wrap`. With bubblewrap (Debian's ``bubblewrap``) the process gets its own user, PID, IPC and mount
-namespaces, and its own network namespace, with nothing but a loopback of its own (nbgrader's kernel talks to its
-client over Unix sockets in a folder the two share); the whole file system is read-only; ``/tmp``, home folders and
-the course folder are empty tmpfs, so ``source/``, ``solutions/``, other submissions and the gradebook cannot be read
-or written (the check worker cannot read the checks either; nbgrader's kernel gets ``autograder/`` back, read-only, so
-that test cells can call ``run_check``); libraries that differentiate for you (torch, sympy, ...) are hidden; and the process dies
-with its parent. ``prlimit`` caps CPU time, address space, file size and open files, so a runaway is stopped by the
-kernel, not by a polite signal.
+:func:`wrap`. With bubblewrap (Debian's ``bubblewrap``) the process gets its own user, PID, IPC, mount and network
+namespaces (the network has nothing but a loopback of its own; nbgrader's kernel talks to its client over Unix
+sockets in a folder the two share). Its file system starts empty and gets, read-only, only what its role needs
+(:class:`Role`):
 
-Without bubblewrap (or where the machine forbids user namespaces) the limits still apply but the files are not
-hidden: :func:`warning` says so, and grading prints it.
+- the shared libraries of the system (``/usr/lib/<multiarch>``, ``/usr/lib64``) and the dynamic loader's cache;
+- the interpreter: its executable, ``libpython``, the standard library (without the interpreter's own
+  site-packages) and the virtual environment's ``pyvenv.cfg``;
+- the role's distributions and everything they require, file by file from their installed records: the check
+  worker gets numpy alone, the kernel what the notebooks and the course's kernel-side code import;
+- the role's own files (the worker's two scripts; the kernel's ``autograder``, ``labtools`` and ``data``);
+- a size-limited ``/tmp``, and for the kernel a size-limited copy of its own submission folder.
+
+Nothing else of the host exists inside: not the rest of site-packages (torch, sympy and micrograd are simply not
+there for the worker), not ``/opt``, ``/srv``, ``/var``, home folders, the course folder, other submissions, an
+exchange or wheels lying on disk, wherever they are. ``prlimit`` caps CPU time, address space, file size and open
+files, so a runaway is stopped by the kernel, not by a polite signal, and the process dies with its parent.
+
+Without bubblewrap (or where the machine forbids user namespaces) the limits still apply but nothing is hidden:
+:func:`warning` says so, and grading prints it.
 """
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -26,10 +37,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 REPO = Path(__file__).resolve().parents[2]
-HIDDEN_PACKAGE = Path(__file__).with_name("hidden_package.py")
-# Directory names under site-packages that must look empty inside the sandbox: autodiff and symbolic calculus.
-HIDDEN_PACKAGES = ("torch", "functorch", "torchgen", "sympy", "mpmath", "jax", "jaxlib", "autograd", "tensorflow")
+MIB = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,28 @@ class Limits:
                 f"--fsize={self.file_bytes}", f"--nofile={self.open_files}", "--core=0", "--"]
 
 
+@dataclass(frozen=True)
+class Role:
+    """What one kind of sandboxed process may see besides the system's libraries and the interpreter.
+
+    Attributes:
+        packages: distribution names (as pip knows them); each comes with everything it requires.
+        tmp_bytes: the size of its /tmp (a tmpfs, in memory: a full one answers ENOSPC).
+    """
+    packages: tuple[str, ...]
+    tmp_bytes: int
+
+
+# The check worker: learner code and the worker script, which need the standard library and numpy only.
+WORKER = Role(packages=("numpy",), tmp_bytes=128 * MIB)
+# nbgrader's kernel: what the notebooks import (tests/trust/test_sandbox.py proves the list is enough), and ipykernel.
+# torch stays: the visible asserts of test cells compare with it, and the kernel's outputs never earn a point.
+KERNEL = Role(packages=("ipykernel", "ipywidgets", "numpy", "torch", "matplotlib", "tqdm", "threadpoolctl",
+                        "graphviz", "hypothesis", "micrograd", "mlxtend"), tmp_bytes=256 * MIB)
+SHM_BYTES = 64 * MIB
+SUBMISSION_BYTES = 512 * MIB  # the kernel's writable copy of its submission folder (checkpoints, saved figures)
+
+
 @functools.lru_cache(maxsize=1)
 def bubblewrap() -> str | None:
     """The bwrap executable if it exists and can create namespaces on this machine, else None."""
@@ -57,6 +90,39 @@ def bubblewrap() -> str | None:
         return None
     probe = subprocess.run([found, "--unshare-all", "--ro-bind", "/", "/", "--", "true"], capture_output=True)
     return found if probe.returncode == 0 else None
+
+
+CLONE_THREAD = 0x10000  # linux/sched.h: clone() making a thread of the same process, not a new process
+
+
+@functools.lru_cache(maxsize=1)
+def no_new_processes() -> Path | None:
+    """A seccomp filter (classic BPF, compiled by libseccomp) under which a process may start threads but no
+    process: fork, vfork and a clone without CLONE_THREAD fail with EPERM; clone3, whose flags a filter cannot
+    read, fails with ENOSYS, so that the C library falls back to clone. None where libseccomp is missing.
+
+    The file lives in a private folder for this process's life. bwrap loads it for the kernel (``--seccomp``); a
+    check worker, forked from a zygote that must fork, loads it itself before it runs any learner code
+    (autograder/trust/worker.py). Either way it holds for everything the process runs or starts, for good.
+    """
+    try:
+        import pyseccomp as seccomp
+    except (ImportError, OSError):  # the package, or the C library it loads
+        return None
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    for call in ("fork", "vfork"):
+        try:
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
+        except (RuntimeError, ValueError):  # arm64 and riscv have no such call: clone alone makes processes
+            pass
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    folder = Path(tempfile.mkdtemp(prefix="sandbox-filter-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "no-new-processes.bpf"
+    with open(path, "wb") as out:
+        rules.export_bpf(out)
+    return path
 
 
 def warning() -> str | None:
@@ -69,59 +135,146 @@ def warning() -> str | None:
             "submissions) and write to the course folder. Do not grade a class like this.")
 
 
-def site_packages() -> Path:
-    return Path(sysconfig.get_paths()["purelib"])
+@functools.lru_cache(maxsize=None)
+def distributions(roots: tuple[str, ...]) -> frozenset[str]:
+    """The installed distributions ``roots`` need: themselves and, recursively, what they require on this
+    platform (extras left out), by normalised name.
+
+    Raises:
+        importlib.metadata.PackageNotFoundError: a root is not installed.
+    """
+    found, queue = set(), [importlib.metadata.distribution(name) for name in roots]
+    while queue:
+        dist = queue.pop()
+        name = _normalised(dist.metadata["Name"])
+        if name in found:
+            continue
+        found.add(name)
+        for line in dist.requires or ():
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                try:
+                    queue.append(importlib.metadata.distribution(requirement.name))
+                except importlib.metadata.PackageNotFoundError:
+                    pass  # an optional dependency pip left out: nothing to mount
+    return frozenset(found)
 
 
-def other_site_packages() -> list[Path]:
-    """Package folders other than this environment's: the base interpreter's, and the system's."""
+def _normalised(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+@functools.lru_cache(maxsize=None)
+def package_paths(roots: tuple[str, ...]) -> tuple[Path, ...]:
+    """The top-level entries of site-packages that the distributions of ``roots`` installed (their packages,
+    modules, bundled libraries and metadata folders), never a ``.pth`` file: nothing else runs at start-up."""
+    wanted, paths = set(distributions(roots)), set()
+    for dist in importlib.metadata.distributions():  # in sys.path order: the copy that imports comes first
+        name = _normalised(dist.metadata["Name"])
+        if name not in wanted:
+            continue
+        wanted.discard(name)
+        base = Path(dist.locate_file(""))
+        for file in dist.files or ():
+            if file.parts and file.parts[0] != ".." and not file.parts[0].endswith(".pth"):
+                paths.add(base / file.parts[0])
+    return tuple(sorted(p for p in paths if p.exists()))
+
+
+def interpreter_paths() -> list[tuple[Path, Path]]:
+    """Read-only binds {outside: inside} that let ``sys.executable`` start: the executable (at its real path and
+    at the path it is called by), libpython, the standard library and a virtual environment's pyvenv.cfg."""
+    executable = Path(sys.executable)
+    binds = [(executable.resolve(), executable.resolve()), (executable.resolve(), executable)]
+    if sys.prefix != sys.base_prefix:
+        binds.append((Path(sys.prefix) / "pyvenv.cfg", Path(sys.prefix) / "pyvenv.cfg"))
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix,
+                                     "installed_base": sys.base_prefix})
+    for folder in {Path(base["stdlib"]), Path(base["platstdlib"])}:
+        binds.append((folder, folder))
+    library = sysconfig.get_config_var("INSTSONAME")
+    if sysconfig.get_config_var("Py_ENABLE_SHARED") and library:
+        shared = Path(sysconfig.get_config_var("LIBDIR")) / library
+        binds.append((shared.resolve(), shared))
+    return binds
+
+
+def system_arguments() -> list[str]:
+    """bwrap arguments for the system's shared libraries and the merged-/usr links to them."""
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    libraries = Path("/usr/lib") / multiarch if multiarch else Path("/usr/lib")  # Debian's layout, or the others'
+    arguments = []
+    for found in (libraries, Path("/usr/lib64"), Path("/usr/lib/locale"), Path("/etc/ld.so.cache")):
+        if found.exists():
+            arguments += ["--ro-bind", str(found), str(found)]
+    for top in ("/lib", "/lib64"):
+        if os.path.islink(top):
+            arguments += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            arguments += ["--ro-bind", top, top]
+    return arguments
+
+
+def _interpreters_packages() -> list[Path]:
+    """The base interpreter's own package folders, where they lie inside its standard library (pyenv, a build
+    from source): emptied, since the standard library is mounted whole."""
     base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
-    found = {Path(base["purelib"]), Path(base["platlib"]), *Path("/usr/lib").glob("python3*/dist-packages"),
-             *Path("/usr/local/lib").glob("python3*/dist-packages"),
-             *Path("/usr/local/lib").glob("python3*/site-packages")}
-    return sorted(p for p in found if p.is_dir() and p != site_packages())
+    stdlib = Path(base["stdlib"])
+    return sorted({Path(base[key]) for key in ("purelib", "platlib")
+                   if Path(base[key]).is_dir() and stdlib in Path(base[key]).parents})
 
 
-def wrap(argv: list[str], *, hide: list[Path] = (), binds: dict[Path, Path] | None = None,
-         writable: dict[Path, Path] | None = None, workdir: str = "/tmp",
-         hide_packages: bool = True, env: dict[str, str] | None = None, limits: Limits = Limits()) -> list[str]:
+def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None = None,
+         writable: dict[Path, Path] | None = None, workdir: str = "/tmp", env: dict[str, str | None] | None = None,
+         limits: Limits = Limits(), extra: list[str] = (), seccomp: bool = False) -> list[str]:
     """The command line that runs ``argv`` sandboxed and limited.
 
     Args:
         argv: the program and its arguments, as seen inside the sandbox.
-        hide: extra folders to replace with an empty tmpfs (the course folder and the repository always are).
-        binds: read-only bind mounts {outside path: inside path}, made after hiding.
+        role: the packages the process may import and the size of its /tmp.
+        binds: more read-only bind mounts {outside path: inside path}.
         writable: read-write bind mounts {outside path: inside path}.
         workdir: the working directory inside the sandbox.
-        hide_packages: hide torch, sympy and the like (the check worker; nbgrader's kernel keeps them).
         env: variables to set inside the sandbox (None: unset).
         limits: rlimits for the process and everything it starts.
+        extra: more bwrap arguments, placed after the mounts above (a sized tmpfs, say).
+        seccomp: start no process (no_new_processes), where that filter exists; threads are fine.
     """
     bwrap = bubblewrap()
     if not bwrap:
         return limits.prlimit() + argv
-    command = [bwrap, "--unshare-all", "--die-with-parent",
-               "--new-session", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for folder in ("/root", "/home", str(REPO), *map(str, hide)):
-        if Path(folder).exists():
-            command += ["--tmpfs", folder]
-    # The interpreter and its libraries may live under a hidden folder (a venv in the repository, pyenv in ~).
-    for needed in {Path(sys.prefix), Path(sys.base_prefix)}:
-        command += ["--ro-bind", str(needed), str(needed)]
-    if hide_packages:
-        for folder in other_site_packages():  # a learner can put any of them on sys.path: sympy lives there too
-            command += ["--tmpfs", str(folder)]
-        for name in HIDDEN_PACKAGES:  # an empty folder would still import, as a namespace package: make it refuse
-            if (site_packages() / name).is_dir():
-                command += ["--tmpfs", str(site_packages() / name),
-                            "--ro-bind", str(HIDDEN_PACKAGE), str(site_packages() / name / "__init__.py")]
+    handing, filtered = _filter(seccomp)
+    command = [*handing, bwrap, *filtered, "--unshare-all", "--die-with-parent", "--new-session", *system_arguments(),
+               "--proc", "/proc",
+               # /dev holds device nodes only (read-only; writing to /dev/null still works) and a small /dev/shm
+               "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+               "--size", str(role.tmp_bytes), "--tmpfs", "/tmp"]
+    for outside, inside in interpreter_paths():
+        command += ["--ro-bind", str(outside), str(inside)]
+    for folder in _interpreters_packages():
+        command += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
+    for path in package_paths(role.packages):
+        command += ["--ro-bind", str(path), str(path)]
     for outside, inside in (binds or {}).items():
         command += ["--ro-bind", str(outside), str(inside)]
     for outside, inside in (writable or {}).items():
         command += ["--bind", str(outside), str(inside)]
+    command += [*extra, "--remount-ro", "/"]  # the empty root, and the folders made in it for the mounts
     for key, value in (env or {}).items():
         command += ["--unsetenv", key] if value is None else ["--setenv", key, value]
     return limits.prlimit() + command + ["--chdir", workdir, "--", *argv]
+
+
+FILTER_FD = 9
+
+
+def _filter(seccomp: bool) -> tuple[list[str], list[str]]:
+    """What goes before bwrap to open the filter on FILTER_FD (bwrap reads a filter from a descriptor only), and
+    bwrap's option that loads it; nothing when no filter is asked for or exists."""
+    path = no_new_processes() if seccomp else None
+    if path is None:
+        return [], []
+    return ["sh", "-c", f'exec "$@" {FILTER_FD}<"$0"', str(path)], ["--seccomp", str(FILTER_FD)]
 
 
 def environment(home: str = "/tmp") -> dict[str, str]:
@@ -133,26 +286,32 @@ def environment(home: str = "/tmp") -> dict[str, str]:
 
 
 KERNEL_LIMITS = Limits(cpu_seconds=1200)  # a whole notebook: notebook 5 trains for tens of seconds
+SUBMISSION_INSIDE = "/submission"
+# Runs before the kernel, so before any learner code: fills the sandbox's sized, writable copy of the submission
+# folder from the read-only original, then becomes the kernel.
+# A link is copied as a link (it points nowhere in here) and a special file not at all.
+COPY_THEN_KERNEL = ("import os, shutil, sys\n"
+                    "try:\n    shutil.copytree(sys.argv[1], sys.argv[2], symlinks=True, dirs_exist_ok=True)\n"
+                    "except shutil.Error:\n    pass\n"
+                    "os.chdir(sys.argv[2])\nos.execvp(sys.argv[3], sys.argv[3:])\n")
 
 
 def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]:
-    """nbgrader's kernel, sandboxed: it sees a copy of its submission folder, the course's importable packages
-    (the notebooks import labtools, the hidden tests still call autograder), the ``private`` folder that holds its
-    connection file and IPC sockets, and nothing else of the course. It has no network: its own network namespace
-    has only a loopback of its own."""
+    """nbgrader's kernel, sandboxed (role :data:`KERNEL`): it works in a size-limited, writable copy of its
+    submission folder (``cwd``, at the same path), imports the course's ``autograder`` and ``labtools`` (the
+    hidden tests call ``run_check``; those outputs never earn a point) and reads ``data/``, all read-only, and
+    shares ``private`` (its connection file and IPC sockets) with nbgrader. Nothing else of the course exists
+    inside, and it has no network: its own network namespace has only a loopback of its own."""
     cwd = str(Path(cwd or os.getcwd()).resolve())
-    copy = Path(tempfile.mkdtemp(prefix="kernel-submission-"))
-    shutil.copytree(cwd, copy, dirs_exist_ok=True)
-    atexit.register(shutil.rmtree, copy, ignore_errors=True)
-    binds = {}
+    binds = {Path(cwd): Path(SUBMISSION_INSIDE)}
     for package in ("autograder", "labtools", "data"):
         if (REPO / package).exists():
             binds[REPO / package] = REPO / package
     env = {"HOME": "/tmp", "IPYTHONDIR": "/tmp/.ipython", "MPLCONFIGDIR": "/tmp/.matplotlib",
-           "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime",
+           "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime", "PYTHONPATH": str(REPO),
            # ipykernel exits when its parent PID looks like init's; inside its own PID namespace it always does.
            # --die-with-parent ends the sandbox with nbgrader instead.
            "JPY_PARENT_PID": None}
-    hide = [Path(cwd).parents[2] if len(Path(cwd).parents) > 2 else Path(cwd)]
-    return wrap(argv, hide=hide, binds=binds, writable={copy: Path(cwd), private: private}, workdir=cwd,
-                hide_packages=False, env=env, limits=KERNEL_LIMITS)
+    copy = [sys.executable, "-I", "-c", COPY_THEN_KERNEL, SUBMISSION_INSIDE, cwd, *argv]
+    return wrap(copy, role=KERNEL, binds=binds, writable={private: private}, workdir="/", env=env,
+                limits=KERNEL_LIMITS, extra=["--size", str(SUBMISSION_BYTES), "--tmpfs", cwd], seccomp=True)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from autograder.checks import check, has_check
 from autograder.checks.harness.diagnostics import CheckFailure, case_seed
@@ -161,8 +161,7 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     return cells, found
 
 
-def verdicts(nb, course_nb, hide: tuple[Path, ...] = (),
-             budget_s: float = remote.SUBMISSION_BUDGET_S) -> dict[str, Verdict]:
+def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S) -> dict[str, Verdict]:
     """The trusted verdict of every exercise whose course test cell calls a check.
 
     All the exercises' workers share one budget of ``budget_s`` CPU seconds (and its wall-clock backstop): once it
@@ -173,15 +172,14 @@ def verdicts(nb, course_nb, hide: tuple[Path, ...] = (),
     cells, tests = program(nb, course_nb)
     found, poisoned, settled = {}, {}, {}
     budget = remote.Budget(budget_s, "the checks of this notebook")
-    # Randomized cases drawn from the answers themselves: the same submission always gets the same grade.
-    seed = int(hashlib.sha256("\0".join(c.code for c in cells if c.answer).encode()).hexdigest()[:15], 16)
-    with remote.Zygote(hide) as zygote:
+    seed = program_seed(cells)
+    with remote.Zygote() as zygote:
         for exercise, (position, test_source) in tests.items():
             check_id = checked_exercise(test_source)
             if check_id is None or not has_check(check_id):
                 continue
             with case_seed(seed):
-                found[exercise] = judged(check_id, Judging(cells[:position], hide, poisoned, settled, zygote, budget))
+                found[exercise] = judged(check_id, Judging(cells[:position], poisoned, settled, zygote, budget))
     return found
 
 
@@ -189,7 +187,6 @@ def verdicts(nb, course_nb, hide: tuple[Path, ...] = (),
 class Judging:
     """What one exercise's check is run with: the cells before its test cell, and what the submission shares."""
     cells: list[Cell]
-    hide: tuple[Path, ...]
     poisoned: dict[str, str]    # cells whose top level killed or stalled a worker -> why (see judge)
     settled: dict               # verdicts reached so far (autograder.checks.check)
     zygote: remote.Zygote
@@ -210,6 +207,18 @@ def judged(check_id: str, run: Judging) -> Verdict:
                                         f"{str(error)[:200]}). Ask your instructor to grade it again.")
 
 
+def program_seed(cells: list[Cell]) -> int:
+    """The case seed of a learner program: a 60-bit int hashed from every cell that reaches the worker, in order.
+
+    Answer cells count whole and every other cell by the definitions kept from it (what ``program`` returns), each
+    with its kind, since the worker runs the two differently. The same submission always gets the same cases, so the
+    same grade; a cell added, removed or changed anywhere in what the worker runs gives other cases, so a table of
+    answers recorded from one grade, pasted into any cell, is checked on inputs it does not hold.
+    """
+    text = json.dumps([["answer" if c.answer else "given", c.code] for c in cells])  # unambiguous, whatever the code
+    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
+
+
 def judge(check_id: str, run: Judging) -> Verdict:
     """Run one exercise's check against a fresh worker holding ``cells``.
 
@@ -225,7 +234,7 @@ def judge(check_id: str, run: Judging) -> Verdict:
         remote.Unavailable: a worker could not be started.
     """
     while True:
-        worker = remote.Worker(hide=run.hide, zygote=run.zygote, shared=run.budget)
+        worker = remote.Worker(zygote=run.zygote, shared=run.budget)
         problems, culprit = load(worker, [c for c in run.cells if c.name not in run.poisoned])
         if culprit is None:
             break

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import ctypes
 import importlib
 import importlib.abc
 import operator
@@ -344,7 +345,32 @@ NAMESPACE = LEARNER.__dict__
 NAMESPACE["get_ipython"] = Shell
 
 
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2  # linux/prctl.h, linux/seccomp.h
+
+
+class _Program(ctypes.Structure):  # struct sock_fprog: a classic BPF program, 8 bytes an instruction
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def forbid_new_processes(path: str) -> None:
+    """Load the seccomp filter at ``path`` (autograder.trust.sandbox.no_new_processes): from here on this process
+    and its threads can start no process, and nothing can lift that. Runs before any learner code.
+
+    Raises:
+        OSError: the kernel refused the filter (the worker then ends, and its exercise fails with the reason).
+    """
+    with open(path, "rb") as program:
+        code = program.read()
+    libc = ctypes.CDLL(None, use_errno=True)
+    fprog = _Program(len(code) // 8, code)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
+        raise OSError(ctypes.get_errno(), "the seccomp filter that keeps learner code from starting processes")
+
+
 def main() -> None:
+    if os.environ.get("WORKER_FILTER"):
+        forbid_new_processes(os.environ["WORKER_FILTER"])
     sys.meta_path.insert(0, _Blocker())
     sys.modules["__main__"] = LEARNER
     os.chdir(os.environ.get("WORKER_HOME", "/tmp"))
@@ -359,7 +385,7 @@ def zygote(control: socket.socket) -> None:
       b"S", its CPU seconds (4 bytes) and two descriptors, the worker's socket and its stderr: fork a worker whose
             RLIMIT_CPU is those seconds; answer its pid (4 bytes).
       b"E": end the worker: kill every other process of this sandbox, remove what appeared in its writable folders
-            (/tmp, the home folders, the hidden course folder), answer the worker's exit code (4 bytes, negative
+            (/tmp and /dev/shm), answer the worker's exit code (4 bytes, negative
             for a signal), so the next exercise finds nothing the last one left.
 
     Anything else ends the zygote. Only inside the sandbox's own PID namespace, where "every other process" is this
@@ -438,7 +464,7 @@ def _end(worker: int, fresh: set[str]) -> int:
 
 def _scratch() -> set[str]:
     """Every path in the sandbox's writable tmpfs folders, not descending into what is mounted on them (the
-    worker's two files, the interpreter, a hidden folder inside /tmp): the same set before and after a clean exercise."""
+    worker's two files): the same set before and after a clean exercise."""
     visible = {}
     with open("/proc/self/mountinfo") as mounts:  # the last mount on a point is the one that shows
         for line in mounts:

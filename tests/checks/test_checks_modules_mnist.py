@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autograder import check
+from autograder.checks.harness.diagnostics import case_seed
 from autograder.contract import assignments
 from autograder.tools.solutions import solution_namespace
 from conftest import rejects
@@ -100,6 +101,12 @@ class SGD:
 @pytest.mark.parametrize("exercise", sorted(CORRECT_ALTERNATIVES))
 def test_correct_alternatives_pass(exercise):
     check(exercise, notebook(extra=CORRECT_ALTERNATIVES[exercise]))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cross_entropys_correct_alternative_passes_the_random_batches_of_trusted_grades(seed):
+    with case_seed(seed):
+        check("cross_entropy", notebook(extra=CORRECT_ALTERNATIVES["cross_entropy"]))
 
 
 SLIPS = [

@@ -3,6 +3,7 @@ alternatives pass (a class-based no_grad, Kahn's algorithm, a backprop keyed by 
 
 Wrong implementations are small text edits of the solution notebook's own code, the way a learner's slip looks.
 """
+import contextlib
 import re
 
 import nbformat
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from autograder import CheckFailure, check
+from autograder.checks.harness.diagnostics import case_seed
 from autograder.contract import assignments
 from autograder.tools.solutions import solution_namespace
 from conftest import learner, rejects
@@ -346,8 +348,11 @@ def jacobian(f, x):
 '''
 
 
-def test_jacobian_accepts_recomputing_f_per_row():
-    check("jacobian", engine(extra=RECOMPUTING))
+@pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])
+def test_jacobian_accepts_recomputing_f_per_row(seed):
+    """Under the kernel's derandomized cases and under trusted grades' case seeds (its random points)."""
+    with contextlib.nullcontext() if seed is None else case_seed(seed):
+        check("jacobian", engine(extra=RECOMPUTING))
 
 
 @pytest.mark.parametrize("right, wrong, phrase", [

@@ -13,8 +13,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from nbgrader.utils import determine_grade
 
-from autograder.course.preprocessors import (DIFFERS, NOT_RUN, ReplayExecution, SeparateCopiedCells, copied_cells,
-                                             diagnosis, mark_not_run, outputs, visible_failure)
+from autograder.course.preprocessors import (DIFFERS, NOT_RUN, RefuseUnsafeFiles, ReplayExecution, SeparateCopiedCells,
+                                             copied_cells, diagnosis, mark_not_run, outputs, visible_failure)
+from autograder.grade.submission import UnsafeSubmissionError
 from autograder.trust.verdicts import VERIFIED, Verdict
 
 
@@ -35,6 +36,38 @@ def error(ename: str, evalue: str = "", traceback=()):
 
 def stdout(text: str):
     return new_output("stream", name="stdout", text=text)
+
+
+# ------------------------------------------------------------------------------------------------ unsafe files
+
+def test_a_submission_folder_holding_a_link_fails_sanitizing_and_an_ignored_folder_is_not_looked_into(tmp_path):
+    """RefuseUnsafeFiles reads the folder nbgrader is sanitizing (resources' metadata path) by the course's config,
+    whose ignore patterns it applies: a link in .ipynb_checkpoints is what nbgrader itself never copies."""
+    from traitlets.config import Config
+
+    from autograder.course import configure
+
+    config = Config()
+    configure(config)
+    (tmp_path / "01_nudging.ipynb").write_text("{}")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / ".ipynb_checkpoints" / "old.ipynb").symlink_to("/etc/hostname")
+    nb, resources = new_notebook(), {"metadata": {"path": str(tmp_path)}}
+    assert RefuseUnsafeFiles(config=config).preprocess(nb, resources) == (nb, resources)
+    (tmp_path / "notes.txt").symlink_to("/etc/hostname")
+    with pytest.raises(UnsafeSubmissionError, match="^notes.txt is a symbolic link"):
+        RefuseUnsafeFiles(config=config).preprocess(nb, resources)
+
+
+def test_the_course_refuses_unsafe_files_first_and_collects_as_data():
+    from traitlets.config import Config
+
+    from autograder.course import configure
+
+    config = Config()
+    configure(config)
+    assert config.Autograde.sanitize_preprocessors[0] is RefuseUnsafeFiles
+    assert config.ExchangeFactory.collect == "autograder.course.collect.CollectAsData"
 
 
 # ------------------------------------------------------------------------------------------------ copied cells

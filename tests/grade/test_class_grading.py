@@ -14,14 +14,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.grade import class_run, on_dask_worker
+from autograder.grade import class_run, on_dask_worker, submission
 from autograder.tools.bench_grading import differences, gradebook_cells, synthetic_class
 from autograder.grade.class_run import ClassGradingError, grade_class
 from autograder.grade.on_dask_worker import execute_submission
 from autograder.grade.submission import Executed, Task
 from autograder.course import SCRATCH_COURSE_CONFIG
 from test_cpu import cpu_measurable
-from conftest import REPO
+from conftest import REPO, SECRET, within
 
 NB = "01_nudging"  # the quickest notebook to grade
 
@@ -249,14 +249,6 @@ def test_widgets_wait_for_nobody_while_nbgrader_runs_the_notebook(monkeypatch, c
     assert "The h slider is interactive" in said and "The backward stepper is interactive" in said
 
 
-def test_an_oversized_submission_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    (tmp_path / f"{NB}.ipynb").write_bytes(b"x" * 3000)
-    monkeypatch.setattr(class_run, "MAX_SUBMISSION_BYTES", 2048)
-    monkeypatch.setattr(class_run, "read_tree", lambda *a: pytest.fail("read before its size was checked"))
-    files, note = class_run.preflight(tmp_path, [])
-    assert files is None and "the limit is" in note
-
-
 def test_the_bench_report_states_the_targets_and_the_bound_serial_grading_sets(capsys):
     from autograder.tools.bench_grading import report
 
@@ -296,3 +288,41 @@ def test_the_local_cluster_talks_tls_and_refuses_a_client_without_its_credential
     rows = grade_class(course, NB, workers=1, execute=fake)
     assert [r.status for r in rows] == ["graded"]
     assert seen["address"].startswith("tls://") and seen["stranger"] != "connected", seen
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_links_and_special_files_earn_nothing_leak_nothing_and_leave_the_others_graded(template, tmp_path, threads):
+    """Each kind of refused submission fails with its reason on its own row, before anything reads it (the fake
+    workers would give any submission sent to them full marks); the honest one is graded as usual."""
+    refused = {"notebook-link": "01_nudging.ipynb is a symbolic link", "folder-link": "data is a symbolic link",
+               "inside-link": "copy.ipynb is a symbolic link", "pipe": "timestamp.txt is a named pipe (FIFO)",
+               "big": "big.bin holds more than 10 MiB", "many": "more than 1000 files and folders",
+               "whole": "the submission folder is a symbolic link"}
+    course, executed = class_of(template, tmp_path, ["ann", *refused])
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "secret.txt").write_bytes(SECRET)
+    folder = {student: course / "submitted" / student / NB for student in ["ann", *refused]}
+    (folder["notebook-link"] / f"{NB}.ipynb").unlink()  # a link to the source notebook: its solutions
+    (folder["notebook-link"] / f"{NB}.ipynb").symlink_to(course / "source" / NB / f"{NB}.ipynb")
+    (folder["folder-link"] / "data").symlink_to(tmp_path / "secret")
+    (folder["inside-link"] / "copy.ipynb").symlink_to(f"{NB}.ipynb")
+    os.mkfifo(folder["pipe"] / "timestamp.txt")  # nbgrader's already-graded check reads it: it must not wait
+    with open(folder["big"] / "big.bin", "wb") as big:
+        big.truncate(submission.MAX_FILE_BYTES + 1)
+    for k in range(submission.MAX_ENTRIES):
+        (folder["many"] / f"{k}.txt").write_bytes(b"")
+    shutil.rmtree(folder["whole"])
+    folder["whole"].symlink_to(tmp_path / "secret")
+    fake = FakeWorkers(executed, tmp_path / "attempts", fail={})
+    with within(120):
+        rows = {r.student: r for r in grade_class(course, NB, scheduler=threads, execute=fake)}
+    assert (rows["ann"].status, rows["ann"].score, rows["ann"].max_score) == ("graded", 10, 10)
+    assert fake.attempts == {"ann": 1}  # nothing refused reached a worker
+    for student, reason in refused.items():
+        assert rows[student].status == "failed" and rows[student].score is None, rows[student]
+        assert reason in rows[student].note and "\n" not in rows[student].note, rows[student]
+        assert not (course / "autograded" / student).exists()
+    table = (course / class_run.LOGS / f"{NB}.tsv").read_text()
+    assert all(f"\t{student}\tfailed\t" in table for student in refused)
+    for path in [course / "gradebook.db", *(course / class_run.LOGS).rglob("*"), *(course / "autograded").rglob("*")]:
+        assert path.is_dir() or SECRET not in path.read_bytes(), path

@@ -5,12 +5,15 @@ Submissions are in-memory notebooks (written to tmp_path where read_submission n
 are built by hand in nbgrader's metadata format, so no nbgrader run is needed.
 """
 import json
+import os
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from autograder.contract import assignments
+from autograder.grade import submission
+from conftest import within
 from autograder.grade.notebook import (ExerciseResult, GradeReport, UnusableNotebook, failure_message,
                                        metadata_changes, read_submission, results)
 
@@ -142,6 +145,32 @@ def test_a_missing_file_is_unusable(tmp_path):
 
 def test_a_folder_is_unusable(tmp_path):
     assert unusable(tmp_path) == f"{tmp_path}: a folder, not a notebook file"
+
+
+def test_a_link_to_a_notebook_is_unusable_before_its_target_is_read(tmp_path):
+    """Even a link to the course's own source notebook, which holds the solutions: the file itself, or nothing."""
+    (tmp_path / "linked.ipynb").symlink_to(assignments()[NB])
+    assert unusable(tmp_path / "linked.ipynb") == (f"{tmp_path / 'linked.ipynb'} is a symbolic link: put a copy of "
+                                                   "what it points to in its place")
+
+
+def test_a_dangling_link_is_unusable_as_a_link(tmp_path):
+    (tmp_path / "gone.ipynb").symlink_to(tmp_path / "nothing.ipynb")
+    assert "gone.ipynb is a symbolic link" in unusable(tmp_path / "gone.ipynb")
+
+
+def test_a_named_pipe_is_unusable_without_waiting_for_a_writer(tmp_path):
+    os.mkfifo(tmp_path / "pipe.ipynb")
+    with within(10):
+        assert unusable(tmp_path / "pipe.ipynb") == f"{tmp_path / 'pipe.ipynb'} is a named pipe (FIFO), not a file"
+
+
+def test_a_notebook_over_the_cap_is_unusable(tmp_path, monkeypatch):
+    monkeypatch.setattr(submission, "MAX_FILE_BYTES", 1 << 20)
+    path = write(tmp_path, course_notebook())
+    path.write_bytes(path.read_bytes() + b" " * (1 << 20))
+    assert unusable(path) == (f"{path} holds more than 1 MiB, the limit for one file: clear the notebook's outputs, "
+                              "or leave the file out")
 
 
 @pytest.mark.parametrize("content, kind", [

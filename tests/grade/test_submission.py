@@ -1,16 +1,21 @@
 """What a class run decides before and after a submission is graded, without Dask or nbgrader runs: which files a
-submission carries to its worker (``tree``/``read_tree`` with nbgrader's ignore patterns), whether it can be graded
-at all (``preflight``), the reason given when nbgrader fails (``nbgrader_reason``) and the log line (``Row.line``).
+submission carries to its worker (``read_tree`` with nbgrader's ignore patterns, and what it refuses: links, special
+files, too much), whether it can be graded at all (``preflight``), the reason given when nbgrader fails
+(``nbgrader_reason``) and the log line (``Row.line``).
 """
+import os
+import socket
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
 from autograder.course import configure
-from autograder.grade import class_run
-from autograder.grade.class_run import preflight, read_tree, tree
-from autograder.grade.submission import Row, nbgrader_reason
+from autograder.grade import submission
+from autograder.grade.class_run import preflight
+from autograder.grade.submission import Row, UnsafeSubmissionError, nbgrader_reason, read_file, read_tree
+from conftest import SECRET, within
 
 NB = "01_nudging"
 
@@ -56,10 +61,10 @@ def test_a_submission_carries_its_files_but_not_what_nbgrader_ignores(tmp_path):
     assert read_tree(tmp_path, IGNORED) == {f"{NB}.ipynb": b"nb", "data/points.csv": b"1,2", "notes.txt": b"hi"}
 
 
-def test_tree_lists_files_only_in_sorted_order(tmp_path):
+def test_read_tree_reads_files_only_in_sorted_order(tmp_path):
     files(tmp_path, {"b.txt": b"", "a/z.txt": b"", "a/b.txt": b""})
     (tmp_path / "empty").mkdir()
-    assert [p.relative_to(tmp_path).as_posix() for p in tree(tmp_path, [])] == ["a/b.txt", "a/z.txt", "b.txt"]
+    assert list(read_tree(tmp_path, [])) == ["a/b.txt", "a/z.txt", "b.txt"]
 
 
 def test_ignore_patterns_apply_below_the_submission_folder_only(tmp_path):
@@ -102,11 +107,160 @@ def test_only_top_level_notebooks_and_no_ignored_file_can_fail_a_submission(tmp_
 
 
 def test_ignored_files_do_not_count_towards_the_size_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(class_run, "MAX_SUBMISSION_BYTES", 2 << 20)
+    monkeypatch.setattr(submission, "MAX_SUBMISSION_BYTES", 2 << 20)
     folder = files(tmp_path, {f"{NB}.ipynb": notebook_bytes(), ".ipynb_checkpoints/big": b"x" * (3 << 20)})
     assert preflight(folder, IGNORED)[0] is not None
     files(folder, {"big.bin": b"x" * (3 << 20)})
-    assert preflight(folder, IGNORED) == (None, "the submission folder holds 3 MiB; the limit is 2 MiB")
+    assert preflight(folder, IGNORED) == (None, "the submission folder holds more than 2 MiB, the limit: hand in the "
+                                                "notebook and the files it needs")
+
+
+def test_a_refused_submission_fails_preflight_with_the_one_line_reason(tmp_path):
+    folder = files(tmp_path / "ann", {f"{NB}.ipynb": notebook_bytes(graded("test_f"))})
+    (folder / "notes.txt").symlink_to(files(tmp_path, {"secret.txt": b"SECRET"}) / "secret.txt")
+    assert preflight(folder, IGNORED) == (None, "notes.txt is a symbolic link: put a copy of what it points to in its "
+                                                "place")
+
+
+# ------------------------------------------------------------------------------------------------ what read_tree refuses
+
+@pytest.fixture
+def course(tmp_path):
+    """A secret file and folder outside the submission, and an honest submission folder to spoil."""
+    secret = files(tmp_path / "source", {"secret.txt": SECRET, "folder/inside.txt": SECRET})
+    folder = files(tmp_path / "submitted" / "eve", {f"{NB}.ipynb": b"{}", "data/points.csv": b"1,2"})
+    return folder, secret
+
+
+def refusal(folder) -> str:
+    with within(10), pytest.raises(UnsafeSubmissionError) as info:
+        read_tree(folder, IGNORED)
+    said = str(info.value)
+    assert "\n" not in said and SECRET.decode() not in said
+    return said
+
+
+LINK = "is a symbolic link: put a copy of what it points to in its place"
+
+
+@pytest.mark.parametrize("name, target, shown", [
+    ("notes.txt", lambda folder, secret: secret / "secret.txt", "notes.txt"),  # a file outside
+    (f"{NB}.ipynb", lambda folder, secret: secret / "secret.txt", f"{NB}.ipynb"),  # the notebook itself
+    ("data/more", lambda folder, secret: secret / "folder", "data/more"),  # a folder outside
+    ("copy.ipynb", lambda folder, secret: folder / f"{NB}.ipynb", "copy.ipynb"),  # a file inside the submission
+    ("relative", lambda folder, secret: "data/points.csv", "relative"),  # a relative link inside
+    ("dangling", lambda folder, secret: folder / "nothing", "dangling"),
+], ids=["file-outside", "notebook", "folder-outside", "file-inside", "relative-inside", "dangling"])
+def test_a_symbolic_link_anywhere_is_refused_whatever_it_points_to(course, name, target, shown):
+    folder, secret = course
+    if (folder / name).exists():
+        (folder / name).unlink()
+    (folder / name).symlink_to(target(folder, secret))
+    assert refusal(folder) == f"{shown} {LINK}"
+
+
+def test_a_submission_folder_that_is_itself_a_link_is_refused(course, tmp_path):
+    folder, secret = course
+    (tmp_path / "link").symlink_to(secret)
+    assert refusal(tmp_path / "link") == f"the submission folder {LINK}"
+
+
+def test_a_named_pipe_is_refused_without_waiting_for_a_writer(course):
+    folder, _ = course
+    os.mkfifo(folder / "data" / "pipe")
+    assert refusal(folder) == "data/pipe is a named pipe (FIFO), not a file"
+
+
+def test_a_socket_is_refused(course):
+    folder, _ = course
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(folder / "sock"))
+        assert refusal(folder) == "sock is a socket, not a file"
+
+
+def test_a_device_is_refused(course):
+    if not os.path.exists("/dev/null"):
+        pytest.skip("no /dev/null here")
+    folder, _ = course
+    try:
+        os.mknod(folder / "null", 0o600 | __import__("stat").S_IFCHR, os.stat("/dev/null").st_rdev)
+    except PermissionError:
+        pytest.skip("making a device node needs CAP_MKNOD")
+    assert refusal(folder) == "null is a device, not a file"
+
+
+def test_a_file_over_the_cap_is_refused(course):
+    folder, _ = course
+    with open(folder / "big.bin", "wb") as big:  # sparse: a thousand times the cap costs no disk
+        big.truncate(1000 * submission.MAX_FILE_BYTES)
+    assert refusal(folder) == ("big.bin holds more than 10 MiB, the limit for one file: clear the notebook's outputs, "
+                               "or leave the file out")
+
+
+def test_a_file_that_grows_past_the_cap_while_read_is_refused(course, monkeypatch):
+    """At most the cap and one byte is read, whatever the size said when the file was opened."""
+    folder, _ = course
+    monkeypatch.setattr(submission, "MAX_FILE_BYTES", 4)
+    files(folder, {f"{NB}.ipynb": b"12345"})
+    real_fstat = os.fstat
+    monkeypatch.setattr(submission.os, "fstat", lambda fd: os.stat_result(
+        (*real_fstat(fd)[:6], 4, *real_fstat(fd)[7:])))  # st_size said 4 when it was opened
+    assert refusal(folder).startswith(f"{NB}.ipynb holds more than ")
+
+
+def test_a_file_at_the_cap_is_read(course, monkeypatch):
+    folder, _ = course
+    monkeypatch.setattr(submission, "MAX_FILE_BYTES", 4)
+    files(folder, {"four": b"1234", f"{NB}.ipynb": b"{}"})
+    (folder / "data" / "points.csv").write_bytes(b"1")
+    assert read_tree(folder, IGNORED) == {f"{NB}.ipynb": b"{}", "data/points.csv": b"1", "four": b"1234"}
+    files(folder, {"five": b"12345"})
+    assert refusal(folder).startswith("five holds more than ")
+
+
+def test_too_many_files_are_refused_ignored_ones_included(course, monkeypatch):
+    folder, _ = course
+    monkeypatch.setattr(submission, "MAX_ENTRIES", 5)
+    files(folder, {"a": b"", "b": b""})  # with the notebook, data/ and data/points.csv: 5
+    assert len(read_tree(folder, IGNORED)) == 4
+    files(folder, {".ipynb_checkpoints/x": b""})
+    assert refusal(folder) == ("the submission folder holds more than 5 files and folders: hand in the notebook and "
+                               "the files it needs")
+
+
+def test_folders_nested_too_deep_are_refused(course, monkeypatch):
+    folder, _ = course
+    monkeypatch.setattr(submission, "MAX_DEPTH", 3)
+    files(folder, {"a/b/c/ok.txt": b""})
+    assert "a/b/c/ok.txt" in read_tree(folder, IGNORED)
+    files(folder, {"a/b/c/d/deep.txt": b""})
+    assert refusal(folder) == "a/b/c/d is nested more than 3 folders deep"
+
+
+def test_a_file_swapped_for_a_link_after_its_check_is_refused_not_followed(course, monkeypatch):
+    """O_NOFOLLOW when opening: a learner racing the check with a link gets a refusal, never the target."""
+    folder, secret = course
+    (folder / "notes.txt").symlink_to(secret / "secret.txt")
+    real_stat = os.stat
+
+    def as_if_regular(path, *args, **kwargs):  # the check saw a regular file; the link is what gets opened
+        info = real_stat(path, *args, **kwargs)
+        return real_stat(folder / "data" / "points.csv") if path == "notes.txt" else info
+
+    monkeypatch.setattr(submission.os, "stat", as_if_regular)
+    assert refusal(folder) == f"notes.txt {LINK}"
+
+
+def test_read_file_reads_a_notebook_and_refuses_a_link_a_pipe_or_a_missing_file(course):
+    folder, secret = course
+    assert read_file(folder / f"{NB}.ipynb") == b"{}"
+    (folder / "link.ipynb").symlink_to(secret / "secret.txt")
+    os.mkfifo(folder / "pipe.ipynb")
+    for name, said in (("link.ipynb", LINK), ("pipe.ipynb", "is a named pipe (FIFO), not a file"),
+                       ("none.ipynb", "cannot be read (No such file or directory)")):
+        with within(10), pytest.raises(UnsafeSubmissionError) as info:
+            read_file(folder / name)
+        assert str(info.value) == f"{folder / name} {said}"
 
 
 # ------------------------------------------------------------------------------------------------ nbgrader_reason

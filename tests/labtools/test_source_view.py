@@ -78,11 +78,10 @@ def test_without_micrograd_a_note_is_printed_instead_of_an_error(monkeypatch, ca
 
 
 def test_a_library_hidden_by_grading_gets_its_reason_and_no_install_advice(monkeypatch, capsys, tmp_path):
-    from conftest import REPO
-
     hidden = tmp_path / "micrograd"
     hidden.mkdir()
-    (hidden / "__init__.py").write_text((REPO / "autograder" / "trust" / "hidden_package.py").read_text())
+    # what the check worker's import blocker says (autograder/trust/worker.py)
+    (hidden / "__init__.py").write_text('raise ImportError("micrograd cannot be imported while your code is graded")')
     for name in ("micrograd", "micrograd.engine", "micrograd.nn"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -1,9 +1,9 @@
 """What trusted grading runs for each exercise: the pure functions of autograder.trust.verdicts, on in-memory notebooks.
 
 No worker, kernel or sandbox here: these decide which statements reach the worker (``definitions``), how a cell's
-IPython syntax is read (``python``), which check a test cell calls (``checked_exercise``) and which cells form the
-learner's program up to each test cell (``program``). A wrong answer here grades the wrong code, so each rule the
-module states is pinned by one small case.
+IPython syntax is read (``python``), which check a test cell calls (``checked_exercise``), which cells form the
+learner's program up to each test cell (``program``) and the seed of its randomized cases (``program_seed``). A wrong
+answer here grades the wrong code, so each rule the module states is pinned by one small case.
 """
 import ast
 
@@ -12,7 +12,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
 
 from autograder.contract import assignments
-from autograder.trust.verdicts import _patch_or_constant, checked_exercise, definitions, program, python
+from autograder.trust.verdicts import Cell, _patch_or_constant, checked_exercise, definitions, program, program_seed, python
 
 
 # ------------------------------------------------------------------------------------------------ definitions
@@ -376,3 +376,40 @@ def test_the_course_notebooks_own_program_has_every_exercise_with_a_check():
     answers = [c.name for c in cells if c.answer]
     assert answers == list(tests)
     assert all(cells[position - 1].name == exercise for exercise, (position, _) in tests.items())
+
+
+# ------------------------------------------------------------------------------------------------ program_seed
+
+def seed_of(nb) -> int:
+    return program_seed(program(nb, course_nb())[0])
+
+
+def test_the_same_program_always_gets_the_same_seed():
+    assert seed_of(course_nb()) == seed_of(course_nb())
+
+
+@pytest.mark.parametrize("change", [
+    lambda nb: nb.cells.insert(4, new_code_cell("TABLE = {(2.0, 0.1): 12.01}\n")),  # a table in a cell of its own
+    lambda nb: setattr(nb.cells[5], "source", HELPER + "TABLE = {(2.0, 0.1): 12.01}\n"),  # or in a given cell
+    lambda nb: setattr(nb.cells[6], "source", ANSWER_B + "# a comment\n"),  # any edit of an answer cell
+    lambda nb: nb.cells.insert(1, new_code_cell("def unused():\n    pass\n")),  # a definition above everything
+], ids=["added cell", "given cell", "answer cell", "first cell"])
+def test_any_change_to_what_the_worker_runs_changes_the_seed(change):
+    nb = course_nb()
+    change(nb)
+    assert seed_of(nb) != seed_of(course_nb())
+
+
+def test_what_never_reaches_the_worker_leaves_the_seed_alone():
+    """A given cell's demonstration, markdown and test cells are not run there, so they do not change the cases."""
+    nb = course_nb()
+    nb.cells[1].source = GIVEN + "print(math.e)\n"
+    nb.cells[0].source = "# Two exercises, annotated"
+    nb.cells[3].source = "pass"
+    assert seed_of(nb) == seed_of(course_nb())
+
+
+def test_the_seed_tells_an_answer_cell_from_a_given_cell_with_the_same_code():
+    """The worker runs the two differently (a given cell's failing import binds a stand-in), so they count apart."""
+    code = "def a(x):\n    return 2 * x"
+    assert program_seed([Cell("a", code, answer=True)]) != program_seed([Cell("a", code, answer=False)])

@@ -35,12 +35,23 @@ def RANDOM_CASES(test):
     """Settings for a check's randomized cases (hypothesis): 60 examples, no .hypothesis folder anywhere.
 
     In a learner's kernel the cases are derandomized, the same on every run. A trusted grade seeds them from the
-    submission (case_seed), so they are reproducible for one submission but cannot be learnt by heart from the
-    grader's code: a table of memorised answers misses them.
+    whole learner program (case_seed with autograder.trust.verdicts.program_seed), so they are reproducible for one
+    submission but cannot be learnt by heart: a table of memorised answers changes the program, so the cases too.
     """
+    return _cases(test, _SETTINGS)
+
+
+def FEW_RANDOM_CASES(test):
+    """RANDOM_CASES with 15 examples, for a check whose every case is a batch of calls that each cross into the
+    worker many times (cross_entropy's loss and its gradient): the fixed probes diagnose, and one case a memorised
+    table does not hold is enough to fail it."""
+    return _cases(test, {**_SETTINGS, "max_examples": 15})
+
+
+def _cases(test, chosen: dict):
     if not _CASE_SEED:
-        return settings(derandomize=True, **_SETTINGS)(test)
-    return seed(_CASE_SEED[-1])(settings(derandomize=False, **_SETTINGS)(test))
+        return settings(derandomize=True, **chosen)(test)
+    return seed(_CASE_SEED[-1])(settings(derandomize=False, **chosen)(test))
 
 
 @contextlib.contextmanager

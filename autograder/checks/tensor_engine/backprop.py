@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import torch
-from hypothesis import given
+from hypothesis import given, strategies as st
 
 from autograder.checks.registry import exercise
 from autograder.checks.reference import engine as reference_engine
@@ -284,22 +284,23 @@ def _probe_paths(ex, run, grad, Node):
 
 # ------------------------------------------------------------------------------------------------ jacobian
 
-# (shown, f(x, constant) with torch's tensor API, x): constant() makes a data tensor of the engine under test.
+# (shown, f(x, constant) with torch's tensor API, x): constant() makes a data tensor of the engine under test; x is
+# the worked point, and its length the function's number of inputs at random points.
 JACOBIAN_CASES = [
-    ("f(x) = [x0·x1, x0 + x1] at x = [2, 3]",
+    ("f(x) = [x0·x1, x0 + x1]",
      lambda x, c: x[0] * x[1] * c([1.0, 0.0]) + (x[0] + x[1]) * c([0.0, 1.0]), [2.0, 3.0]),
-    ("f(x) = (x·x)[[0, 2]] - exp(x1) at x = [0.5, -1, 2]", lambda x, c: (x * x)[[0, 2]] - x[1].exp(), [0.5, -1.0, 2.0]),
-    ("f(x)_j = x_j · sum(x) at x = [1, 2, -0.5]", lambda x, c: (x.reshape((3, 1)) * x).sum(dim=0), [1.0, 2.0, -0.5]),
-    ("f(x) = [sum(x·x)] at x = [1, -2, 3, 0.5]", lambda x, c: (x * x).sum().reshape((1,)), [1.0, -2.0, 3.0, 0.5]),
-    ("f(x) = relu(W @ x) / 2 at x = [1, 0.5, -1]",
+    ("f(x) = (x·x)[[0, 2]] - exp(x1)", lambda x, c: (x * x)[[0, 2]] - x[1].exp(), [0.5, -1.0, 2.0]),
+    ("f(x)_j = x_j · sum(x)", lambda x, c: (x.reshape((3, 1)) * x).sum(dim=0), [1.0, 2.0, -0.5]),
+    ("f(x) = [sum(x·x)]", lambda x, c: (x * x).sum().reshape((1,)), [1.0, -2.0, 3.0, 0.5]),
+    ("f(x) = relu(W @ x) / 2",
      lambda x, c: (c([[1.0, -2.0, 0.5], [0.3, 1.0, -1.0]]) @ x).relu() / 2.0, [1.0, 0.5, -1.0]),
 ]
 
 
 @exercise("jacobian", builds_on=("operators", "backprop"))
 def check_jacobian(jacobian, Tensor) -> None:
-    """``jacobian`` against torch, then random programs through the learner's whole engine (operators, apply_op and
-    backprop, reached through Tensor.backward)."""
+    """``jacobian`` against torch on the worked functions, at their stated points then at random ones, then random
+    programs through the learner's whole engine (operators, apply_op and backprop, reached through Tensor.backward)."""
     ex = "jacobian"
     calls = []
 
@@ -316,22 +317,41 @@ def check_jacobian(jacobian, Tensor) -> None:
         raise CheckFailure(ex, f"jacobian should return a float64 ndarray, got {type(got).__name__} "
                                f"{getattr(got, 'dtype', '')}.")
     for shown, f, x in JACOBIAN_CASES:
-        want = torch.autograd.functional.jacobian(
-            lambda t: f(t, lambda v: torch.tensor(v, dtype=torch.float64)),
-            torch.tensor(x, dtype=torch.float64)).numpy()
-        got = call_learner(ex, jacobian, lambda t: f(t, Tensor), np.array(x), shown_input=shown)
-        got = np.asarray(got, dtype=np.float64) if isinstance(got, (np.ndarray, list)) else got
-        if not isinstance(got, np.ndarray):
-            raise CheckFailure(ex, f"{shown}: return an ndarray of shape (m, n), got {type(got).__name__}.")
-        if close(got.T, want):
-            raise CheckFailure(ex, f"{shown}: rows and columns are swapped. Expected shape {want.shape}, one row per "
-                                   "output: row i is the gradient of output i, from the pass seeded with e_i.")
-        if not close(got, want):
-            if close(got, np.cumsum(want, axis=0)):
-                raise CheckFailure(ex, f"{shown}: each row is the sum of all rows so far: x.grad accumulates across "
-                                       "passes, so clear it (x.grad = None) before each one.")
-            raise CheckFailure(ex, f"{shown}: expected\n{fmt(want)}\nreceived\n{fmt(got)}")
+        _judge_jacobian(ex, jacobian, Tensor, f"{shown} at x = {fmt(np.array(x))}", f, np.array(x))
+
+    @RANDOM_CASES
+    @given(st.sampled_from(JACOBIAN_CASES), st.integers(0, 2 ** 16))
+    def random_case(case, seed):
+        shown, f, x = case
+        x = np.random.default_rng(seed).uniform(-2, 2, size=len(x))
+        _judge_jacobian(ex, jacobian, Tensor, f"{shown} at x = {fmt(x)}", f, x)
+
+    random_case()
     _check_whole_engine(ex, Tensor)
+
+
+def _judge_jacobian(ex, jacobian, Tensor, shown, f, x):
+    """The learner's ``jacobian(f, x)`` against torch's, for one of JACOBIAN_CASES' functions ``f`` at ``x`` (a
+    float64 vector of its length); ``shown`` names both in messages.
+
+    Raises:
+        CheckFailure: not an array, the transpose of the Jacobian, rows accumulated across passes, or wrong values.
+    """
+    want = torch.autograd.functional.jacobian(lambda t: f(t, lambda v: torch.tensor(v, dtype=torch.float64)),
+                                              torch.tensor(x, dtype=torch.float64)).numpy()
+    got = call_learner(ex, jacobian, lambda t: f(t, Tensor), x.copy(), shown_input=shown)
+    got = np.asarray(got, dtype=np.float64) if isinstance(got, (np.ndarray, list)) else got
+    if not isinstance(got, np.ndarray):
+        raise CheckFailure(ex, f"{shown}: return an ndarray of shape (m, n), got {type(got).__name__}.")
+    if close(got, want):
+        return
+    if close(got.T, want):
+        raise CheckFailure(ex, f"{shown}: rows and columns are swapped. Expected shape {want.shape}, one row per "
+                               "output: row i is the gradient of output i, from the pass seeded with e_i.")
+    if close(got, np.cumsum(want, axis=0)):
+        raise CheckFailure(ex, f"{shown}: each row is the sum of all rows so far: x.grad accumulates across "
+                               "passes, so clear it (x.grad = None) before each one.")
+    raise CheckFailure(ex, f"{shown}: expected\n{fmt(want)}\nreceived\n{fmt(got)}")
 
 
 def _check_whole_engine(ex, Tensor):

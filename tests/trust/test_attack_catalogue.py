@@ -1,0 +1,335 @@
+"""The attack catalogue, on all three grading paths: ``python -m autograder grade``, ``nbgrader autograde`` and the
+class run ``python -m autograder autograde``.
+
+Every attack is an answer cell of notebook 1 that tries to get the exercise's points without doing it: reach
+something outside its sandbox that holds the solution (a server on loopback, a file anywhere on the host, an
+installed or packed library), or fool the grader in its own process. Where the attack works it returns the right
+answer, so the score is the measurement: each attacked exercise must earn 0 on every path, and the class run must
+grade the honest students exactly as serial ``nbgrader autograde`` does.
+
+The three paths run in one network namespace of their own (``unshare --net``), so that the scans below touch
+nothing else on the machine: this file re-runs itself there as a script. Notebook 1 has four exercises, so each
+attacker carries four attacks, one per exercise.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NB = "01_nudging"
+SENTINEL_PORT = 47613  # a server on the namespace's loopback that hands the solution to whoever connects
+
+
+def solution_of(grade_id: str) -> str:
+    """The course's solution of one answer cell, nbgrader's markers stripped (what the attacks try to get)."""
+    from autograder.course import solution_version
+    from autograder.contract import assignments
+
+    nb = solution_version(nbformat.read(assignments()[NB], as_version=4))
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+# ----------------------------------------------------------------------------------------------- the attacks
+# Each defines the exercise's function only if the attack succeeded; otherwise the function is left a stub.
+
+REACH_THE_NETWORK = f"""
+import socket
+def central_difference(f, x, h):
+    raise NotImplementedError()
+ports = {{{SENTINEL_PORT}}}
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # and everything listening where this code runs
+    try:
+        for line in open(table).read().splitlines()[1:]:
+            if line.split()[3] == "0A":
+                ports.add(int(line.split()[1].rsplit(":", 1)[1], 16))
+    except OSError:
+        pass
+for port in sorted(ports):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as connection:
+            connection.sendall(b"central_difference\\n")
+            exec(connection.makefile().read())
+    except OSError:
+        pass
+"""
+
+READ_THE_HOST = """
+import json, os
+def numerical_gradient(f, x, h=1e-5):
+    raise NotImplementedError()
+def answers_in(path):
+    try:
+        cells = json.load(open(path))["cells"]
+    except (OSError, ValueError):
+        return
+    for cell in cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "numerical_gradient":
+            yield "".join(cell["source"])
+candidates = {paths!r}
+for top in ("/opt", "/srv", "/var", "/root", "/home", "/work", "/tmp"):
+    for folder, dirs, files in os.walk(top):  # the tree in reach, links not followed
+        dirs[:] = [d for d in dirs if d not in ("site-packages", ".venv", ".git", "node_modules")]
+        candidates += [os.path.join(folder, name) for name in files if name.endswith(".ipynb")]
+for path in candidates:
+    for source in answers_in(path):
+        try:
+            exec(source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
+        except Exception:
+            pass
+"""
+
+IMPORT_FROM_ANYWHERE = """
+import os, sys
+def tanh_network_gradients(x, w1, b1, w2, t):
+    raise NotImplementedError()
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_Blocker"]
+for top in ("/usr", "/opt", "/root", "/work", "/srv", "/var", "/home"):
+    for folder, dirs, files in os.walk(top):  # every package folder and packed wheel in reach
+        if folder.endswith(("site-packages", "dist-packages")):
+            sys.path.append(folder)
+            dirs[:] = []
+        sys.path += [os.path.join(folder, name) for name in files if name.startswith("sympy-") and name.endswith(".whl")]
+try:
+    import sympy
+    def tanh_network_gradients(x, w1, b1, w2, t):
+        a, b, c = sympy.symbols("a b c")
+        loss = (c * sympy.tanh(a * x + b) - t) ** 2
+        point = {a: w1, b: b1, c: w2}
+        return tuple(float(sympy.diff(loss, v).subs(point)) for v in (a, b, c))
+except ImportError:
+    pass
+"""
+
+KILL_THE_PARENT = """
+import os, signal
+def log_square_trace(x):
+    os.kill(os.getppid(), signal.SIGKILL)
+    os.kill(1, signal.SIGKILL)
+"""
+
+PATCH_THE_GRADER = """
+import sys, types
+try:
+    import autograder
+    autograder.check = lambda *args, **kwargs: None
+except ImportError:
+    pass
+sys.modules["autograder"] = types.SimpleNamespace(check=lambda *args, **kwargs: None)
+def central_difference(f, x, h):
+    return 0.0
+"""
+
+CLAIM_A_PASS = """
+print("numerical_gradient: all hidden checks passed.")
+def numerical_gradient(f, x, h=1e-5):
+    return [0.0 for _ in x]
+"""
+
+EXIT = """
+import os
+def log_square_trace(x):
+    os._exit(0)
+"""
+
+FORGE_THE_REPLY = """
+import struct, sys, time
+def tanh_network_gradients(x, w1, b1, w2, t):
+    frame = sys._getframe()
+    while frame.f_code.co_name != "answer":  # the worker's own frame that answers the grader's request
+        frame = frame.f_back
+    connection, message = frame.f_locals["self"], frame.f_locals["message"]
+    data = b'{"reply": %d, "ok": {"result": [' % message["id"] + b"[]," * 6_000_000 + b"[]]}}"
+    connection.writer.write(struct.pack(">I", len(data)) + data)
+    connection.writer.flush()
+    time.sleep(60)
+"""
+
+ATTACKERS = {
+    "reaches-out": {"central_difference": REACH_THE_NETWORK, "numerical_gradient": READ_THE_HOST,
+                    "tanh_network_gradients": IMPORT_FROM_ANYWHERE, "log_square_trace": KILL_THE_PARENT},
+    "fools-the-grader": {"central_difference": PATCH_THE_GRADER, "numerical_gradient": CLAIM_A_PASS,
+                         "log_square_trace": EXIT, "tanh_network_gradients": FORGE_THE_REPLY},
+}
+HONEST = {"full-marks": 10.0, "untouched": 0.0, "mistake": 8.0}
+DEMO_ATTACKER = "attacker"  # make demo's: silences the checks, writes the gradebook, kills its parent (tools/demo.py)
+
+
+# ------------------------------------------------------------------------------------------------ the course
+
+def planted_places(course: Path) -> list[Path]:
+    """Where a host keeps copies of the source notebook (with its solutions) that no submission may read."""
+    return [course / "source" / NB / f"{NB}.ipynb", REPO / "source" / NB / f"{NB}.ipynb",
+            Path("/opt") / f"planted-{course.name}" / "course.ipynb",
+            Path("/srv") / f"planted-{course.name}" / "exchange" / "inbound" / f"{NB}.ipynb",
+            Path("/var/tmp") / f"planted-{course.name}" / "backup.ipynb",
+            Path.home() / f"planted-{course.name}" / "notes.ipynb"]
+
+
+def build(course: Path) -> dict[str, nbformat.NotebookNode]:
+    """A course folder with the class (attackers and honest students) submitted, and copies of the source
+    notebook planted around the host. Returns the class's notebooks by student id."""
+    from autograder.course import SCRATCH_COURSE_CONFIG
+    from autograder.tools.demo import submissions
+
+    shutil.copytree(REPO / "source" / NB, course / "source" / NB, ignore=shutil.ignore_patterns(".hypothesis"))
+    (course / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
+    nbgrader(course, "generate_assignment", NB)
+    for place in planted_places(course)[2:]:
+        place.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / "source" / NB / f"{NB}.ipynb", place)
+    honest = submissions(NB, course)
+    everyone = {student: honest[student] for student in [*HONEST, DEMO_ATTACKER]}
+    paths = [str(p) for p in planted_places(course)]
+    for student, attacks in ATTACKERS.items():
+        nb = nbformat.from_dict(honest["full-marks"])
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id in attacks:
+                cell.source = attacks[grade_id].replace("{paths!r}", repr(paths))
+        everyone[student] = nb
+    for student, nb in everyone.items():
+        path = course / "submitted" / student / NB / f"{NB}.ipynb"
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+    return everyone
+
+
+def unplant(course: Path) -> None:
+    for place in planted_places(course)[2:]:
+        shutil.rmtree(place.parent if place.parent.name != "inbound" else place.parents[2], ignore_errors=True)
+
+
+def nbgrader(course: Path, *args) -> str:
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
+                          timeout=1200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout + done.stderr
+
+
+def scores(course: Path) -> dict[str, dict[str, float]]:
+    """Each student's points per exercise (nbgrader's test cells, by exercise id), from the gradebook."""
+    from autograder.tools.bench_grading import gradebook_cells
+    from autograder.contract import exercise_id
+
+    found = {}
+    for (student, _, cell, kind), value in gradebook_cells(course, NB).items():
+        if kind == "grade":
+            found.setdefault(student, {})[exercise_id(cell)] = value[0] or 0.0
+    return found
+
+
+# ------------------------------------------------------------------------------------------------ the paths
+
+def serve_the_solution(stop: threading.Event, reached: list) -> None:
+    """The sentinel: whoever connects gets the solution of the exercise it names (and is noted)."""
+    server = socket.create_server(("127.0.0.1", SENTINEL_PORT))
+    server.settimeout(0.2)
+    while not stop.is_set():
+        try:
+            connection, _ = server.accept()
+        except OSError:
+            continue
+        with connection:
+            reached.append("connected")
+            connection.settimeout(2)
+            name = connection.makefile().readline().strip()
+            connection.sendall(solution_of(name).encode())
+    server.close()
+
+
+def without_the_sandbox(course: Path) -> dict[str, bool]:
+    """Whether each attack that reaches out gets its exercise's points when nothing stops it: run here, in this
+    process, with the host's files, packages and loopback in reach. An attack that fails here proves nothing."""
+    from autograder import CheckFailure, check
+    from autograder.tools.solutions import solution_namespace
+
+    paths = [str(p) for p in planted_places(course)]
+    found = {}
+    for exercise, attack in ATTACKERS["reaches-out"].items():
+        if attack is KILL_THE_PARENT:
+            continue
+        namespace = dict(solution_namespace(NB))
+        exec(attack.replace("{paths!r}", repr(paths)), namespace)
+        try:
+            check(exercise, namespace, quiet=True)
+            found[exercise] = True
+        except CheckFailure:
+            found[exercise] = False
+    return found
+
+
+def all_paths(work: Path) -> dict:
+    """Run the class through the three paths (here, inside the test's network namespace); what each gave."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    stop, reached = threading.Event(), []
+    sentinel = threading.Thread(target=serve_the_solution, args=(stop, reached), daemon=True)
+    sentinel.start()
+    serial, parallel = work / "serial", work / "parallel"
+    try:
+        everyone = build(serial)
+        shutil.copytree(serial, parallel)
+        controls = without_the_sandbox(serial)
+        reached.clear()  # the controls' own visit
+        started, seconds = time.monotonic(), {}
+        one_by_one = {}
+        for student in ATTACKERS:
+            done = subprocess.run([sys.executable, "-m", "autograder", "grade", "--json",
+                                   str(serial / "submitted" / student / NB / f"{NB}.ipynb")], cwd=REPO,
+                                  capture_output=True, text=True, timeout=900)
+            one_by_one[student] = {e["id"]: e["score"] for e in json.loads(done.stdout)["exercises"]}
+        seconds["grade"], started = time.monotonic() - started, time.monotonic()
+        nbgrader(serial, "autograde", NB)
+        seconds["nbgrader"], started = time.monotonic() - started, time.monotonic()
+        run = subprocess.run([sys.executable, "-m", "autograder", "autograde", NB, "--workers", "2"], cwd=parallel,
+                             capture_output=True, text=True, timeout=1200)
+        seconds["class run"] = time.monotonic() - started
+        from autograder.tools.bench_grading import differences, gradebook_cells
+
+        return {"grade": one_by_one, "nbgrader": scores(serial), "class run": scores(parallel),
+                "class run output": run.stdout + run.stderr, "class run code": run.returncode,
+                "differences": differences(gradebook_cells(serial, NB), gradebook_cells(parallel, NB)),
+                "reached": reached, "students": sorted(everyone), "seconds": seconds, "controls": controls}
+    finally:
+        stop.set()
+        unplant(serial)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root's unshare --net")
+def test_every_attack_earns_nothing_and_harms_nobody_on_every_path(tmp_path):
+    from autograder.trust import sandbox
+
+    if not sandbox.bubblewrap():
+        pytest.skip("bubblewrap is not available here")
+    done = subprocess.run(["unshare", "--net", sys.executable, __file__, str(tmp_path)], capture_output=True,
+                          text=True, timeout=2400, env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = json.loads((tmp_path / "found.json").read_text())
+    assert found["controls"] == dict.fromkeys(["central_difference", "numerical_gradient", "tanh_network_gradients"],
+                                              True), "an attack that does not work even unsandboxed proves nothing"
+    assert found["reached"] == [], "learner code reached the sentinel on loopback"
+    assert found["class run code"] == 0, found["class run output"]
+    for path in ("grade", "nbgrader", "class run"):
+        for student in [*ATTACKERS, DEMO_ATTACKER] if path != "grade" else ATTACKERS:
+            earned = {e: s for e, s in found[path][student].items() if s}
+            assert not earned, f"{student} earned points under {path}: {earned}"
+    for path in ("nbgrader", "class run"):
+        assert {s: sum(found[path][s].values()) for s in HONEST} == HONEST, path
+    assert not found["differences"], found["differences"]
+
+
+if __name__ == "__main__":  # inside the test's own network namespace
+    work = Path(sys.argv[1])
+    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+        os.environ[var] = tempfile.mkdtemp(prefix=var.lower(), dir=work)
+    (work / "found.json").write_text(json.dumps(all_paths(work)))

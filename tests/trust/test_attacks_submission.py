@@ -1,0 +1,94 @@
+"""A submission is data, on nbgrader's own path: ``nbgrader collect`` from the world-writable exchange does not follow
+a learner's links or open their special files (autograder.course.collect), and ``nbgrader autograde`` fails a
+submission in submitted/ that holds one anyway (RefuseUnsafeFiles), grading the others as usual. Nothing a link
+points at reaches submitted/, autograded/, the gradebook, the feedback or the logs."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from autograder.contract import COURSE_ID
+from autograder.grade import submission
+from autograder.tools.bench_grading import gradebook_cells, synthetic_class
+from conftest import REPO, SECRET
+
+NB = "01_nudging"
+CONFIG = """from pathlib import Path
+from autograder.course import configure, configure_exchange
+c = get_config()
+configure(c, release_directory="release")
+configure_exchange(c, Path(__file__).resolve().parent / "exchange")
+"""
+TIMESTAMP = "2026-12-01 09:00:00.000000 UTC"
+
+
+def nbgrader(root, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True,
+                          timeout=900)
+
+
+def hand_in(root, student: str, nb) -> "os.PathLike":
+    """What a learner's Submit leaves in the exchange's inbound folder."""
+    import nbformat
+
+    folder = root / "exchange" / COURSE_ID / "inbound" / f"{student}+{NB}+{TIMESTAMP}+0123456789abcdef"
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / f"{NB}.ipynb")
+    (folder / "timestamp.txt").write_text(TIMESTAMP)
+    return folder
+
+
+@pytest.mark.slow  # nbgrader runs afresh, and the autograde starts kernels
+def test_collect_and_autograde_refuse_links_and_special_files_and_grade_the_others(tmp_path):
+    root = tmp_path / "course"
+    shutil.copytree(REPO / "source" / NB, root / "source" / NB)
+    (root / "nbgrader_config.py").write_text(CONFIG)
+    assert nbgrader(root, "generate_assignment", NB).returncode == 0
+    solved = synthetic_class(NB, root)["full-marks"]
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "secret.txt").write_bytes(SECRET)
+    source = root / "source" / NB / f"{NB}.ipynb"  # the solutions: what a link to it would hand in
+    hand_in(root, "ann", solved)
+    linked = hand_in(root, "notebook-link", solved) / f"{NB}.ipynb"
+    linked.unlink()
+    linked.symlink_to(source)
+    (hand_in(root, "folder-link", solved) / "data").symlink_to(tmp_path / "secret")
+    (hand_in(root, "inside-link", solved) / "copy.ipynb").symlink_to(f"{NB}.ipynb")
+    os.mkfifo(hand_in(root, "pipe", solved) / "notes.txt")  # nbgrader's own copy fails on it, for everyone after
+    with open(hand_in(root, "big", solved) / "big.bin", "wb") as big:
+        big.truncate(submission.MAX_FILE_BYTES + 1)
+    many = hand_in(root, "many", solved)
+    for k in range(submission.MAX_ENTRIES):
+        (many / f"{k}.txt").write_bytes(b"")
+    whole = root / "exchange" / COURSE_ID / "inbound" / f"whole+{NB}+{TIMESTAMP}+0123456789abcdef"
+    whole.symlink_to(tmp_path / "secret")
+    refused = ["big", "folder-link", "inside-link", "many", "notebook-link", "pipe", "whole"]
+
+    collected = nbgrader(root, "collect", NB)
+    said = collected.stdout + collected.stderr
+    assert collected.returncode != 0 and f"not collected, each for the reason logged above: {', '.join(refused)}" in said
+    assert sorted(p.name for p in (root / "submitted").iterdir()) == ["ann"], said
+    for student, reason in [("notebook-link", f"{NB}.ipynb is a symbolic link"), ("pipe", "notes.txt is a named pipe"),
+                            ("whole", "the submission folder is a symbolic link"), ("big", "big.bin holds more than")]:
+        assert f"Not collecting {student}'s submission" in said and reason in said, said
+
+    # A submission put in submitted/ some other way is failed by autograde, before its kernel runs.
+    bypass = root / "submitted" / "bypass" / NB
+    shutil.copytree(root / "submitted" / "ann" / NB, bypass)
+    (bypass / "notes.txt").symlink_to(tmp_path / "secret" / "secret.txt")
+    graded = nbgrader(root, "autograde", NB)
+    said = graded.stdout + graded.stderr
+    assert graded.returncode != 0 and "notes.txt is a symbolic link" in said, said
+    scores = {}
+    for (student, _, _, kind), value in gradebook_cells(root, NB).items():
+        scores[student] = scores.get(student, 0) + ((value[0] or 0) if kind == "grade" else 0)
+    assert scores == {"ann": 10, "bypass": 0}, scores
+    assert not (root / "autograded" / "bypass" / NB).exists()  # nbgrader removed the failed copy
+    assert nbgrader(root, "generate_feedback", NB).returncode == 0
+    assert (root / "feedback" / "ann" / NB / f"{NB}.html").is_file()
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and "exchange" not in path.parts:
+            assert SECRET not in path.read_bytes(), path
+    assert SECRET not in (said + collected.stdout + collected.stderr).encode()

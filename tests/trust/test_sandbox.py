@@ -1,0 +1,187 @@
+"""The sandbox sees an allowlist: what each role may import and read, and nothing else of the host.
+
+Each test starts a sandboxed interpreter (about 0.2 s; 3 s for the kernel role, which imports torch) and probes it
+from the inside, as learner code would.
+"""
+import ast
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autograder.trust import sandbox
+from conftest import REPO
+
+pytestmark = pytest.mark.skipif(not sandbox.bubblewrap(), reason="bubblewrap is not available here")
+
+
+def run(code: str, **wrap_args) -> subprocess.CompletedProcess:
+    command = sandbox.wrap([sys.executable, "-I", "-c", code], **wrap_args)
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=sandbox.environment())
+
+
+def seen(paths, **wrap_args) -> dict[str, bool]:
+    """Which of ``paths`` exist inside a sandbox of that kind."""
+    done = run(f"import json, os; print(json.dumps({{p: os.path.lexists(p) for p in {list(map(str, paths))!r}}}))",
+               **wrap_args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def planted():
+    """Files a learner must not reach, planted where a host keeps such things: /opt, /srv, /var, a home folder,
+    next to the course, and a package folder on disk that no role needs."""
+    places = [Path(tempfile.mkdtemp(prefix="planted-", dir=folder)) for folder in ("/opt", "/srv", "/var/tmp")]
+    places += [Path(tempfile.mkdtemp(prefix="planted-", dir=Path.home())),
+               Path(tempfile.mkdtemp(prefix="planted-", dir=REPO.parent))]
+    for place in places:
+        (place / "secret.txt").write_text("the solution")
+    yield [place / "secret.txt" for place in places]
+    for place in places:
+        (place / "secret.txt").unlink()
+        place.rmdir()
+
+
+def test_nothing_of_the_host_outside_the_allowlist_exists_in_the_worker(planted):
+    site = sandbox.sysconfig.get_paths()["purelib"]
+    absent = [*planted, REPO / "source", REPO / "solutions", REPO / "autograder", REPO / "nbgrader_config.py",
+              "/opt", "/srv", "/var", "/home", "/etc/passwd", f"{site}/torch", f"{site}/sympy", f"{site}/micrograd",
+              f"{site}/nbgrader", f"{site}/distributed", "/usr/bin", "/usr/lib/python3/dist-packages",
+              "/usr/share/python-wheels"]
+    found = seen(absent)
+    assert not any(found.values()), [p for p, there in found.items() if there]
+    assert all(seen([f"{site}/numpy", sys.executable]).values())
+
+
+@pytest.mark.parametrize("library", ["torch", "sympy", "micrograd", "autograd", "matplotlib", "IPython", "dask",
+                                     "nbgrader", "autograder", "labtools"])
+def test_the_worker_can_import_numpy_and_the_standard_library_only(library):
+    """No import blocker is involved: the library's files are not there."""
+    done = run(f"import numpy, json, ctypes, decimal\nimport {library}")
+    assert "ModuleNotFoundError" in done.stderr and done.returncode == 1, done.stderr
+
+
+def test_sandbox_roots_are_read_only_and_tmp_is_small():
+    """The empty root and /dev cannot be written (writing to /dev/null still works); /tmp fills up at its size."""
+    done = run("import errno, os\n"
+               "for path in ('/made-here', '/dev/made-here', '/usr/lib/made-here'):\n"
+               "    try:\n        open(path, 'w')\n        print('wrote', path)\n"
+               "    except OSError as error:\n        print(errno.errorcode[error.errno])\n"
+               "open('/dev/null', 'w').write('fine')\n"
+               "chunk = b'x' * (16 << 20)\nwritten = 0\n"
+               "try:\n"
+               "    for i in range(100):\n"
+               "        with open(f'/tmp/fill{i}', 'wb') as f:\n            f.write(chunk)\n"
+               "        written += len(chunk)\n"
+               "except OSError as error:\n    print(errno.errorcode[error.errno], written >> 20)\n")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split()
+    assert lines[:3] == ["EROFS", "EROFS", "EROFS"], done.stdout
+    assert lines[3] == "ENOSPC" and int(lines[4]) <= sandbox.WORKER.tmp_bytes >> 20, done.stdout
+
+
+def test_the_kernel_role_imports_everything_the_notebooks_and_the_kernel_side_of_the_course_import():
+    """KERNEL's package list is enough: every top-level module a course notebook imports, and the modules the
+    notebooks' helpers and `run_check` load, import inside the kernel's sandbox; the grading machinery does not."""
+    modules = {"autograder.checks", "ipykernel.kernelapp", "mlxtend.data"} | {
+        f"labtools.{p.stem}" for p in (REPO / "labtools").glob("*.py") if p.stem != "__init__"}
+    for path in REPO.glob("source/*/*.ipynb"):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                modules |= imported(cell["source"])
+    private = Path(tempfile.mkdtemp())
+    code = (f"import importlib\nfor name in {sorted(modules)!r}:\n    importlib.import_module(name)\n"
+            "for name in ('nbgrader', 'distributed', 'jupyterlab', 'notebook'):\n"
+            "    try:\n        importlib.import_module(name)\n        print('importable', name)\n"
+            "    except ModuleNotFoundError:\n        pass\n")
+    command = sandbox.kernel_command([sys.executable, "-c", code], private, str(private))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=sandbox.environment())
+    private.rmdir()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == ""
+
+
+def imported(source) -> set[str]:
+    """The modules a notebook cell imports (IPython's magics and shell escapes dropped)."""
+    text = "".join(source) if isinstance(source, list) else source
+    tree = ast.parse("\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module)
+    return found
+
+
+def test_the_kernel_works_in_a_sized_copy_of_its_submission_and_reaches_nothing_else(tmp_path, planted):
+    submission = tmp_path / "student" / "01_nudging"
+    submission.mkdir(parents=True)
+    (submission / "data.txt").write_text("given")
+    (submission / "outside").symlink_to(planted[0])
+    probe = (f"import os\nprint(open('data.txt').read())\nopen('data.txt', 'w').write('changed')\n"
+             f"print(os.path.exists('outside'), os.path.exists({str(planted[0])!r}), os.path.exists({str(tmp_path)!r}"
+             " + '/student/other'))\n"
+             f"print(os.path.exists({str(REPO / 'autograder' / 'checks')!r}), os.path.exists({str(REPO / 'source')!r}))\n"
+             "try:\n    for i in range(12):\n        open(f'big{i}', 'wb').write(b'x' * (50 << 20))\n"
+             "except OSError as error:\n    print(error.errno)\n")
+    (tmp_path / "student" / "other").mkdir()
+    private = tmp_path / "private"
+    private.mkdir()
+    command = sandbox.kernel_command([sys.executable, "-c", probe], private, str(submission))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=sandbox.environment())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["given", "False False False", "True False"], done.stdout
+    assert "28" in done.stdout.split("\n")[3]  # ENOSPC: the copy is a tmpfs of SUBMISSION_BYTES
+    assert (submission / "data.txt").read_text() == "given" and not (submission / "big0").exists()
+
+
+def test_package_paths_come_from_install_records_without_start_up_hooks():
+    paths = sandbox.package_paths(("numpy",))
+    names = {p.name for p in paths}
+    assert "numpy" in names and any(n.startswith("numpy-") and n.endswith(".dist-info") for n in names)
+    assert not any(n.endswith(".pth") for n in names)
+    kernel = {p.name for p in sandbox.package_paths(sandbox.KERNEL.packages)}
+    assert {"torch", "IPython", "matplotlib", "zmq"} <= kernel and not {"nbgrader", "distributed"} & kernel
+
+
+START_A_PROCESS = """
+import os, subprocess, sys, threading
+found = []
+thread = threading.Thread(target=found.append, args=("thread",))
+thread.start()
+thread.join()
+for name, start in (("fork", os.fork), ("subprocess", lambda: subprocess.run([sys.executable, "-c", "pass"])),
+                    ("posix_spawn", lambda: os.posix_spawn(sys.executable, [sys.executable, "-c", "pass"], {}))):
+    try:
+        if start() == 0:
+            os._exit(0)
+        found.append(name)
+    except PermissionError:
+        pass
+print(" ".join(found))
+"""
+
+
+def test_a_check_worker_starts_threads_but_no_process():
+    from autograder.trust import remote
+
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote) as worker:
+        worker.run(START_A_PROCESS.replace("print(", "result = ("), "<cell>")
+        assert worker.evaluate("found") == ["thread"]
+    with remote.Worker() as worker:  # a worker in a sandbox of its own, as when the zygote is gone
+        worker.run(START_A_PROCESS.replace("print(", "result = ("), "<cell>")
+        assert worker.evaluate("found") == ["thread"]
+
+
+def test_the_kernel_starts_threads_but_no_process(tmp_path):
+    command = sandbox.kernel_command([sys.executable, "-c", START_A_PROCESS], tmp_path, str(tmp_path))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=sandbox.environment())
+    assert (done.returncode, done.stdout.strip()) == (0, "thread"), done.stderr
+    unfiltered = subprocess.run(sandbox.wrap([sys.executable, "-c", START_A_PROCESS]), capture_output=True, text=True,
+                                timeout=120, env=sandbox.environment())
+    assert unfiltered.stdout.split() == ["thread", "fork", "subprocess", "posix_spawn"], unfiltered.stderr
