@@ -116,10 +116,16 @@ def _patch_or_constant(statement) -> bool:
 
 
 def python(source: str) -> str:
-    """A cell's source as plain Python: IPython's magics and shell escapes become calls, as the kernel sees them."""
+    """A cell's source as plain Python: IPython's magics and shell escapes become calls, as the kernel sees them.
+
+    A cell IPython cannot take (inconsistent indentation makes it raise) comes back as it is: the worker then raises
+    what the kernel did, in that cell alone. Never raises."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    return TransformerManager().transform_cell(source)
+    try:
+        return TransformerManager().transform_cell(source)
+    except UNREADABLE:
+        return source
 
 
 def _leaves(node) -> list:
@@ -183,6 +189,18 @@ def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S) -> dic
     return found
 
 
+def program_seed(cells: list[Cell]) -> int:
+    """The case seed of a learner program: a 60-bit int hashed from every cell that reaches the worker, in order.
+
+    Answer cells count whole and every other cell by the definitions kept from it (what ``program`` returns), each
+    with its kind, since the worker runs the two differently. The same submission always gets the same cases, so the
+    same grade; a cell added, removed or changed anywhere in what the worker runs gives other cases, so a table of
+    answers recorded from one grade, pasted into any cell, is checked on inputs it does not hold.
+    """
+    text = json.dumps([["answer" if c.answer else "given", c.code] for c in cells])  # unambiguous, whatever the code
+    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
+
+
 @dataclass
 class Judging:
     """What one exercise's check is run with: the cells before its test cell, and what the submission shares."""
@@ -205,18 +223,6 @@ def judged(check_id: str, run: Judging) -> Verdict:
     except Exception as error:  # the grader's own failure: no verdict, so no points, and the reason
         return Verdict(check_id, False, f"the grader could not check this exercise ({type(error).__name__}: "
                                         f"{str(error)[:200]}). Ask your instructor to grade it again.")
-
-
-def program_seed(cells: list[Cell]) -> int:
-    """The case seed of a learner program: a 60-bit int hashed from every cell that reaches the worker, in order.
-
-    Answer cells count whole and every other cell by the definitions kept from it (what ``program`` returns), each
-    with its kind, since the worker runs the two differently. The same submission always gets the same cases, so the
-    same grade; a cell added, removed or changed anywhere in what the worker runs gives other cases, so a table of
-    answers recorded from one grade, pasted into any cell, is checked on inputs it does not hold.
-    """
-    text = json.dumps([["answer" if c.answer else "given", c.code] for c in cells])  # unambiguous, whatever the code
-    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
 
 
 def judge(check_id: str, run: Judging) -> Verdict:

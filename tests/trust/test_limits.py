@@ -168,3 +168,10 @@ def test_the_graders_own_failure_costs_the_exercise_not_the_whole_grade(monkeypa
     assert not found["log_square_trace"].passed
     assert "could not check this exercise (RuntimeError: an oracle broke)" in found["log_square_trace"].message
     assert all(found[e].passed for e in ("central_difference", "numerical_gradient", "tanh_network_gradients"))
+
+
+def test_a_cell_python_cannot_take_costs_its_own_exercise_with_the_reason():
+    found = verdicts.verdicts(with_answer("numerical_gradient", "a = 1\n\tb = 2\n  c = 3\n"), course())
+    assert not found["numerical_gradient"].passed
+    assert "numerical_gradient raised" in found["numerical_gradient"].message, found["numerical_gradient"].message
+    assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
