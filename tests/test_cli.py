@@ -156,3 +156,13 @@ def test_rebuilding_an_unknown_notebook_is_refused_with_the_names_there_are():
     done = subprocess.run([sys.executable, "-m", "autograder", "solutions", "notebooks/09_nothing/09_nothing.ipynb"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no assignment 09_nothing" in done.stderr and "01_nudging" in done.stderr
+
+
+def test_a_notebook_nbformat_does_not_accept_exits_2_with_one_line(tmp_path):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells[1].source = 5  # nbformat reads it; nbgrader would fail on it with a traceback
+    path = tmp_path / "invalid.ipynb"
+    path.write_text(json.dumps(nb))
+    code, _, err = grade(path)
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith("cannot grade: ") and "ValidationError" in err and len(err.strip().splitlines()) == 1

@@ -9,16 +9,19 @@ and ``nbgrader generate_feedback`` all see the trusted verdict, and whatever the
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 import tempfile
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import nbformat
+import zmq
 from nbformat.v4 import new_output
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -27,7 +30,9 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 
 from autograder import checks  # imported before any learner kernel runs: nothing it writes changes them
-from autograder.trust import sandbox, verdicts
+from autograder.course.limits import (MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES, NOTEBOOK_CPU_S,
+                                     NOTEBOOK_WALL_S, oversized)
+from autograder.trust import cputime, sandbox, verdicts
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
 # lazily is imported here first, since two threads importing one package at once can break its import.
 import IPython.core.inputtransformer2  # noqa: F401
@@ -40,8 +45,13 @@ CODE_LINE = re.compile(r"^\s*(?:-*>\s*\d+\s)?\s*")  # a traceback line's indenta
 NOT_RUN = "KernelStopped"  # the ename of a cell the kernel never finished
 NOT_MEASURED = ("(This cell measures time and memory on the machine that runs it, and grades nothing: it is skipped "
                 "while grading. Run it in JupyterLab to see the figures.)\n")
+MAX_MESSAGE_BYTES = MAX_NOTEBOOK_BYTES + MAX_CELL_OUTPUT_BYTES  # a kernel message may echo a whole cell's source
 DIFFERS = ("Your notebook's kernel reported that the hidden checks passed, but the same checks run outside it "
            "failed, and that run counts (the exercise failed verification): ")
+
+
+UNCHECKED = ("this test cell is not one of the course's, so the grader has no check for it (was it added, or its "
+             "metadata changed?)")
 
 
 class StartTrustedVerdicts(NbGraderPreprocessor):
@@ -54,24 +64,32 @@ class StartTrustedVerdicts(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         job = verdict_job(nbformat.from_dict(nb), resources, self.log)
-        if job is not None:
-            job.start()
-            resources[JOB] = job
+        job.start()
+        resources[JOB] = job
         return nb, resources
 
 
 class TrustedVerdicts(NbGraderPreprocessor):
-    """Replace each trusted exercise's test-cell outputs with the verdict computed outside the learner's kernel."""
+    """Replace every test cell's outputs with the verdict computed outside the learner's kernel.
+
+    Fails closed: a test cell without a trusted verdict (a notebook that is not the course's, a cell the course does
+    not have, a grader that failed) gets an error output with the reason, so it earns nothing, whatever the kernel
+    printed there.
+    """
 
     def preprocess(self, nb, resources):
         job = resources.pop(JOB, None) or verdict_job(nb, resources, self.log)
-        if job is None:
-            return nb, resources
-        found = job.result()
+        try:
+            found, missing = job.result(), job.refused or UNCHECKED
+        except Exception as error:  # the grader's own failure: no verdict, so no points, and the reason
+            self.log.error("%s: the trusted verdicts failed: %r", resources.get("unique_key"), error)
+            found, missing = {}, (f"the grader could not check this notebook ({type(error).__name__}: "
+                                  f"{str(error)[:200]}). Ask your instructor to grade it again.")
         for cell in nb.cells:
             meta = nbgrader_meta(cell)
-            verdict = found.get(exercise_id(meta.get("grade_id", "")))
-            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and verdict:
+            if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                exercise = exercise_id(meta.get("grade_id", ""))
+                verdict = found.get(exercise) or verdicts.Verdict(exercise, False, missing)
                 failure = visible_failure(cell.outputs)
                 claimed = not failure and any("all hidden checks passed" in o.get("text", "") for o in cell.outputs)
                 if verdict.passed and failure:  # the kernel's visible asserts can cost points, never give them
@@ -84,35 +102,48 @@ JOB = "backprop_trusted_verdicts"  # where StartTrustedVerdicts leaves its job f
 
 
 class VerdictJob(threading.Thread):
-    """verdicts.verdicts on a background thread; result() waits and re-raises what went wrong there."""
+    """verdicts.verdicts on a background thread; result() waits and re-raises what went wrong there.
 
-    def __init__(self, nb, course_nb):
+    A job ``refused`` (a reason) computes nothing: every test cell fails with that reason.
+    """
+
+    def __init__(self, nb, course_nb, refused: str | None = None):
         super().__init__(daemon=True, name="trusted-verdicts")
-        self.nb, self.course_nb = nb, course_nb
+        self.nb, self.course_nb, self.refused = nb, course_nb, refused
         self.found, self.error = None, None
 
     def run(self):
+        if self.refused:
+            self.found = {}
+            return
         try:
             self.found = verdicts.verdicts(self.nb, self.course_nb)
         except BaseException as error:  # handed to the waiting thread, which raises it
             self.error = error
 
     def result(self) -> dict:
-        if not self.is_alive() and self.found is None and self.error is None:
+        if self.ident is None:
             self.run()  # never started: compute here
-        self.join()
+        else:
+            self.join()
         if self.error is not None:
             raise self.error
         return self.found
 
 
-def verdict_job(nb, resources, log) -> VerdictJob | None:
-    """The job that computes a course notebook's trusted verdicts; None (with a warning) for a foreign notebook."""
+def verdict_job(nb, resources, log) -> VerdictJob:
+    """The job that computes a course notebook's trusted verdicts; a refused one (with a warning) for a notebook the
+    course has no notebook for, or one too large to grade."""
     name = Path(resources.get("unique_key", "")).name or resources["nbgrader"]["notebook"]
-    course = assignments().get(resources["nbgrader"]["assignment"])
+    assignment = resources["nbgrader"]["assignment"]
+    course = assignments().get(assignment)
+    refused = refusal(nb)
     if course is None or course.stem != name:
-        log.warning("TrustedVerdicts: %s is not a notebook of this course; left as the kernel graded it", name)
-        return None
+        refused = (f"the course has no notebook {name!r} in assignment {assignment!r}, so nothing in it can be "
+                   "checked: submit the course's notebook, under its own name")
+    if refused:
+        log.warning("TrustedVerdicts: %s: %s", name, refused)
+        return VerdictJob(nb, None, refused=refused)
     warning = sandbox.warning()
     if warning:
         log.warning(warning)
@@ -127,17 +158,25 @@ def visible_failure(kernel_outputs) -> str | None:
 
 
 class ContainedExecute(Execute):
-    """nbgrader's Execute, where a kernel that dies or will not stop costs that notebook's remaining cells.
+    """nbgrader's Execute, where a kernel that dies, will not stop or runs out of its budget costs that notebook's
+    remaining cells, and whose outputs are bounded.
 
     Plain Execute lets the exception end the whole ``nbgrader autograde`` run ("There was an error processing
     assignment"), leaving the notebook ungraded. Here the cell that was running and every cell not reached get an
     error output naming the reason (nbgrader scores a test cell without outputs as passed, so "not run" must be an
     error), and grading goes on: TrustedVerdicts still checks every trusted exercise from its own worker.
 
+    Limits (autograder.course): each cell has nbclient's wall-clock timeout; the whole run, which no cell resets,
+    has NOTEBOOK_CPU_S CPU seconds of the kernel's sandbox (KernelWatch) and NOTEBOOK_WALL_S on the wall clock; a
+    notebook past MAX_NOTEBOOK_BYTES or MAX_CELLS is not run at all; outputs past MAX_CELL_OUTPUT_BYTES in a cell or
+    MAX_OUTPUT_BYTES in the notebook are dropped with a note, and an error output is cut to ERROR_LINES lines.
+
     Cells tagged ``measured`` are not run: they time the course's demonstrations (notebook 5's checkpointing
     pictures take about 5 s of CPU), which is no part of the learner's work and earns nothing. Nothing after them
     uses what they compute (tests/test_course_metadata.py).
     """
+
+    _watch: KernelWatch | None = None
 
     def preprocess_cell(self, cell, resources, index):
         if MEASURED_TAG in cell.metadata.get("tags", []):
@@ -146,16 +185,125 @@ class ContainedExecute(Execute):
         return super().preprocess_cell(cell, resources, index)
 
     def preprocess(self, nb, resources, km=None):
+        refused = refusal(nb)
+        if refused:
+            self.log.warning("%s: not run: %s", resources.get("unique_key"), refused)
+            for cell in nb.cells:
+                if cell.cell_type == "code":
+                    cell.outputs = [new_output("error", ename=NOT_RUN, evalue=refused,
+                                               traceback=[f"{NOT_RUN}: {refused}"])]
+            return nb, resources
+        self._wall_end, self._output = time.monotonic() + NOTEBOOK_WALL_S, OutputCap()
         try:
             return super().preprocess(nb, resources, km=km)
         except (DeadKernelError, CellTimeoutError, TimeoutError) as error:
-            why = ("the kernel running your notebook died: does your code call exit(), os._exit() or kill a process?"
-                   if isinstance(error, DeadKernelError) else
-                   f"a cell did not finish within {self.timeout} s and did not stop when interrupted: "
-                   "is there a loop that never ends, with the interrupt signal ignored?")
+            why = self._why_stopped(error)
             self.log.warning("%s: %s", resources.get("unique_key"), why)
             mark_not_run(nb, why)
             return nb, resources
+        finally:
+            if self._watch is not None:
+                self._watch.stop()
+                self._watch = None
+
+    def _why_stopped(self, error: Exception) -> str:
+        if self._watch is not None and self._watch.reason:
+            return self._watch.reason
+        if isinstance(error, DeadKernelError):
+            return "the kernel running your notebook died: does your code call exit(), os._exit() or kill a process?"
+        if time.monotonic() >= self._wall_end:
+            return (f"running your notebook took more than {NOTEBOOK_WALL_S:g} s in all (wall clock), so it was "
+                    "stopped: does a cell sleep, or wait for input?")
+        return (f"a cell did not finish within {self.timeout} s and did not stop when interrupted: "
+                "is there a loop that never ends, with the interrupt signal ignored?")
+
+    def start_new_kernel(self, **kwargs) -> None:  # what nbconvert's preprocess calls (the sync wrapper)
+        super().start_new_kernel(**kwargs)
+        self._watch = KernelWatch(self.km.provisioner.process, NOTEBOOK_CPU_S)
+        self._watch.start()
+
+    def _get_timeout(self, cell) -> float:
+        """A cell's wall-clock timeout, no later than the notebook's own backstop (at least 1 s)."""
+        return max(1.0, min(super()._get_timeout(cell) or NOTEBOOK_WALL_S, self._wall_end - time.monotonic()))
+
+    def process_message(self, msg, cell, cell_index):
+        if msg["msg_type"] == "error":
+            bound_error(msg["content"])
+        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(msg["content"]))):
+            if self._output.first_cut():
+                cell.outputs.append(new_output("stream", name="stdout", text=CUT))
+            return None
+        return super().process_message(msg, cell, cell_index)
+
+    def on_cell_executed(self, **kwargs):
+        if kwargs["execute_reply"]["content"].get("status") == "error":
+            bound_error(kwargs["execute_reply"]["content"])
+        return super().on_cell_executed(**kwargs)
+
+
+OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "update_display_data")
+CUT = (f"\n[Output cut here: a cell may leave {MAX_CELL_OUTPUT_BYTES >> 20} MiB of output and a notebook "
+       f"{MAX_OUTPUT_BYTES >> 20} MiB; the rest was dropped while grading.]\n")
+ERROR_LINES, ERROR_CHARS = 40, 2000  # of an error output: its last lines, each cut to this many characters
+
+
+class OutputCap:
+    """The output bytes a notebook's run may keep: MAX_CELL_OUTPUT_BYTES per cell, MAX_OUTPUT_BYTES in all."""
+
+    def __init__(self):
+        self.cell = self.notebook = 0
+        self._index, self._cut = None, False
+
+    def admits(self, cell_index: int, size: int) -> bool:
+        """Count an output of ``size`` bytes of cell ``cell_index``; whether it fits (one that does not is dropped,
+        and still counts)."""
+        if cell_index != self._index:
+            self.cell, self._index, self._cut = 0, cell_index, False
+        self.cell, self.notebook = self.cell + size, self.notebook + size
+        return self.cell <= MAX_CELL_OUTPUT_BYTES and self.notebook <= MAX_OUTPUT_BYTES
+
+    def first_cut(self) -> bool:
+        """True the first time in a cell that an output is dropped (the cell then gets one note saying so)."""
+        first, self._cut = not self._cut, True
+        return first
+
+
+def bound_error(content: dict) -> None:
+    """Cut an error's value and traceback (a learner's exception message can be any size) in place."""
+    content["evalue"] = str(content.get("evalue", ""))[:ERROR_CHARS]
+    content["traceback"] = [str(line)[:ERROR_CHARS] for line in list(content.get("traceback") or [])[-ERROR_LINES:]]
+
+
+def refusal(nb) -> str | None:
+    """Why a notebook is too large to be graded at all (autograder.course.oversized), or None."""
+    return oversized(len(json.dumps(nb)), len(nb.cells))
+
+
+class KernelWatch(threading.Thread):
+    """Kills a kernel whose sandbox has used more than ``cpu_s`` CPU seconds in all, polling every POLL_S.
+
+    The kernel's RLIMIT_CPU (sandbox.KERNEL_LIMITS) bounds its one process; this bounds the whole sandbox, learner
+    subprocesses included, and names the reason (``reason``), which nbclient's DeadKernelError does not.
+    """
+
+    POLL_S = 0.5
+
+    def __init__(self, process: subprocess.Popen, cpu_s: float):
+        super().__init__(daemon=True, name="kernel-cpu")
+        self.process, self.cpu_s = process, cpu_s
+        self.reason: str | None = None
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.POLL_S):
+            if cputime.tree_cpu_seconds(self.process.pid) > self.cpu_s:
+                self.reason = (f"the kernel running your notebook used more than {self.cpu_s:g} s of CPU time in "
+                               "all, so it was stopped: is a cell very slow, or a loop endless?")
+                self.process.kill()
+                return
+
+    def stop(self) -> None:
+        self._done.set()
 
 
 def mark_not_run(nb, why: str) -> None:
@@ -255,6 +403,13 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.transport = "ipc"
         self.ip = str(self.private / "ipc")
         self.connection_file = str(self.private / "kernel.json")
+
+    def client(self, **kwargs):
+        """The client, whose sockets refuse a message past MAX_MESSAGE_BYTES (ZeroMQ drops it and reconnects), so
+        no single message of the kernel's grows this process without bound."""
+        client = super().client(**kwargs)
+        client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        return client
 
     async def _async_pre_start_kernel(self, **kw):
         command, kw = await super()._async_pre_start_kernel(**kw)

@@ -13,14 +13,15 @@ import nbformat
 
 from autograder.contract import assignments, exercise_id, nbgrader_cells, nbgrader_meta
 from autograder.course import configure, quiet_nbgrader
-from autograder.grade.submission import UnsafeSubmissionError, read_file
+from autograder.course.limits import oversized
+from autograder.grade.submission import UnsafeSubmissionError, nbgrader_reason, read_file
 
 STUDENT = "learner"
 
 
 class UnusableNotebook(Exception):
     """The file cannot be graded at all (missing, a link or special file, too large, not a notebook, no known
-    assignment, cells deleted)."""
+    assignment, cells deleted, or nbgrader could not grade it); the message is one line."""
 
 
 @dataclass
@@ -82,9 +83,13 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
         raise UnusableNotebook(str(refused)) from None
     try:
         nb = nbformat.reads(content.decode("utf-8"), as_version=4)
+        nbformat.validate(nb)  # reads() only logs what is wrong; nbgrader would fail on it later, with a traceback
     except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
         raise UnusableNotebook(f"{path}: not a readable Jupyter notebook ({type(error).__name__}: "
                                f"{str(error).splitlines()[0] if str(error) else ''})") from None
+    too_many = oversized(0, len(nb.cells))
+    if too_many:
+        raise UnusableNotebook(f"{path}: {too_many}")
     present = {meta.get("grade_id") for meta in nbgrader_cells(nb)}
     expected = {name: [meta["grade_id"] for meta in nbgrader_cells(nbformat.read(source, as_version=4))]
                 for name, source in assignments().items()}
@@ -144,8 +149,8 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         on_start: called with the assignment name once the notebook is known to be gradable.
 
     Raises:
-        UnusableNotebook: the file cannot be graded (see read_submission).
-        RuntimeError: nbgrader itself failed; its log is in the message.
+        UnusableNotebook: the file cannot be graded (see read_submission), or nbgrader could not grade it (the
+            line of its log that says why).
     """
     nb, assignment = read_submission(path)
     # nbgrader, the checks and torch load only now: an unusable file was refused without waiting for them.
@@ -184,7 +189,8 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         for step, run in steps:
             outcome = run()
             if not outcome["success"]:
-                raise RuntimeError(f"nbgrader {step} failed:\n{outcome.get('error') or outcome.get('log')}")
+                why = nbgrader_reason(outcome.get("error") or outcome.get("log") or "") or "no reason in its log"
+                raise UnusableNotebook(f"{path}: nbgrader {step} failed: {why}")
         if feedback:
             Path(feedback).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(root / "feedback" / STUDENT / assignment / f"{assignment}.html", feedback)

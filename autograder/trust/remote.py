@@ -9,11 +9,16 @@ right numbers, which takes a correct implementation.
 
 Both speak the protocol of ``autograder.trust.wire``, which says what travels and how, and decodes strictly here:
 only plain data, handles and our own functions and arrays come back, so nothing the worker sends can run code here.
-Every request has a deadline; a worker that misses it, dies, or sends garbage is killed and named.
+Every request has a deadline in CPU seconds of the worker's sandbox (``autograder.trust.cputime``), so a loaded
+machine cannot make a correct answer time out, with a wall-clock backstop several times longer for code that waits
+without computing; the workers of one submission share one :class:`Budget` that no exercise gives back. A worker
+that misses a deadline, dies, or sends garbage is killed and named.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import os
 import re
 import signal
@@ -27,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autograder.trust import sandbox, wire
+from autograder.trust import cputime, sandbox, wire
 from autograder.trust.wire import MAPPED_ERRORS, ProtocolError
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
@@ -35,9 +40,14 @@ INSIDE_SCRIPT = "/tmp/grader/worker.py"
 # All of ours the sandbox sees: the worker and the codec it loads from its own folder.
 GRADER_FILES = {WORKER_SCRIPT: INSIDE_SCRIPT, Path(wire.__file__): "/tmp/grader/wire.py"}
 INSIDE_FILTER = "/tmp/grader/no-new-processes.bpf"  # sandbox.no_new_processes, where it exists
-DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_TIMEOUT_S = 10.0  # CPU seconds of the worker's sandbox for one request
 ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
-EXERCISE_BUDGET_S = 240.0  # all of one exercise's requests together: slow-but-finite code cannot stall a class
+EXERCISE_BUDGET_S = 120.0  # CPU seconds of all of one exercise's requests together
+SUBMISSION_BUDGET_S = 300.0  # CPU seconds of all the workers of one submission together (verdicts.verdicts)
+# Wall-clock backstop: this many times a CPU limit. Code that sleeps or blocks uses no CPU, and a machine loaded by
+# other gradings gives a worker a fraction of a core: with 4 busy processes on 2 cores, about a third.
+WALL_FACTOR = 6
+SLICE_S = 0.2  # a wait this long samples the worker's CPU (0.3 ms a sample); shorter requests never pay for it
 MESSAGE_LIMIT = 300  # of a learner exception's text quoted in a diagnosis (it is the learner's text, not ours)
 
 
@@ -66,14 +76,59 @@ def in_use() -> bool:
 
 
 class Stopped(BaseException):
-    """The worker is gone: it missed its deadline (``timeout``), died, or broke the protocol.
+    """The worker is gone: it used up a request's CPU time, a budget or a wall-clock backstop, died,
+    or broke the protocol. ``reason`` is a whole sentence for the learner.
 
     A BaseException so that no ``except Exception`` in a check can mistake it for a wrong answer and go on.
     """
 
-    def __init__(self, reason: str, timeout: bool = False):
+    def __init__(self, reason: str):
         super().__init__(reason)
-        self.reason, self.timeout = reason, timeout
+        self.reason = reason
+
+
+class Unavailable(Exception):
+    """The worker could not be started, or did not answer before any learner code ran: nothing about the answer is
+    known, so the exercise fails with this reason (never the learner's fault)."""
+
+
+class Budget:
+    """CPU seconds that workers may use between them, never given back, with a wall-clock backstop from its creation.
+
+    One per exercise (each Worker makes its own) and one per submission (verdicts.verdicts shares it between that
+    submission's workers). A Worker charges it what its sandbox used when it closes, and checks it, with what it is
+    using now, whenever it samples its CPU.
+    """
+
+    def __init__(self, cpu_s: float, what: str, wall_s: float | None = None):
+        """``what`` names whose checks they are in a reason ("this exercise's checks"); ``wall_s`` defaults to
+        WALL_FACTOR times ``cpu_s``."""
+        self.cpu_s, self.what = cpu_s, what
+        self.wall_s = WALL_FACTOR * cpu_s if wall_s is None else wall_s
+        self.spent = 0.0  # CPU seconds charged by closed workers
+        self._wall_end = time.monotonic() + self.wall_s
+
+    def left(self, running: float = 0.0) -> float:
+        """CPU seconds left, with ``running`` seconds used by a worker that has not closed yet."""
+        return self.cpu_s - self.spent - running
+
+    def exhausted(self, running: float = 0.0) -> str | None:
+        """Why nothing more may run (CPU used up, or the wall-clock backstop passed), or None."""
+        if self.left(running) <= 0:
+            return (f"{self.what} used more than {self.cpu_s:g} s of CPU time in all, so the rest was not checked: "
+                    "is your code very slow?")
+        if time.monotonic() >= self._wall_end:
+            return (f"{self.what} took more than {self.wall_s:g} s in all (wall clock) while using little CPU, so the "
+                    "rest was not checked: does your code sleep or wait for input?")
+        return None
+
+
+@dataclasses.dataclass
+class _Deadline:
+    """The limits of one request and the requests it makes while it waits (callbacks)."""
+    cpu_start: float  # the worker's CPU seconds when it began
+    cpu_s: float      # CPU seconds it may use
+    wall_end: float   # time.monotonic() past which it is stopped whatever its CPU (moved on by callbacks served)
 
 
 class LearnerError(Exception):
@@ -270,14 +325,20 @@ class Zygote:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def fork(self, connection: socket.socket, stderr) -> bool:
-        """Start a worker on ``connection`` writing to ``stderr`` (a file); False when this zygote cannot."""
+    @property
+    def pid(self) -> int | None:
+        """The PID (outside the sandbox) of the process at the root of its sandbox, None before it starts."""
+        return None if self._process is None else self._process.pid
+
+    def fork(self, connection: socket.socket, stderr, cpu_s: int) -> bool:
+        """Start a worker on ``connection`` writing to ``stderr`` (a file), killed by the kernel (RLIMIT_CPU) after
+        ``cpu_s`` CPU seconds of its own; False when this zygote cannot."""
         if self._broken:
             return False
         try:
             if self._control is None:
                 self._start()
-            socket.send_fds(self._control, [b"S"], [connection.fileno(), stderr.fileno()])
+            socket.send_fds(self._control, [b"S" + struct.pack(">I", cpu_s)], [connection.fileno(), stderr.fileno()])
             self._answer()
             return True
         except (OSError, ProtocolError):
@@ -345,25 +406,53 @@ class Worker:
     """
 
     def __init__(self, limits: sandbox.Limits = sandbox.Limits(),
-                 budget_s: float = EXERCISE_BUDGET_S, zygote: Zygote | None = None):
+                 budget_s: float = EXERCISE_BUDGET_S, zygote: Zygote | None = None, shared: Budget | None = None):
+        """``budget_s``: CPU seconds for all of this exercise's requests; ``shared``: the submission's budget, which
+        this worker draws on too (it is charged when the worker closes).
+
+        Raises:
+            Unavailable: the worker's process could not be started, or did not answer a first request.
+        """
+        self._budgets = [Budget(budget_s, "the checks of this exercise")] + ([shared] if shared else [])
+        hard_cpu = max(1, min(limits.cpu_seconds, math.ceil(min(b.left() for b in self._budgets)) + 1))
         here, there = socket.socketpair()
         self._socket = here
         self._home = tempfile.TemporaryDirectory(prefix="grading-worker-")
-        stderr_path = Path(self._home.name) / "stderr"
-        self._stderr = open(stderr_path, "wb")
-        if zygote is not None and zygote.fork(there, self._stderr):
-            self._process = _ForkedWorker(zygote)
-        else:
-            self._process = _sandboxed_worker(there.fileno(), limits, self._stderr, home=self._home.name)
-        there.close()
+        self._stderr = open(Path(self._home.name) / "stderr", "wb")
+        try:
+            self._process, self._root = self._spawn(there, dataclasses.replace(limits, cpu_seconds=hard_cpu),
+                                                    zygote)
+        except OSError as error:
+            self._discard(here)
+            raise Unavailable(f"the grader could not start the process that runs your code ({error})") from None
+        finally:
+            there.close()
         self._next_id = 0
-        self._deadline: float | None = None
-        self._budget, self._budget_end = budget_s, time.monotonic() + budget_s
+        self._deadline: _Deadline | None = None
         self._codec = _Codec(self)
         self._installed: dict[str, Remote] = {}
         self.stopped: Stopped | None = None
+        self._cpu_start, self._cpu, self._sampled_at = cputime.tree_cpu_seconds(self._root), 0.0, time.monotonic()
         global _OPEN_WORKERS
         _OPEN_WORKERS += 1
+        try:
+            self.evaluate("None")  # before any learner code: a failure here is the grader's, not the answer's
+        except (Stopped, ProtocolError) as failure:
+            self.close()
+            raise Unavailable(f"the grader could not start the process that runs your code ({failure})") from None
+
+    def _spawn(self, there: socket.socket, limits: sandbox.Limits, zygote: Zygote | None):
+        """The worker's process (forked from ``zygote`` when it can), and the PID of its sandbox's root."""
+        if zygote is not None and zygote.fork(there, self._stderr, limits.cpu_seconds):
+            return _ForkedWorker(zygote), zygote.pid
+        process = _sandboxed_worker(there.fileno(), limits, self._stderr, home=self._home.name)
+        return process, process.pid
+
+    def _discard(self, here: socket.socket) -> None:
+        """Tidy up a worker whose process never started."""
+        here.close()
+        self._stderr.close()
+        self._home.cleanup()
 
     def __enter__(self) -> "Worker":
         return self
@@ -376,6 +465,9 @@ class Worker:
         if self._socket.fileno() < 0:
             return  # closed already
         _OPEN_WORKERS -= 1
+        self._sample()
+        for budget in self._budgets:
+            budget.spent += self._cpu
         self._kill()
         self._socket.close()
         self._stderr.close()
@@ -415,15 +507,20 @@ class Worker:
     def request(self, message: dict, timeout: float = DEFAULT_TIMEOUT_S, call_args: tuple = ()):
         """Send one request and wait for its reply, serving the worker's callbacks meanwhile.
 
-        Nested requests (made by a callback while the outer one waits) share the outer request's deadline.
+        ``timeout`` is in CPU seconds of the worker's sandbox; the request is also stopped after WALL_FACTOR times
+        as long on the wall clock. Nested requests (made by a callback while the outer one waits) share the outer
+        request's deadline.
+
+        Raises:
+            Stopped: the worker missed a deadline, ran out of a budget, died or broke the protocol (it is killed).
         """
         if self.stopped:
             raise self.stopped
         outermost = self._deadline is None
         if outermost:
-            if time.monotonic() >= self._budget_end:
-                raise self._stop(self._over_budget())
-            self._deadline = min(time.monotonic() + timeout, self._budget_end)
+            if time.monotonic() - self._sampled_at >= SLICE_S:  # many short requests add up too
+                self._check()
+            self._deadline = _Deadline(self._cpu, timeout, time.monotonic() + WALL_FACTOR * timeout)
         self._next_id += 1
         request_id = self._next_id
         encoded = {**message, "id": request_id, **self._encoded(message)}  # a failure here is ours, not the learner's
@@ -436,7 +533,9 @@ class Worker:
                 if frame.get("reply") == request_id:
                     break
                 if frame.get("op") == "callback" and isinstance(frame.get("id"), int) and frame["id"] < 0:
+                    served = time.monotonic()
                     self._send(self._serve_callback(frame))
+                    self._deadline.wall_end += time.monotonic() - served  # the trusted side's time, not the worker's
                     continue
                 raise ProtocolError("a reply to no request")
             if "stopped" in frame:
@@ -509,16 +608,15 @@ class Worker:
         return wire.unpack(self._read(wire.length(self._read(wire.HEADER.size))))
 
     def _read(self, size: int) -> bytes:
+        """``size`` bytes from the worker, checking its CPU every SLICE_S of waiting."""
         chunks, left = [], size
+        self._socket.settimeout(SLICE_S)
         while left:
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._timed_out()
-            self._socket.settimeout(remaining)
             try:
                 chunk = self._socket.recv(min(left, 1 << 20))
             except socket.timeout:
-                raise self._timed_out() from None
+                self._check()
+                continue
             except OSError:
                 chunk = b""
             if not chunk:
@@ -527,18 +625,38 @@ class Worker:
             left -= len(chunk)
         return b"".join(chunks)
 
-    def _timed_out(self) -> Stopped:
-        if self._deadline >= self._budget_end:
-            return self._stop(self._over_budget())
-        return self._stop("timeout", timeout=True)
+    def cpu_seconds(self) -> float:
+        """CPU seconds the worker's sandbox has used since this worker started, as last sampled."""
+        return self._cpu
 
-    def _over_budget(self) -> str:
-        return f"the checks of this exercise took more than {self._budget:g} s in all: is your code very slow?"
+    def _sample(self) -> None:
+        """Read the sandbox's CPU (never less than before: a sandbox that is gone reads 0)."""
+        self._cpu = max(self._cpu, cputime.tree_cpu_seconds(self._root) - self._cpu_start)
+        self._sampled_at = time.monotonic()
 
-    def _stop(self, reason: str, timeout: bool = False) -> Stopped:
+    def _check(self) -> None:
+        """Sample the worker's CPU and stop it if the request or a budget is past its limit.
+
+        Raises:
+            Stopped: with the limit that was passed.
+        """
+        self._sample()
+        deadline = self._deadline
+        if deadline is not None and self._cpu - deadline.cpu_start > deadline.cpu_s:
+            raise self._stop(f"your code did not finish within {deadline.cpu_s:g} s of CPU time: is there a loop "
+                             "that never ends?")
+        for budget in self._budgets:
+            reason = budget.exhausted(self._cpu)
+            if reason:
+                raise self._stop(reason)
+        if deadline is not None and time.monotonic() >= deadline.wall_end:
+            raise self._stop(f"your code did not finish within {WALL_FACTOR * deadline.cpu_s:g} s on the wall "
+                             "clock while using little CPU: does it sleep, or wait for input or a lock?")
+
+    def _stop(self, reason: str) -> Stopped:
         """Kill the worker and remember why: every later request fails at once with the same reason."""
         self._kill()
-        self.stopped = Stopped(reason, timeout=timeout)
+        self.stopped = Stopped(reason)
         return self.stopped
 
     def _death(self) -> str:
@@ -554,7 +672,8 @@ class Worker:
         if "MemoryError" in tail:
             return "your code ran out of memory (the limit is 4 GiB)"
         if code == -signal.SIGXCPU:
-            return "your code used up its CPU time (about 5 minutes for one exercise's checks)"
+            return ("your code used up the CPU time left for checking it (the operating system stopped it): is your "
+                    "code very slow?")
         if code == -signal.SIGSEGV:
             return ("the process running your code crashed (segmentation fault): usually unbounded recursion past "
                     "a raised recursion limit. Keep your own stack (a list) instead of recursing.")

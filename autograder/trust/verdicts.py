@@ -21,7 +21,7 @@ from autograder.trust import remote
 from autograder.contract import exercise_id, nbgrader_meta
 
 HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-LOAD_TIMEOUT_S = 30.0  # one cell's top level: definitions take milliseconds; this only stops a runaway loop
+LOAD_TIMEOUT_S = 30.0  # CPU seconds of one cell's top level: definitions take milliseconds; this stops a runaway loop
 VERIFIED = "all hidden checks passed (verified outside your notebook's kernel)."
 
 
@@ -116,10 +116,16 @@ def _patch_or_constant(statement) -> bool:
 
 
 def python(source: str) -> str:
-    """A cell's source as plain Python: IPython's magics and shell escapes become calls, as the kernel sees them."""
+    """A cell's source as plain Python: IPython's magics and shell escapes become calls, as the kernel sees them.
+
+    A cell IPython cannot take (inconsistent indentation makes it raise) comes back as it is: the worker then raises
+    what the kernel did, in that cell alone. Never raises."""
     from IPython.core.inputtransformer2 import TransformerManager
 
-    return TransformerManager().transform_cell(source)
+    try:
+        return TransformerManager().transform_cell(source)
+    except UNREADABLE:
+        return source
 
 
 def _leaves(node) -> list:
@@ -161,10 +167,17 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     return cells, found
 
 
-def verdicts(nb, course_nb) -> dict[str, Verdict]:
-    """The trusted verdict of every exercise whose course test cell calls a check."""
+def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S) -> dict[str, Verdict]:
+    """The trusted verdict of every exercise whose course test cell calls a check.
+
+    All the exercises' workers share one budget of ``budget_s`` CPU seconds (and its wall-clock backstop): once it
+    is used up, the exercise being checked and every one after it fail with that reason. An exercise the grader
+    cannot check (its worker does not start, or the grader itself fails) fails with the reason. Never raises for
+    anything in ``nb``.
+    """
     cells, tests = program(nb, course_nb)
     found, poisoned, settled = {}, {}, {}
+    budget = remote.Budget(budget_s, "the checks of this notebook")
     seed = program_seed(cells)
     with remote.Zygote() as zygote:
         for exercise, (position, test_source) in tests.items():
@@ -172,7 +185,7 @@ def verdicts(nb, course_nb) -> dict[str, Verdict]:
             if check_id is None or not has_check(check_id):
                 continue
             with case_seed(seed):
-                found[exercise] = judge(check_id, cells[:position], poisoned, settled, zygote)
+                found[exercise] = judged(check_id, Judging(cells[:position], poisoned, settled, zygote, budget))
     return found
 
 
@@ -188,33 +201,63 @@ def program_seed(cells: list[Cell]) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
 
 
-def judge(check_id: str, cells: list[Cell], poisoned: dict[str, str], settled: dict, zygote: remote.Zygote) -> Verdict:
+@dataclass
+class Judging:
+    """What one exercise's check is run with: the cells before its test cell, and what the submission shares."""
+    cells: list[Cell]
+    poisoned: dict[str, str]    # cells whose top level killed or stalled a worker -> why (see judge)
+    settled: dict               # verdicts reached so far (autograder.checks.check)
+    zygote: remote.Zygote
+    budget: remote.Budget       # the submission's CPU seconds, shared by every worker
+
+
+def judged(check_id: str, run: Judging) -> Verdict:
+    """judge, failing closed: an exercise whose check could not be run fails with the reason, never passes."""
+    exhausted = run.budget.exhausted()
+    if exhausted:
+        return Verdict(check_id, False, exhausted)
+    try:
+        return judge(check_id, run)
+    except remote.Unavailable as unavailable:
+        return Verdict(check_id, False, f"{unavailable} Ask your instructor to grade it again.")
+    except Exception as error:  # the grader's own failure: no verdict, so no points, and the reason
+        return Verdict(check_id, False, f"the grader could not check this exercise ({type(error).__name__}: "
+                                        f"{str(error)[:200]}). Ask your instructor to grade it again.")
+
+
+def judge(check_id: str, run: Judging) -> Verdict:
     """Run one exercise's check against a fresh worker holding ``cells``.
 
     The test cell's visible asserts are not run here: they use torch as a reference, and they can only fail a
     submission, so the kernel's run of them is good enough (TrustedVerdicts counts a failure there).
 
-    ``poisoned`` maps cells whose top level killed or stalled a worker to why; they are left out from then on (and
-    reported), so one runaway cell costs its own exercise, not every exercise after it. ``settled`` holds the
-    verdicts of exercises checked before (``autograder.checks.check``): an exercise that builds on one of them is
-    not made to check it again.
+    ``run.poisoned`` maps cells whose top level killed or stalled a worker to why; they are left out from then on
+    (and reported), so one runaway cell costs its own exercise, not every exercise after it. ``run.settled`` holds
+    the verdicts of exercises checked before (``autograder.checks.check``): an exercise that builds on one of them
+    is not made to check it again.
+
+    Raises:
+        remote.Unavailable: a worker could not be started.
     """
     while True:
-        worker = remote.Worker(zygote=zygote)
-        problems, culprit = load(worker, [c for c in cells if c.name not in poisoned])
+        worker = remote.Worker(zygote=run.zygote, shared=run.budget)
+        problems, culprit = load(worker, [c for c in run.cells if c.name not in run.poisoned])
         if culprit is None:
             break
         worker.close()
-        poisoned[culprit] = problems[-1]
-    problems = [f"{why} -- so that cell was left out" for name, why in poisoned.items()
-                if any(c.name == name for c in cells)] + problems
+        exhausted = run.budget.exhausted()
+        if exhausted:  # the runaway cell used up the submission's budget: nothing more is checked
+            return Verdict(check_id, False, explain(exhausted, problems))
+        run.poisoned[culprit] = problems[-1]
+    problems = [f"{why} -- so that cell was left out" for name, why in run.poisoned.items()
+                if any(c.name == name for c in run.cells)] + problems
     with worker:
         try:
-            check(check_id, WorkerNamespace(worker), quiet=True, settled=settled)
+            check(check_id, WorkerNamespace(worker), quiet=True, settled=run.settled)
         except CheckFailure as failure:
             return Verdict(check_id, False, explain(failure.message, problems))
         except remote.Stopped as stop:  # reading a name stalled or killed the worker
-            return Verdict(check_id, False, explain(stopped_message(stop), problems))
+            return Verdict(check_id, False, explain(stop.reason, problems))
     return Verdict(check_id, True, VERIFIED)
 
 
@@ -232,7 +275,7 @@ def load(worker: remote.Worker, cells: list[Cell]) -> tuple[list[str], str | Non
             else:
                 worker.request({"op": "given", "code": cell.code, "name": f"<{cell.name}>"}, timeout=LOAD_TIMEOUT_S)
         except remote.Stopped as stop:
-            problems.append(f"{cell.name}: {stopped_message(stop, LOAD_TIMEOUT_S)}")
+            problems.append(f"{cell.name}: {stop.reason}")
             return problems, cell.name
         except NotImplementedError:
             pass  # an exercise not done yet: its check says so
@@ -240,12 +283,6 @@ def load(worker: remote.Worker, cells: list[Cell]) -> tuple[list[str], str | Non
             if cell.answer:  # a given cell failing here (an import of the blocked torch, say) is not the learner's
                 problems.append(f"{cell.name} raised {getattr(error, 'type_name', type(error).__name__)}: {error}")
     return problems, None
-
-
-def stopped_message(stop: remote.Stopped, seconds: float = remote.DEFAULT_TIMEOUT_S) -> str:
-    if stop.timeout:
-        return f"your code did not finish within {seconds:g} s: is there a loop that never ends?"
-    return stop.reason
 
 
 def explain(message: str, problems: list[str]) -> str:

@@ -18,6 +18,7 @@ import importlib
 import importlib.abc
 import operator
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -381,7 +382,8 @@ def zygote(control: socket.socket) -> None:
     """Fork a fresh worker for each exercise of one submission from this process, which has numpy and this module
     loaded and never runs learner code (autograder.trust.remote.Zygote). One request at a time on ``control``:
 
-      b"S" with two descriptors, the worker's socket and its stderr: fork a worker; answer its pid (4 bytes).
+      b"S", its CPU seconds (4 bytes) and two descriptors, the worker's socket and its stderr: fork a worker whose
+            RLIMIT_CPU is those seconds; answer its pid (4 bytes).
       b"E": end the worker: kill every other process of this sandbox, remove what appeared in its writable folders
             (/tmp and /dev/shm), answer the worker's exit code (4 bytes, negative
             for a signal), so the next exercise finds nothing the last one left.
@@ -393,12 +395,12 @@ def zygote(control: socket.socket) -> None:
         raise SystemExit("zygote mode needs the sandbox's PID namespace")
     worker, fresh = None, _scratch()
     while True:
-        message, fds, _, _ = socket.recv_fds(control, 1, 2)
-        if message == b"S" and len(fds) == 2 and worker is None:
+        message, fds, _, _ = socket.recv_fds(control, 5, 2)
+        if message[:1] == b"S" and len(message) == 5 and len(fds) == 2 and worker is None:
             worker = os.fork()
             if worker == 0:
                 control.close()
-                _forked_worker(*fds)
+                _forked_worker(*fds, cpu_seconds=struct.unpack(">I", message[1:])[0])
             for fd in fds:
                 os.close(fd)
             control.sendall(struct.pack(">i", worker))
@@ -410,10 +412,12 @@ def zygote(control: socket.socket) -> None:
             return
 
 
-def _forked_worker(connection_fd: int, stderr_fd: int) -> None:
-    """A worker as if freshly started: its own session, stderr, folder and random state. Never returns."""
+def _forked_worker(connection_fd: int, stderr_fd: int, cpu_seconds: int) -> None:
+    """A worker as if freshly started: its own session, stderr, folder, random state and CPU limit (seconds, soft
+    and hard, so learner code cannot raise it). Never returns."""
     code = 1
     try:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
         os.setsid()
         os.dup2(stderr_fd, 2)
         os.close(stderr_fd)

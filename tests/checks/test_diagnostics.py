@@ -42,9 +42,21 @@ def test_runaway_loop_is_stopped(monkeypatch):
             except Exception:  # a learner's catch-all must not swallow the time limit
                 pass
     started = time.monotonic()
-    with pytest.raises(Abandon, match="did not finish within"):  # past hypothesis: no shrinking on a timeout
+    with pytest.raises(Abandon, match="did not finish within 1.2 s on the wall clock"):  # past hypothesis: no shrinking
         call_learner("ex", loop, 1)
     assert time.monotonic() - started < 5
+
+
+def test_learner_code_in_this_process_is_timed_by_its_cpu_and_may_wait_a_while(monkeypatch):
+    monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 0.2)
+
+    def busy(x):
+        while True:
+            pass
+
+    with pytest.raises(Abandon, match="did not finish within 0.2 s of CPU time"):
+        call_learner("ex", busy, 1)
+    assert call_learner("ex", lambda x: time.sleep(0.5) or x, 7) == 7  # past 0.2 s of wall time, but no CPU
 
 
 @pytest.mark.parametrize("value", ["3", [1.0, 2.0], None])

@@ -107,7 +107,7 @@ def test_the_sandbox_hides_the_course_the_network_and_autodiff():
 @pytest.mark.parametrize("code, reason", [
     ("import os\nos._exit(3)", "ended the process that runs it"),
     ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed by signal SIGKILL"),
-    ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "timeout"),
+    ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", "s of CPU time"),
     ("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
      "still running when it returned"),
 ])
@@ -244,7 +244,7 @@ def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
     loop = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
     found = verdicts.verdicts(submission(solution_notebook(NB), {"numerical_gradient": loop}), course())
     assert not found["numerical_gradient"].passed
-    assert "numerical_gradient: your code did not finish within 2 s" in found["numerical_gradient"].message
+    assert "numerical_gradient: your code did not finish within 2 s of CPU time" in found["numerical_gradient"].message
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
 
 
@@ -530,6 +530,8 @@ def test_the_kernels_outputs_can_cost_points_but_never_give_them():
     from autograder.course.preprocessors import JOB, TrustedVerdicts
 
     class Done:  # a finished verdict job
+        refused = None
+
         def result(self):
             return {"central_difference": verdicts.Verdict("central_difference", False, "forward difference"),
                     "numerical_gradient": verdicts.Verdict("numerical_gradient", True, verdicts.VERIFIED)}
@@ -583,3 +585,18 @@ def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():
         assert "--share-net" not in command and "--unshare-all" in command
         at = command.index(str(manager.private))
         assert command[at - 1] == "--bind" and command[at + 1] == str(manager.private)
+
+
+@pytest.mark.slow
+def test_a_correct_solution_still_passes_on_a_machine_loaded_by_other_processes(tmp_path):
+    """Four busy processes at the same priority as grading (more than this machine's cores): a learner's correct
+    answer must not time out because a classmate's grading starves the CPU. Deadlines are in CPU seconds."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "import os\nos.nice(0)\nwhile True:\n    pass"])
+            for _ in range(4)]
+    try:
+        code, found = grade(solution_notebook("05_modules_mnist"))
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert code == 0, {e: v["message"] for e, v in found.items() if not v["passed"]}

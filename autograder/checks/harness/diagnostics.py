@@ -22,7 +22,7 @@ from autograder.trust import remote
 
 PACKAGE = Path(__file__).resolve().parents[2]  # frames in autograder/ are the checks', not the learner's
 
-# Seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
+# CPU seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
 CALL_TIMEOUT_S = 10
 MESSAGE_LIMIT = 2000  # characters of one diagnosis
 
@@ -94,40 +94,53 @@ class Abandon(BaseException):
 
 
 class _Timeout(BaseException):
-    """Raised inside learner code by the alarm; BaseException so a bare ``except Exception`` cannot swallow it."""
+    """Raised inside learner code by a timer; BaseException so a bare ``except Exception`` cannot swallow it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.cpu = signum == signal.SIGPROF
+
+
+# The timers of learner code in this process: its CPU time, and the wall clock as a backstop for code that waits.
+_TIMERS = ((signal.ITIMER_PROF, signal.SIGPROF, time.process_time, 1),
+           (signal.ITIMER_REAL, signal.SIGALRM, time.monotonic, remote.WALL_FACTOR))
 
 
 @contextlib.contextmanager
 def _time_limit(seconds: float):
-    def on_alarm(signum, frame):
-        raise _Timeout()
+    """Raise _Timeout in the block after ``seconds`` of this process's CPU time, or remote.WALL_FACTOR times as long
+    on the wall clock. Only in the main thread (elsewhere the block runs without a limit rather than not at all)."""
+    def on_timer(signum, frame):
+        raise _Timeout(signum)
 
     try:
-        previous = signal.signal(signal.SIGALRM, on_alarm)
-    except ValueError:  # not the main thread: run without a limit rather than not at all
+        previous = [signal.signal(signum, on_timer) for _, signum, _, _ in _TIMERS]
+    except ValueError:  # not the main thread
         yield
         return
     # A limit inside another (a probe whose call runs learner code through call_learner again) ends no later than the
     # outer one, and gives the outer one back what is left of it.
-    outer_left, outer_repeat = signal.getitimer(signal.ITIMER_REAL)
-    started = time.monotonic()
-    # Repeat every second after the first alarm: code that swallows one _Timeout still gets stopped by the next.
-    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer_left) if outer_left else seconds, 1.0)
+    outer = [signal.getitimer(timer) for timer, _, _, _ in _TIMERS]
+    started = [clock() for _, _, clock, _ in _TIMERS]
+    for (timer, _, _, factor), (left, _) in zip(_TIMERS, outer):
+        # Repeat every second after the first: code that swallows one _Timeout still gets stopped by the next.
+        signal.setitimer(timer, min(factor * seconds, left) if left else factor * seconds, 1.0)
     try:
         yield
     finally:
-        left = outer_left - (time.monotonic() - started) if outer_left else 0
-        signal.setitimer(signal.ITIMER_REAL, max(left, 1e-3) if outer_left else 0, outer_repeat)
-        signal.signal(signal.SIGALRM, previous)
+        for (timer, signum, clock, _), (left, repeat), start, handler in zip(_TIMERS, outer, started, previous):
+            rest = left - (clock() - start) if left else 0
+            signal.setitimer(timer, max(rest, 1e-3) if left else 0, repeat)
+            signal.signal(signum, handler)
 
 
 def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input: str = "", **kwargs):
     """Call learner code; turn a crash, a stub, a runaway loop or a changed argument into a CheckFailure.
 
     Learner code in a sandboxed worker (``autograder.trust.remote``) is timed by the worker's deadline; learner code in
-    this process (a learner's own kernel) by an alarm. No exercise asks to change an array it is given, and a check
-    may use its arrays again afterwards, so an argument changed in place fails the exercise: ``changed_input`` says
-    why in the exercise's terms.
+    this process (a learner's own kernel) by its CPU timer, with a wall-clock backstop (_time_limit). No exercise asks
+    to change an array it is given, and a check may use its arrays again afterwards, so an argument changed in place
+    fails the exercise: ``changed_input`` says why in the exercise's terms.
     """
     where = f" for input {shown_input}" if shown_input else ""
     given = [(a, a.copy()) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
@@ -140,10 +153,12 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
         raise CheckFailure(exercise, f"`{_stub_name(stub, fn, exercise)}` is not written yet: in its cell, replace "
                                      "`raise NotImplementedError()` with your code, run that cell, then run this one "
                                      "again.") from None
-    except (_Timeout, remote.Stopped) as stop:
-        if isinstance(stop, remote.Stopped) and not stop.timeout:
-            raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})")) from None
-        raise Abandon(CheckFailure(exercise, f"your code did not finish within {CALL_TIMEOUT_S} s{where}: "
+    except remote.Stopped as stop:  # the worker's own deadline, in CPU seconds, or a budget: its reason says which
+        raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})")) from None
+    except _Timeout as timeout:
+        limit = f"{CALL_TIMEOUT_S:g} s of CPU time" if timeout.cpu else \
+            f"{remote.WALL_FACTOR * CALL_TIMEOUT_S:g} s on the wall clock"
+        raise Abandon(CheckFailure(exercise, f"your code did not finish within {limit}{where}: "
                                              "is there a loop that never ends?")) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name

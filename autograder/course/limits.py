@@ -1,0 +1,31 @@
+"""How much one submission may cost nbgrader's execute stage: the kernel's whole run, which no cell resets, the
+notebook's size, and the outputs its run may leave (enforced by autograder.course.preprocessors.ContainedExecute,
+and by ``python -m autograder grade`` when it reads a file). It imports only autograder.grade.submission, a leaf."""
+from __future__ import annotations
+
+import os
+
+from autograder.grade.submission import MAX_FILE_BYTES
+
+# The whole notebook's run, which no cell resets: CPU seconds of the kernel's sandbox (a solution's kernel uses
+# 3-10 s), and a wall-clock backstop for a kernel that waits without computing.
+NOTEBOOK_CPU_S = float(os.environ.get("BACKPROP_NOTEBOOK_CPU_S", "300"))
+NOTEBOOK_WALL_S = 4 * NOTEBOOK_CPU_S
+# What a submission may be: the course's notebooks have at most 75 cells and 0.3 MiB with their outputs. A file past
+# MAX_FILE_BYTES is refused before it is read (autograder.grade.submission.read_file); this is the same bound on a
+# notebook nbgrader has read already (its JSON).
+MAX_NOTEBOOK_BYTES = MAX_FILE_BYTES
+MAX_CELLS = 1000
+# What the kernel's run may leave in the outputs (a plot is about 50 KiB), per cell and for the whole notebook.
+MAX_CELL_OUTPUT_BYTES = 2 << 20
+MAX_OUTPUT_BYTES = 16 << 20
+
+
+def oversized(size_bytes: int, cells: int) -> str | None:
+    """Why a submission of ``size_bytes`` (its file, or its JSON) with ``cells`` cells is not graded, or None."""
+    if size_bytes > MAX_NOTEBOOK_BYTES:
+        return (f"the notebook is {size_bytes / (1 << 20):.1f} MiB, more than the {MAX_NOTEBOOK_BYTES >> 20} MiB a "
+                "submission may be: clear its outputs (Edit > Clear Outputs of All Cells), save, and submit again")
+    if cells > MAX_CELLS:
+        return f"the notebook has {cells} cells, more than the {MAX_CELLS} a submission may have"
+    return None

@@ -1,0 +1,176 @@
+"""The execute stage's limits and its failing closed (autograder.course.limits, ContainedExecute, TrustedVerdicts),
+without a kernel: for each limit, a case it must stop and one it must not."""
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+from nbformat.v4 import new_markdown_cell
+
+from autograder.course import limits, preprocessors
+from autograder.course.preprocessors import (JOB, NOT_RUN, UNCHECKED, ContainedExecute, KernelWatch, OutputCap,
+                                             TrustedVerdicts, bound_error, verdict_job)
+from autograder.grade.notebook import UnusableNotebook, read_submission
+from autograder.trust.verdicts import VERIFIED, Verdict
+from conftest import REPO, solution_notebook
+
+NB = "01_nudging"
+LOG = logging.getLogger("test")
+
+
+def test_a_notebook_is_refused_past_its_size_or_its_number_of_cells_and_not_at_them():
+    assert limits.oversized(limits.MAX_NOTEBOOK_BYTES, limits.MAX_CELLS) is None
+    assert f"more than the {limits.MAX_NOTEBOOK_BYTES >> 20} MiB" in limits.oversized(limits.MAX_NOTEBOOK_BYTES + 1, 0)
+    assert "1001 cells, more than the 1000" in limits.oversized(0, limits.MAX_CELLS + 1)
+
+
+def cells_added(tmp_path, count: int):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells += [new_markdown_cell("note") for _ in range(count - len(nb.cells))]
+    path = tmp_path / "many.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_command_line_refuses_too_many_cells_but_not_the_most_allowed(tmp_path):
+    assert read_submission(cells_added(tmp_path, limits.MAX_CELLS))[1] == NB
+    with pytest.raises(UnusableNotebook, match="has 1001 cells, more than the 1000"):
+        read_submission(cells_added(tmp_path, limits.MAX_CELLS + 1))
+
+
+def test_a_notebook_nbformat_reads_but_does_not_accept_is_unusable(tmp_path):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells[0].outputs = [{"output_type": "no such type"}]
+    path = tmp_path / "invalid.ipynb"
+    path.write_text(json.dumps(nb))
+    with pytest.raises(UnusableNotebook, match="not a readable Jupyter notebook .*ValidationError"):
+        read_submission(path)
+
+
+def resources(notebook=NB, job=None):
+    found = {"unique_key": notebook, "nbgrader": {"assignment": NB, "notebook": notebook}}
+    return {**found, JOB: job} if job else found
+
+
+def test_the_execute_stage_runs_no_kernel_for_a_notebook_with_too_many_cells():
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells += [new_markdown_cell("note") for _ in range(limits.MAX_CELLS)]
+    nb, _ = ContainedExecute().preprocess(nb, resources())  # no kernel exists here: running one would fail
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.outputs[0].ename == NOT_RUN and "more than the 1000" in c.outputs[0].evalue for c in code)
+    job = verdict_job(nb, resources(), LOG)
+    assert job.refused and "more than the 1000" in job.refused
+
+
+def test_outputs_are_kept_to_their_cap_per_cell_and_per_notebook(monkeypatch):
+    monkeypatch.setattr(preprocessors, "MAX_CELL_OUTPUT_BYTES", 10)
+    monkeypatch.setattr(preprocessors, "MAX_OUTPUT_BYTES", 25)
+    cap = OutputCap()
+    assert cap.admits(0, 10)  # up to the cell's cap: kept
+    assert not cap.admits(0, 1) and cap.first_cut() and not cap.first_cut()  # past it: dropped, with one note
+    assert cap.admits(1, 10)  # a fresh cell, a fresh cap: 21 bytes in all so far
+    assert not cap.admits(2, 5)  # within the cell's cap, past the notebook's (dropped outputs count: they arrived)
+    assert cap.first_cut()  # a note in that cell too
+
+
+def test_an_error_output_is_cut_to_its_last_lines():
+    content = {"ename": "ValueError", "evalue": "v" * 10**6, "traceback": [f"line {i}" for i in range(10**5)]}
+    bound_error(content)
+    assert len(content["evalue"]) == 2000 and content["traceback"][-1] == "line 99999"
+    assert len(content["traceback"]) == 40
+
+
+class Finished:
+    """A verdict job that is done."""
+
+    def __init__(self, found=None, error=None, refused=None):
+        self.found, self.error, self.refused = found or {}, error, refused
+
+    def result(self):
+        if self.error:
+            raise self.error
+        return self.found
+
+
+def graded_cells(nb):
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+            and not c.metadata["nbgrader"].get("solution")]
+
+
+def graded(job, notebook=NB):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb, _ = TrustedVerdicts().preprocess(nb, resources(notebook, job))
+    return {c.metadata["nbgrader"]["grade_id"]: c.outputs for c in graded_cells(nb)}
+
+
+def test_a_test_cell_without_a_trusted_verdict_fails_and_one_with_a_pass_passes():
+    passed = Verdict("central_difference", True, VERIFIED)
+    found = graded(Finished({"central_difference": passed}))
+    assert [o.output_type for o in found["test_central_difference"]] == ["stream"]
+    assert all(outs[0].output_type == "error" and UNCHECKED in outs[0].evalue
+               for grade_id, outs in found.items() if grade_id != "test_central_difference")
+
+
+def test_a_notebook_the_course_does_not_have_fails_every_test_cell_with_the_reason():
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    job = verdict_job(nb, resources("renamed"), LOG)
+    assert "the course has no notebook 'renamed' in assignment '01_nudging'" in job.refused
+    found = graded(job, "renamed")
+    assert len(found) == 4 and all(outs[0].output_type == "error" and job.refused in outs[0].evalue
+                                   for outs in found.values())
+
+
+def test_a_verdict_job_that_failed_fails_every_test_cell_with_the_reason():
+    found = graded(Finished(error=RuntimeError("zygote lost")))
+    assert all("could not check this notebook (RuntimeError: zygote lost)" in outs[0].evalue
+               for outs in found.values())
+
+
+def test_the_kernel_watch_kills_a_sandbox_past_its_cpu_and_not_one_that_sleeps():
+    busy = subprocess.Popen([sys.executable, "-c", "while True:\n    pass"])
+    sleepy = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(30)"])
+    watches = [KernelWatch(busy, 0.6), KernelWatch(sleepy, 0.6)]
+    try:
+        for watch in watches:
+            watch.start()
+        started = time.monotonic()
+        assert busy.wait(timeout=10) < 0 and time.monotonic() - started < 0.6 + 2 * KernelWatch.POLL_S + 1
+        assert "used more than 0.6 s of CPU time in all" in watches[0].reason
+        time.sleep(1)
+        assert sleepy.poll() is None and watches[1].reason is None
+    finally:
+        for watch in watches:
+            watch.stop()
+        sleepy.kill()
+        sleepy.wait()
+
+
+# ------------------------------------------------------------------------------------------------ with a kernel
+
+LOUD = "for _ in range(3000):\n    print('x' * 1000)\n"  # 3 MB of output: past a cell's 2 MiB
+BUSY_3S = "import time\nstarted = time.process_time()\nwhile time.process_time() - started < 3:\n    pass\n"
+
+
+def grade_with_feedback(tmp_path, env: dict) -> tuple[int, dict, str]:
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    nb.cells[1:1] = [nbformat.v4.new_code_cell(source) for source in (LOUD, BUSY_3S, BUSY_3S, BUSY_3S)]
+    path, page = tmp_path / "costly.ipynb", tmp_path / "feedback.html"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--json", "--feedback", str(page)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, **env})
+    return done.returncode, json.loads(done.stdout), page.read_text()
+
+
+@pytest.mark.slow  # two kernels, through nbgrader
+@pytest.mark.parametrize("budget_s, stopped", [("6", True), ("300", False)])
+def test_the_kernels_whole_run_has_a_cpu_budget_no_cell_resets_and_outputs_are_cut(tmp_path, budget_s, stopped):
+    """Three cells of 3 CPU s each, every one far within the cell timeout: a 6 s budget for the whole run stops the
+    kernel in the second; 300 s does not. The trusted verdicts do not depend on the kernel: full marks both ways."""
+    code, report, page = grade_with_feedback(tmp_path, {"BACKPROP_NOTEBOOK_CPU_S": budget_s})
+    assert code == 0 and report["score"] == report["max_score"] == 10
+    assert ("the kernel running your notebook used more than 6 s of CPU time in all" in page) is stopped
+    assert "[Output cut here: a cell may leave 2 MiB" in page and page.count("x" * 1000) < 2200

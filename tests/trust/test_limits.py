@@ -1,0 +1,177 @@
+"""Limits on learner code in the check workers: deadlines in CPU seconds, a wall-clock backstop, a submission budget
+that never resets, and failing closed when a worker cannot be had. For each limit, a case it must stop and one it
+must not."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import nbformat
+import pytest
+
+from autograder.trust import cputime, remote, verdicts
+from autograder.contract import assignments
+from conftest import solution_notebook
+
+NB = "01_nudging"
+BUSY = "import time\nstarted = time.process_time()\nwhile time.process_time() - started < {seconds}:\n    pass\n"
+forks = pytest.mark.parametrize("forked", [False, True], ids=["own sandbox", "from a zygote"])
+
+
+def sandbox_pids(worker: remote.Worker) -> list[int]:
+    """Every process of the worker's sandbox, from its root down."""
+    found, pending = [], [worker._root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(cputime._children(pid))
+    return found
+
+
+def test_the_cpu_of_a_process_tree_counts_its_children_alive_and_reaped():
+    script = ("import os, time\n"
+              "def busy():\n    t = time.process_time()\n    while time.process_time() - t < 0.5: pass\n"
+              "if os.fork() == 0:\n    busy()\n    os._exit(0)\n"
+              "os.wait()\nbusy()\ntime.sleep(30)\n")
+    process = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        time.sleep(2.5)  # both busy halves done, the parent asleep
+        assert 0.9 <= cputime.tree_cpu_seconds(process.pid) < 2.0
+    finally:
+        process.kill()
+        process.wait()
+    assert cputime.tree_cpu_seconds(process.pid) == 0.0  # gone
+
+
+@forks
+def test_a_busy_loop_is_stopped_when_its_cpu_time_is_used_up(forked):
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote if forked else None) as worker:
+        started = time.monotonic()
+        with pytest.raises(remote.Stopped, match="did not finish within 1 s of CPU time"):
+            worker.run("while True:\n    pass", "<cell>", timeout=1)
+        assert time.monotonic() - started < 1 + 2 * remote.SLICE_S + 0.5
+        assert 1 <= worker.cpu_seconds() < 1.6
+
+
+@forks
+def test_a_worker_starved_of_the_cpu_is_not_stopped(forked):
+    """SIGSTOPped for 2.5 s in the middle of a 0.4 s computation with a 1 s limit: wall time is no CPU time."""
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote if forked else None) as worker:
+        worker.run("import time", "<cell>")
+        pids = sandbox_pids(worker)
+
+        def starve():
+            time.sleep(0.1)
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            time.sleep(2.5)
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+
+        starver = threading.Thread(target=starve)
+        started = time.monotonic()
+        starver.start()
+        worker.run(BUSY.format(seconds=0.4), "<cell>", timeout=1)
+        starver.join()
+        assert time.monotonic() - started > 2.5 and worker.evaluate("1") == 1
+
+
+def test_code_that_sleeps_is_stopped_only_by_the_wall_clock_backstop():
+    with remote.Worker() as worker:
+        worker.run("import time\ntime.sleep(1.5)", "<cell>", timeout=0.5)  # past 0.5 s of wall, but no CPU
+        started = time.monotonic()
+        with pytest.raises(remote.Stopped, match="within 3 s on the wall clock while using little CPU"):
+            worker.run("time.sleep(60)", "<cell>", timeout=0.5)
+        assert time.monotonic() - started < 3 + 1
+
+
+def test_many_short_requests_add_up_to_the_exercise_budget():
+    with remote.Worker(budget_s=1.5) as worker:
+        worker.run("import time\ndef busy():\n" + "\n".join("    " + line for line in
+                                                           BUSY.format(seconds=0.05).splitlines()), "<cell>")
+        busy = worker.evaluate("busy")
+        for _ in range(20):  # 1 s in all: under the budget
+            busy()
+        with pytest.raises(remote.Stopped, match="the checks of this exercise used more than 1.5 s of CPU time"):
+            for _ in range(40):
+                busy()
+
+
+def test_the_submission_budget_is_shared_by_its_workers_and_never_given_back():
+    shared = remote.Budget(2.0, "the checks of this notebook")
+    for _ in range(2):  # 0.7 s each: 1.4 s in all, within 2 s
+        with remote.Worker(shared=shared) as worker:
+            worker.run(BUSY.format(seconds=0.7), "<cell>")
+    assert 1.4 <= shared.spent < 1.8
+    with remote.Worker(shared=shared) as worker:  # a fresh worker, but not a fresh budget
+        with pytest.raises(remote.Stopped, match="the checks of this notebook used more than 2 s of CPU time"):
+            worker.run(BUSY.format(seconds=3), "<cell>")
+    assert shared.exhausted()
+
+
+def test_a_budget_has_a_wall_clock_backstop():
+    budget = remote.Budget(100.0, "the checks of this notebook", wall_s=0.3)
+    assert budget.exhausted() is None
+    time.sleep(0.4)
+    assert "took more than 0.3 s in all (wall clock)" in budget.exhausted()
+
+
+def course(name=NB):
+    return nbformat.read(assignments()[name], as_version=4)
+
+
+def with_answer(grade_id: str, source: str):
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source = source
+    return nb
+
+
+def test_a_runaway_cell_cannot_spend_more_than_the_submissions_budget():
+    """With a per-exercise budget only, each exercise after a runaway cell would start afresh."""
+    loop = "while True:\n    pass\n"
+    found = verdicts.verdicts(with_answer("numerical_gradient", loop), course(), budget_s=3.0)
+    assert found["central_difference"].passed  # checked before the runaway
+    for exercise in ("numerical_gradient", "log_square_trace", "tanh_network_gradients"):
+        assert not found[exercise].passed
+        assert "the checks of this notebook used more than 3 s of CPU time" in found[exercise].message
+
+
+def test_a_worker_that_cannot_start_fails_every_exercise_with_the_reason(monkeypatch):
+    def cannot(*args, **kwargs):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(remote, "_sandboxed_worker", cannot)
+    found = verdicts.verdicts(nbformat.read(solution_notebook(NB), as_version=4), course())
+    assert len(found) == 4 and not any(v.passed for v in found.values())
+    assert all("could not start the process that runs your code (Resource temporarily unavailable)" in v.message
+               for v in found.values())
+
+
+def test_a_worker_that_ends_before_its_first_answer_is_the_graders_failure(monkeypatch):
+    monkeypatch.setattr(remote, "_sandboxed_worker", lambda *args, **kwargs: subprocess.Popen(["true"]))
+    with pytest.raises(remote.Unavailable, match="could not start the process that runs your code"):
+        remote.Worker()
+
+
+def test_the_graders_own_failure_costs_the_exercise_not_the_whole_grade(monkeypatch):
+    working = verdicts.check
+
+    def broken(check_id, *args, **kwargs):
+        if check_id == "log_square_trace":
+            raise RuntimeError("an oracle broke")
+        return working(check_id, *args, **kwargs)
+
+    monkeypatch.setattr(verdicts, "check", broken)
+    found = verdicts.verdicts(nbformat.read(solution_notebook(NB), as_version=4), course())
+    assert not found["log_square_trace"].passed
+    assert "could not check this exercise (RuntimeError: an oracle broke)" in found["log_square_trace"].message
+    assert all(found[e].passed for e in ("central_difference", "numerical_gradient", "tanh_network_gradients"))
+
+
+def test_a_cell_python_cannot_take_costs_its_own_exercise_with_the_reason():
+    found = verdicts.verdicts(with_answer("numerical_gradient", "a = 1\n\tb = 2\n  c = 3\n"), course())
+    assert not found["numerical_gradient"].passed
+    assert "numerical_gradient raised" in found["numerical_gradient"].message, found["numerical_gradient"].message
+    assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
