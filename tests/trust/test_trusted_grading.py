@@ -97,7 +97,7 @@ def test_the_sandbox_hides_the_course_the_network_and_autodiff():
                    "        return True\n    except OSError:\n        return False\n", "<cell>")
         probe = worker.evaluate("probe")
         assert probe(str(REPO / "source")) == "FileNotFoundError"
-        assert probe(str(REPO)) in ([".venv"], [])
+        assert probe(str(REPO)) in ([".venv"], "FileNotFoundError")  # the venv's folder, where it lives in the repo
         assert worker.evaluate("online")() is False
         for library in ("torch", "sympy", "autograder"):
             with pytest.raises(ImportError, match="cannot be imported while your code is graded"):
