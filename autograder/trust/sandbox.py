@@ -126,9 +126,14 @@ def no_new_processes() -> Path | None:
 
 
 def warning() -> str | None:
-    """A loud, one-paragraph warning when grading runs without the sandbox; None when the sandbox is there."""
-    if bubblewrap():
+    """A loud, one-paragraph warning when grading runs without the sandbox or its process filter; None when both
+    are there."""
+    if bubblewrap() and no_new_processes():
         return None
+    if bubblewrap():
+        return ("WARNING: libseccomp is not available (apt install libseccomp2), so learner code being graded can "
+                "start processes: each sandbox still ends them all, but a fork bomb can slow the machine for the "
+                "class. Install it before grading a class.")
     return ("WARNING: bubblewrap is not available (apt install bubblewrap), so learner code is graded WITHOUT a "
             "sandbox: it still runs in a separate process with CPU, memory and file-size limits, and verdicts are "
             "still computed outside it, but it can read files it should not (source/, solutions/, other "
