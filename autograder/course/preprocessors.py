@@ -9,6 +9,7 @@ and ``nbgrader generate_feedback`` all see the trusted verdict, and whatever the
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -217,6 +218,12 @@ class ContainedExecute(Execute):
         return (f"a cell did not finish within {self.timeout} s and did not stop when interrupted: "
                 "is there a loop that never ends, with the interrupt signal ignored?")
 
+    def start_new_kernel_client(self, **kwargs):  # the sync wrapper, as nbconvert calls it
+        client = super().start_new_kernel_client(**kwargs)
+        if isinstance(self.km, SandboxedKernelManager):
+            self.km.lock()  # the kernel has answered, so its sockets exist: before any learner code runs
+        return client
+
     def start_new_kernel(self, **kwargs) -> None:  # what nbconvert's preprocess calls (the sync wrapper)
         super().start_new_kernel(**kwargs)
         self._watch = KernelWatch(self.km.provisioner.process, NOTEBOOK_CPU_S)
@@ -411,13 +418,24 @@ class SandboxedKernelManager(AsyncKernelManager):
         client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         return client
 
+    def lock(self) -> None:
+        """Make the private folder read-only to the kernel, once it has made its sockets there: without any
+        capability in its sandbox, learner code then cannot add files to it (a host folder, with no size limit),
+        swap a socket for a link, or change the connection file. This process, the folder's owner, unlocks it
+        to tidy up."""
+        Path(self.connection_file).chmod(0o400)
+        self.private.chmod(0o500)
+
     async def _async_pre_start_kernel(self, **kw):
+        self.private.chmod(0o700)  # a restarted kernel makes its sockets anew
         command, kw = await super()._async_pre_start_kernel(**kw)
         # Its own terminal output (connection banners, learner prints to fd 1/2 at exit) is not grading output.
         kw.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return sandbox.kernel_command(command, self.private, kw.get("cwd")), kw
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        with contextlib.suppress(FileNotFoundError):  # cleaned up already
+            self.private.chmod(0o700)
         await super()._async_cleanup_resources(restart=restart)
         if not restart:
             shutil.rmtree(self.private, ignore_errors=True)

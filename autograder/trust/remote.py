@@ -36,10 +36,11 @@ from autograder.trust import cputime, sandbox, wire
 from autograder.trust.wire import MAPPED_ERRORS, ProtocolError
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
-INSIDE_SCRIPT = "/tmp/grader/worker.py"
+# Outside /tmp, on the sandbox's read-only root: learner code can neither change these files nor move their folder.
+INSIDE_SCRIPT = "/grader/worker.py"
 # All of ours the sandbox sees: the worker and the codec it loads from its own folder.
-GRADER_FILES = {WORKER_SCRIPT: INSIDE_SCRIPT, Path(wire.__file__): "/tmp/grader/wire.py"}
-INSIDE_FILTER = "/tmp/grader/no-new-processes.bpf"  # sandbox.no_new_processes, where it exists
+GRADER_FILES = {WORKER_SCRIPT: INSIDE_SCRIPT, Path(wire.__file__): "/grader/wire.py"}
+INSIDE_FILTER = "/grader/no-new-processes.bpf"  # sandbox.no_new_processes, where it exists
 DEFAULT_TIMEOUT_S = 10.0  # CPU seconds of the worker's sandbox for one request
 ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
 EXERCISE_BUDGET_S = 120.0  # CPU seconds of all of one exercise's requests together

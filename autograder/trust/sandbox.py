@@ -99,7 +99,8 @@ CLONE_THREAD = 0x10000  # linux/sched.h: clone() making a thread of the same pro
 def no_new_processes() -> Path | None:
     """A seccomp filter (classic BPF, compiled by libseccomp) under which a process may start threads but no
     process: fork, vfork and a clone without CLONE_THREAD fail with EPERM; clone3, whose flags a filter cannot
-    read, fails with ENOSYS, so that the C library falls back to clone. None where libseccomp is missing.
+    read, fails with ENOSYS, so that the C library falls back to clone. Nor may it trace another process or read or
+    write its memory (ptrace, process_vm_readv/writev). None where libseccomp is missing.
 
     The file lives in a private folder for this process's life. bwrap loads it for the kernel (``--seccomp``); a
     check worker, forked from a zygote that must fork, loads it itself before it runs any learner code
@@ -116,6 +117,8 @@ def no_new_processes() -> Path | None:
         except (RuntimeError, ValueError):  # arm64 and riscv have no such call: clone alone makes processes
             pass
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    for call in ("ptrace", "process_vm_readv", "process_vm_writev"):  # nor reach into another process's memory
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
     rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
     folder = Path(tempfile.mkdtemp(prefix="sandbox-filter-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
@@ -249,7 +252,10 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
     if not bwrap:
         return limits.prlimit() + argv
     handing, filtered = _filter(seccomp)
-    command = [*handing, bwrap, *filtered, "--unshare-all", "--die-with-parent", "--new-session", *system_arguments(),
+    # No capability inside either (as root, bwrap would keep them all in the sandbox's namespaces): file modes hold,
+    # mounts cannot be changed, and no process can be traced.
+    command = [*handing, bwrap, *filtered, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+               *system_arguments(),
                "--proc", "/proc",
                # /dev holds device nodes only (read-only; writing to /dev/null still works) and a small /dev/shm
                "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",

@@ -193,11 +193,13 @@ def program_seed(cells: list[Cell]) -> int:
     """The case seed of a learner program: a 60-bit int hashed from every cell that reaches the worker, in order.
 
     Answer cells count whole and every other cell by the definitions kept from it (what ``program`` returns), each
-    with its kind, since the worker runs the two differently. The same submission always gets the same cases, so the
+    with its kind, since the worker runs the two differently, and its name: the worker compiles the cell under it
+    ("cell 12"), so code can read its own cell's position (``__code__.co_filename``), and positions must not carry
+    what the seed does not see. The same submission always gets the same cases, so the
     same grade; a cell added, removed or changed anywhere in what the worker runs gives other cases, so a table of
     answers recorded from one grade, pasted into any cell, is checked on inputs it does not hold.
     """
-    text = json.dumps([["answer" if c.answer else "given", c.code] for c in cells])  # unambiguous, whatever the code
+    text = json.dumps([["answer" if c.answer else "given", c.name, c.code] for c in cells])  # unambiguous
     return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
 
 

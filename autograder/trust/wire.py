@@ -1,7 +1,7 @@
 """The wire between the trusted side and the worker: its frames, its value encoding, and the protocol over them.
 
 Both ends use this file: the trusted side imports it (``autograder.trust.remote``), and the worker
-(``autograder.trust.worker``) loads it from its own folder -- inside the sandbox that is ``/tmp/grader``, where both
+(``autograder.trust.worker``) loads it from its own folder -- inside the sandbox that is ``/grader``, where both
 files are bound read-only. So it imports only the standard library and numpy, and holds nothing a learner should
 not read.
 

@@ -24,6 +24,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 import types
 
@@ -144,7 +145,7 @@ class Connection(wire.Codec):
             if isinstance(error, RecursionError):
                 sys.setrecursionlimit(RECURSION_LIMIT)
             reply = {"reply": message["id"], "error": describe(error)}
-        if running_threads() > BASELINE_THREADS:  # they could change results after we answer: the answer is void
+        if not threads_ended():  # they could change results after we answer: the answer is void
             reply = {"reply": message["id"], "stopped": "your code started a thread (or process) that was still "
                                                         "running when it returned; an exercise must not leave any"}
         return reply
@@ -338,6 +339,17 @@ def running_threads() -> int:
         return 1
 
 
+def threads_ended(grace_s: float = 0.2) -> bool:
+    """Whether only this process's own threads are left, waiting up to ``grace_s``: a thread that learner code
+    joined has finished its Python work but may take a moment (under load, longer) to leave /proc."""
+    deadline = time.monotonic() + grace_s
+    while running_threads() > BASELINE_THREADS:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 RECURSION_LIMIT = sys.getrecursionlimit()
 BASELINE_THREADS = running_threads()
 LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __main__ (dataclasses look it up)
@@ -345,7 +357,7 @@ NAMESPACE = LEARNER.__dict__
 NAMESPACE["get_ipython"] = Shell
 
 
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2  # linux/prctl.h, linux/seccomp.h
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 38, 22, 2  # linux/prctl.h, seccomp.h
 
 
 class _Program(ctypes.Structure):  # struct sock_fprog: a classic BPF program, 8 bytes an instruction
@@ -393,6 +405,10 @@ def zygote(control: socket.socket) -> None:
     """
     if os.getppid() != 1:
         raise SystemExit("zygote mode needs the sandbox's PID namespace")
+    # Not dumpable: a worker, which runs as the same user, cannot open this process's /proc/<pid>/mem (its forks
+    # inherit the setting). The workers' filter forbids ptrace besides.
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0):
+        raise SystemExit("the zygote could not make itself undumpable")
     worker, fresh = None, _scratch()
     while True:
         message, fds, _, _ = socket.recv_fds(control, 5, 2)

@@ -393,7 +393,9 @@ def test_the_same_program_always_gets_the_same_seed():
     lambda nb: setattr(nb.cells[5], "source", HELPER + "TABLE = {(2.0, 0.1): 12.01}\n"),  # or in a given cell
     lambda nb: setattr(nb.cells[6], "source", ANSWER_B + "# a comment\n"),  # any edit of an answer cell
     lambda nb: nb.cells.insert(1, new_code_cell("def unused():\n    pass\n")),  # a definition above everything
-], ids=["added cell", "given cell", "answer cell", "first cell"])
+    # the same code in other positions: the worker names a given cell by its position, which code can read
+    lambda nb: nb.cells.insert(1, new_markdown_cell("")),
+], ids=["added cell", "given cell", "answer cell", "first cell", "positions"])
 def test_any_change_to_what_the_worker_runs_changes_the_seed(change):
     nb = course_nb()
     change(nb)

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder.trust import sandbox
@@ -185,3 +186,51 @@ def test_the_kernel_starts_threads_but_no_process(tmp_path):
     unfiltered = subprocess.run(sandbox.wrap([sys.executable, "-c", START_A_PROCESS]), capture_output=True, text=True,
                                 timeout=120, env=sandbox.environment())
     assert unfiltered.stdout.split() == ["thread", "fork", "subprocess", "posix_spawn"], unfiltered.stderr
+
+
+def test_a_worker_can_move_none_of_the_graders_files_nor_reach_the_zygotes_memory():
+    """Its scripts and filter lie on the read-only root, and the zygote, which forks every worker, is not dumpable:
+    a worker of the same user can neither write its /proc/<pid>/mem nor trace it."""
+    from autograder.trust import remote
+
+    probe = ("import os\nfound = []\n"
+             "for name, act in (('rename', lambda: os.rename('/grader', '/tmp/grader')),\n"
+             "                  ('replace', lambda: open('/grader/no-new-processes.bpf', 'wb')),\n"
+             "                  ('memory', lambda: open(f'/proc/{os.getppid()}/mem', 'r+b'))):\n"
+             "    try:\n        act()\n        found.append(name)\n    except OSError:\n        pass\n")
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote) as worker:
+        worker.run(probe, "<cell>")
+        assert worker.evaluate("found") == []
+
+
+PRIVATE_FOLDER = """
+import ipykernel.connect, os
+folder = os.path.dirname(ipykernel.connect.get_connection_file())
+for name, act in (("a file", lambda: open(os.path.join(folder, "filler"), "wb")),
+                  ("a link", lambda: os.symlink("/tmp", os.path.join(folder, "link"))),
+                  ("the connection file", lambda: open(ipykernel.connect.get_connection_file(), "a"))):
+    try:
+        act()
+        print("private folder: wrote", name)
+    except OSError:
+        print("private folder: refused", name)
+"""
+
+
+@pytest.mark.slow  # a kernel, through nbgrader
+def test_once_the_kernel_runs_learner_code_its_private_host_folder_is_read_only(tmp_path):
+    """The folder it shares with nbgrader lies on the host's disk, without a size limit: learner code may not add to
+    it (a disk filled, a tree nothing can remove, a socket swapped for a link)."""
+    from autograder.contract import assignments
+
+    name = "01_nudging"
+    nb = nbformat.read(REPO / "solutions" / name / f"{name}.ipynb", as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(PRIVATE_FOLDER))
+    path, page = tmp_path / f"{name}.ipynb", tmp_path / "feedback.html"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--json", "--feedback", str(page)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and name in assignments(), done.stdout + done.stderr
+    shown = page.read_text()
+    for what in ("a file", "a link", "the connection file"):  # printed by the cell (its source shows neither)
+        assert f"private folder: refused {what}" in shown and f"private folder: wrote {what}" not in shown

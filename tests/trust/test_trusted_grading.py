@@ -127,7 +127,7 @@ import os, sys
 import numpy as np
 open("/tmp/answers.txt", "w").write("kept for the next exercise")
 open("/dev/shm/notes.txt", "w").write("and here")
-os.makedirs("/tmp/grader/extra", exist_ok=True)
+os.makedirs("/tmp/extra", exist_ok=True)
 np.ones = None  # tampering with a library the next exercise uses
 """
 
@@ -136,7 +136,7 @@ np.ones = None  # tampering with a library the next exercise uses
 def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote():
     GRADER_FILES = [Path(p).name for p in [*remote.GRADER_FILES.values(), remote.INSIDE_FILTER]]
     looks = ("sorted(set(os.listdir('/tmp')) - {f'worker-{os.getpid()}'}), os.listdir('/dev/shm'), "
-             "os.listdir('/tmp/grader'), [p for p in os.listdir('/proc') if p.isdigit()]")
+             "os.listdir('/grader'), [p for p in os.listdir('/proc') if p.isdigit()]")
     with remote.Zygote() as zygote:
         with remote.Worker(zygote=zygote) as first:
             assert type(first._process).__name__ == "_ForkedWorker"
