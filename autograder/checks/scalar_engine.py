@@ -200,6 +200,16 @@ def check_backward(backward) -> None:
     run_probes(ex, [Probe("a = tanh(x); y = -2a - 3a at x = 0.5: x.grad", lambda: as_float(ex, x.grad, "x.grad"),
                           expected, slips=((expected * 2 / 5, one_product), (expected * 3 / 5, one_product)))])
 
+    # Paths of different lengths: b reaches y directly and through tanh. An order that is not topological (breadth
+    # first from y, say) runs b's rule before the longer path's share has arrived.
+    x = Node(0.5)
+    b = x * x
+    y = Node(3.0) * b.tanh() + b
+    call_learner(ex, y.backward, shown_input="b = x*x; y = 3*tanh(b) + b; y.backward()")
+    expected = (3 * (1 - math.tanh(0.25) ** 2) + 1) * 2 * 0.5
+    run_probes(ex, [Probe("b = x*x; y = 3*tanh(b) + b at x = 0.5: x.grad", lambda: as_float(ex, x.grad, "x.grad"),
+                          expected, slips=((2 * 0.5, f"only b's direct path to y reached x: {EARLY_NODE}"),))])
+
     # Deep graph: no recursion anywhere in the pass.
     chain_x, end = RecordedGraph(Node).chain(CHAIN_LENGTH, "tanh")
     call_on_deep_graph(ex, end.backward, shown_input=f"a chain of {CHAIN_LENGTH} tanh nodes")

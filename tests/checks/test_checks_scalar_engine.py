@@ -174,6 +174,24 @@ def backward(self):
 Value.backward = backward
 '''
 
+BREADTH_FIRST = '''
+def backward(self):
+    """Runs each node's rule in breadth-first order from the output, once: a red team's wrong answer, which passed
+    while every probe's shared node lay at one distance from the output."""
+    from collections import deque
+    self.grad = 1.0
+    seen, queue = {self}, deque([self])
+    while queue:
+        node = queue.popleft()
+        node._backward()
+        for child in node._prev:
+            if child not in seen:
+                seen.add(child)
+                queue.append(child)
+
+Value.backward = backward
+'''
+
 OWN_RECURSIVE_ORDER = RECURSIVE.replace("def topological_order(", "def my_order(") + '''
 def backward(self):
     self.grad = 1.0
@@ -203,6 +221,7 @@ def test_backward_rejects(pairs, phrases):
 @pytest.mark.parametrize("extra, phrases", [
     (PER_PATH, ["ran 2 times", "once per path"]),
     (FIRST_REACHED, ["the share of one product only", "processed before all of its consumers"]),
+    (BREADTH_FIRST, ["y = 3*tanh(b) + b", "processed before all of its consumers"]),
     (OWN_RECURSIVE_ORDER, ["RecursionError"]),
 ])
 def test_backward_rejects_other_walks(extra, phrases):
