@@ -23,7 +23,7 @@ from hypothesis import given, strategies as st
 from autograder.checks.registry import exercise
 from autograder.checks.reference import modules as reference_modules
 from autograder.checks.harness.diagnostics import (AGAINST_TORCH, FEW_RANDOM_CASES, SAME_ARITHMETIC, CheckFailure, Probe,
-                                                   Tolerance, call_learner, close, fmt, run_probes)
+                                                   Tolerance, call_learner, case_rng, close, fmt, run_probes)
 from autograder.trust.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
@@ -584,10 +584,13 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
                                "(rng.permutation), not np.random or a generator of your own, so runs are reproducible.")
 
     data = load_mnist(verbose=False)
-    images, labels = data.test_images[:300], data.test_labels[:300]
     # Two untrained networks whose accuracies differ from each other and from every label's share (asserted in the
-    # tests): an accuracy() that never looks at the model cannot match both.
-    for seed in ACCURACY_SEEDS:
+    # tests): an accuracy() that never looks at the model cannot match both. Then one drawn from the case seed, on
+    # 300 digits drawn too: an accuracy() that knows the two by heart does not know it.
+    drawn = case_rng("training")
+    rows = np.sort(drawn.choice(len(data.test_labels), 300, replace=False))
+    for seed, chosen in [(s, slice(0, 300)) for s in ACCURACY_SEEDS] + [(int(drawn.integers(100, 2 ** 31)), rows)]:
+        images, labels = data.test_images[chosen], data.test_labels[chosen]
         evaluated = _ReferenceModel(Tensor, images, labels, seed=seed)
         got = call_learner(ex, accuracy, evaluated, images, labels, shown_input="accuracy(model, 300 images, labels)")
         want = reference_accuracy(evaluated.initial, images, labels)
