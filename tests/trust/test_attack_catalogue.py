@@ -68,6 +68,8 @@ import json, os
 def numerical_gradient(f, x, h=1e-5):
     raise NotImplementedError()
 def answers_in(path):
+    if os.path.islink(path) or not os.path.isfile(path):  # a named pipe would wait for a writer forever
+        return []
     try:
         cells = json.load(open(path))["cells"]
         found = ["".join(c["source"]) for c in cells
