@@ -25,6 +25,7 @@ Without bubblewrap (or where the machine forbids user namespaces) the limits sti
 from __future__ import annotations
 
 import atexit
+import csv
 import errno
 import functools
 import importlib.metadata
@@ -176,17 +177,21 @@ def _normalised(name: str) -> str:
 def package_paths(roots: tuple[str, ...]) -> tuple[Path, ...]:
     """The top-level entries of site-packages that the distributions of ``roots`` installed (their packages,
     modules, bundled libraries and metadata folders), never a ``.pth`` file: nothing else runs at start-up."""
-    wanted, paths = set(distributions(roots)), set()
-    for dist in importlib.metadata.distributions():  # in sys.path order: the copy that imports comes first
-        name = _normalised(dist.metadata["Name"])
-        if name not in wanted:
-            continue
-        wanted.discard(name)
+    paths = set()
+    for name in distributions(roots):
+        dist = importlib.metadata.distribution(name)  # the first on sys.path: the copy that imports
         base = Path(dist.locate_file(""))
-        for file in dist.files or ():
-            if file.parts and file.parts[0] != ".." and not file.parts[0].endswith(".pth"):
-                paths.add(base / file.parts[0])
+        paths.update(base / top for top in _top_level_entries(dist) if top != ".." and not top.endswith(".pth"))
     return tuple(sorted(p for p in paths if p.exists()))
+
+
+def _top_level_entries(dist: importlib.metadata.Distribution) -> set[str]:
+    """The first path component of every file a distribution installed, from its install record. Read as text:
+    ``dist.files`` makes a Path of each of the kernel's 41,000 lines, 0.4 s of CPU in every grading process."""
+    record = dist.read_text("RECORD")
+    if record is None:  # installed without a RECORD (an old egg-info): the slow way
+        return {file.parts[0] for file in dist.files or () if file.parts}
+    return {row[0].split("/", 1)[0] for row in csv.reader(record.splitlines()) if row}
 
 
 def interpreter_paths() -> list[tuple[Path, Path]]:
