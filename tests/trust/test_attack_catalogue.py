@@ -1,11 +1,12 @@
 """The attack catalogue, on all three grading paths: ``python -m autograder grade``, ``nbgrader autograde`` and the
 class run ``python -m autograder autograde``.
 
-Every attack is an answer cell of notebook 1 that tries to get the exercise's points without doing it: reach
+Every attack is an answer cell of notebook 1. Most try to get the exercise's points without doing it: reach
 something outside its sandbox that holds the solution (a server on loopback, a file anywhere on the host, an
 installed or packed library), or fool the grader in its own process. Where the attack works it returns the right
 answer, so the score is the measurement: each attacked exercise must earn 0 on every path, and the class run must
-grade the honest students exactly as serial ``nbgrader autograde`` does.
+grade the honest students exactly as serial ``nbgrader autograde`` does. The others go for the machine (processes,
+disks, output, a cell no parser takes): they must be contained, costing classmates nothing.
 
 The three paths run in one network namespace of their own (``unshare --net``), so that the scans below touch
 nothing else on the machine: this file re-runs itself there as a script. Notebook 1 has four exercises, so each
@@ -143,6 +144,47 @@ def tanh_network_gradients(x, w1, b1, w2, t):
     time.sleep(60)
 """
 
+# Attacks on the machine rather than the grade: each runs when its cell runs (in the kernel and in the check
+# worker), leaves its exercise a stub, and must cost its author nothing more and the classmates nothing at all.
+START_PROCESSES = """
+import os
+started = 0
+for _ in range(200):  # a fork bomb's first generation
+    try:
+        if os.fork() == 0:
+            os._exit(0)
+        started += 1
+    except OSError:
+        break
+def central_difference(f, x, h):
+    raise NotImplementedError()
+"""
+
+FILL_THE_DISKS = """
+import os, tempfile
+block = b"x" * (1 << 20)
+for folder in (tempfile.gettempdir(), "/dev/shm", os.getcwd(), os.path.expanduser("~"), "/"):
+    try:
+        with open(os.path.join(folder, "filler"), "wb") as filler:
+            for _ in range(2048):  # 2 GiB, or until the folder is full or read-only
+                filler.write(block)
+    except OSError:
+        pass
+def numerical_gradient(f, x, h=1e-5):
+    raise NotImplementedError()
+"""
+
+FLOOD_THE_OUTPUT = """
+import sys
+for _ in range(40):  # 40 MB of output, and as much again on stderr
+    print("y" * 1_000_000)
+    print("z" * 1_000_000, file=sys.stderr)
+def tanh_network_gradients(x, w1, b1, w2, t):
+    raise NotImplementedError()
+"""
+
+NOT_PYTHON = "def log_square_trace(x):\n    return x\0\n"  # a null byte: compile() refuses it outright
+
 MEMORISED = "# a table of slopes, recorded from a grade of this very notebook with the solution in place\n"
 
 
@@ -184,12 +226,16 @@ ATTACKERS = {
                     "tanh_network_gradients": IMPORT_FROM_ANYWHERE, "log_square_trace": KILL_THE_PARENT},
     "fools-the-grader": {"central_difference": MEMORISED, "numerical_gradient": CLAIM_A_PASS,
                          "log_square_trace": EXIT, "tanh_network_gradients": FORGE_THE_REPLY},
+    "exhausts": {"central_difference": START_PROCESSES, "numerical_gradient": FILL_THE_DISKS,
+                 "tanh_network_gradients": FLOOD_THE_OUTPUT, "log_square_trace": NOT_PYTHON},
 }
 WHY = {  # what the grade says of each attacked exercise: the attack failed, and learner code is told why
     "reaches-out": {"central_difference": "not written yet", "numerical_gradient": "not written yet",
                     "tanh_network_gradients": "not written yet", "log_square_trace": "got None"},  # killing survived
     "fools-the-grader": {"central_difference": "KeyError", "numerical_gradient": "got list",
                          "log_square_trace": "ended the process", "tanh_network_gradients": "not an answer"},
+    "exhausts": {"central_difference": "not written yet", "numerical_gradient": "not written yet",
+                 "tanh_network_gradients": "not written yet", "log_square_trace": "null"},
 }
 HONEST = {"full-marks": 10.0, "untouched": 0.0, "mistake": 8.0}
 DEMO_ATTACKER = "attacker"  # make demo's: silences the checks, writes the gradebook, kills its parent (tools/demo.py)
