@@ -375,7 +375,9 @@ def all_paths(work: Path) -> dict:
         return {"grade": one_by_one, "nbgrader": scores(serial), "class run": scores(parallel),
                 "class run output": run.stdout + run.stderr, "class run code": run.returncode,
                 "differences": differences(gradebook_cells(serial, NB), gradebook_cells(parallel, NB)),
-                "reached": reached, "students": sorted(everyone), "seconds": seconds, "controls": controls}
+                "reached": reached, "students": sorted(everyone), "seconds": seconds, "controls": controls,
+                "fillers": [str(p) for p in [*work.rglob("filler"), Path(tempfile.gettempdir(), "filler"),
+                                             Path.home() / "filler"] if p.exists()]}
     finally:
         stop.set()
         unplant(serial)
@@ -395,6 +397,7 @@ def test_every_attack_earns_nothing_and_harms_nobody_on_every_path(tmp_path):
     assert found["controls"] == dict.fromkeys(["central_difference", "numerical_gradient", "tanh_network_gradients"],
                                               True), "an attack that does not work even unsandboxed proves nothing"
     assert found["reached"] == [], "learner code reached the sentinel on loopback"
+    assert found["fillers"] == [], "learner code wrote outside its sandbox's own folders"
     assert found["class run code"] == 0, found["class run output"]
     for student, exercises in found["grade"].items():  # each for its own reason, as the grade tells the learner
         for exercise, (score, message) in exercises.items():
