@@ -381,6 +381,9 @@ def test_whole_engine_programs_catch_what_they_run():
 
 # ------------------------------------------------------------------------------------------------ predictions
 
+DETACH_CLONE = {"original": 5, "snapshot": 2, "original_grad": 3, "isolated_grad": 10}
+
+
 @pytest.mark.parametrize("exercise, right, wrong, phrase", [
     ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
      {"x": 18, "h": None, "zero": 0, "unused": None}, "retain_grad"),
@@ -388,8 +391,13 @@ def test_whole_engine_programs_catch_what_they_run():
      {"x": 18, "h": 6, "zero": None, "unused": None}, "None means no gradient arrived"),
     ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
      {"x": 6, "h": 6, "zero": 0, "unused": 0}, "6 · 3"),
-    ("predict_detach_clone", {"original": 5, "snapshot": 2}, {"original": 2, "snapshot": 2}, "shares the same storage"),
-    ("predict_detach_clone", {"original": 5.0, "snapshot": 2.0}, {"original": 5, "snapshot": 5}, "copies the storage"),
+    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original": 2}, "shares the same storage"),
+    ("predict_detach_clone", {k: float(v) for k, v in DETACH_CLONE.items()}, {**DETACH_CLONE, "snapshot": 5},
+     "copies the storage"),
+    # the old given Tensor's clone(), a new leaf cut off from the graph, taught exactly this wrong answer
+    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original_grad": None}, "CloneBackward0"),
+    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original_grad": 13}, "none of it reaches original"),
+    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "isolated_grad": 4}, "copied after the in-place add"),
     ("predict_accumulation", [4, 7, 3], [4, 3, 3], "adds to .grad"),
     ("predict_accumulation", (4.0, 7.0, 3.0), [4, 7, 7], "starts again"),
 ])
@@ -400,7 +408,7 @@ def test_predictions(exercise, right, wrong, phrase):
 
 @pytest.mark.parametrize("exercise, untouched", [
     ("predict_leaf_grads", {"x": ..., "h": ..., "zero": ..., "unused": ...}),
-    ("predict_detach_clone", {"original": 5.0, "snapshot": ...}),
+    ("predict_detach_clone", {**DETACH_CLONE, "snapshot": ...}),
     ("predict_accumulation", [..., ..., ...]),
 ])
 def test_unanswered_predictions_say_so(exercise, untouched):

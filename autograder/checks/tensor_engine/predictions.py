@@ -61,11 +61,22 @@ def check_predict_detach_clone(predicted_values) -> None:
     shared = original.detach()
     snapshot = original.detach().clone()
     shared.add_(3)
-    actual = {"original": original.item(), "snapshot": snapshot.item()}
+    copy = original.clone()
+    (3 * copy).sum().backward()
+    isolated = original.detach().clone().requires_grad_()
+    (isolated * isolated).sum().backward()
+    actual = {"original": original.item(), "snapshot": snapshot.item(), "original_grad": _grad_or_none(original),
+              "isolated_grad": _grad_or_none(isolated)}
     _compare_predictions("predict_detach_clone", predicted_values, actual, {
         "original": "detach() makes a tensor outside the graph that shares the same storage, so adding 3 to it in "
                     "place changes original too.",
         "snapshot": "clone() copies the storage, so the snapshot keeps the value it had when it was taken.",
+        "original_grad": "clone() alone does not leave the graph: torch records it (CloneBackward0), so copy is a "
+                         "non-leaf and d(3·copy)/d original = 3 reaches original. The second backward starts from "
+                         "isolated, a leaf made from a detached copy: none of it reaches original, which keeps 3.",
+        "isolated_grad": "isolated is a new leaf of its own (detach().clone() cut the link, requires_grad_() made it "
+                         "ask for a gradient), copied after the in-place add, so it holds 5: d(isolated²)/d isolated "
+                         "= 2 · 5.",
     })
 
 
