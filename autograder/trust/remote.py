@@ -38,9 +38,9 @@ from autograder.trust.wire import MAPPED_ERRORS, ProtocolError
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 # Outside /tmp, on the sandbox's read-only root: learner code can neither change these files nor move their folder.
 INSIDE_SCRIPT = "/grader/worker.py"
-# All of ours the sandbox sees: the worker and the codec it loads from its own folder.
+# Ours in the worker's sandbox, besides the init and the filter (sandbox.wrap): the worker and the codec it loads
+# from its own folder, as it loads the filter's loader from the init's file.
 GRADER_FILES = {WORKER_SCRIPT: INSIDE_SCRIPT, Path(wire.__file__): "/grader/wire.py"}
-INSIDE_FILTER = "/grader/no-new-processes.bpf"  # sandbox.no_new_processes, where it exists
 DEFAULT_TIMEOUT_S = 10.0  # CPU seconds of the worker's sandbox for one request
 ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
 EXERCISE_BUDGET_S = 120.0  # CPU seconds of all of one exercise's requests together
@@ -292,9 +292,9 @@ def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, home: str = "/tmp
     binds, env = dict(GRADER_FILES), {**sandbox.environment(), "WORKER_FD": str(fd), **env}
     no_processes = sandbox.no_new_processes()  # each worker loads it before learner code runs (worker.py)
     if no_processes:
-        binds[no_processes] = INSIDE_FILTER
-        env["WORKER_FILTER"] = INSIDE_FILTER if sandbox.bubblewrap() else str(no_processes)
-    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, limits=limits)
+        binds[no_processes] = sandbox.INSIDE_FILTER
+        env["WORKER_FILTER"] = sandbox.INSIDE_FILTER if sandbox.bubblewrap() else str(no_processes)
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, env=env, limits=limits)
     if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path (wire.py beside it), in a private folder
         command[-1] = str(WORKER_SCRIPT)
         env.update(HOME=home, WORKER_HOME=home)

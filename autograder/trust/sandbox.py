@@ -80,6 +80,10 @@ WORKER = Role(packages=("numpy",), tmp_bytes=128 * MIB)
 KERNEL = Role(packages=("ipykernel", "ipywidgets", "numpy", "torch", "matplotlib", "tqdm", "threadpoolctl",
                         "graphviz", "hypothesis", "micrograd", "mlxtend"), tmp_bytes=256 * MIB)
 SHM_BYTES = 64 * MIB
+# Ours in every sandbox, on its read-only root: process 1, and the process filter it loads.
+INIT_SCRIPT = Path(__file__).with_name("sandbox_init.py")
+INSIDE_INIT = "/grader/sandbox_init.py"
+INSIDE_FILTER = "/grader/no-new-processes.bpf"
 SUBMISSION_BYTES = 512 * MIB  # the kernel's writable copy of its submission folder (checkpoints, saved figures)
 
 
@@ -94,6 +98,15 @@ def bubblewrap() -> str | None:
 
 
 CLONE_THREAD = 0x10000  # linux/sched.h: clone() making a thread of the same process, not a new process
+# Also kept from a process under the filter, each {system call: the errno it returns instead of running}.
+# A file's mode and extended attributes (ACLs): the kernel's sandbox runs as the owner of the host folder its sockets
+# are in, which its mode alone keeps read-only once they exist. A mode change does nothing and reports success
+# (IPython's start-up copies a file with its mode); an attribute is "not supported", which copies pass over.
+# Memory no limit counts (RLIMIT_AS leaves it out, no tmpfs holds it): memfd_create's files, System V shared memory.
+REFUSED = {**dict.fromkeys(("chmod", "fchmod", "fchmodat", "fchmodat2"), 0),
+           **dict.fromkeys(("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"),
+                           errno.ENOTSUP),
+           **dict.fromkeys(("memfd_create", "memfd_secret", "shmget"), errno.ENOSYS)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -103,9 +116,12 @@ def no_new_processes() -> Path | None:
     read, fails with ENOSYS, so that the C library falls back to clone. Nor may it trace another process or read or
     write its memory (ptrace, process_vm_readv/writev). None where libseccomp is missing.
 
-    The file lives in a private folder for this process's life. bwrap loads it for the kernel (``--seccomp``); a
-    check worker, forked from a zygote that must fork, loads it itself before it runs any learner code
-    (autograder/trust/worker.py). Either way it holds for everything the process runs or starts, for good.
+    Nor may it change a file's mode or attributes, or hold memory outside every limit (``REFUSED``).
+
+    The file lives in a private folder for this process's life. The sandbox's init (sandbox_init.py) loads it into
+    the kernel before the kernel starts; a check worker, forked from a zygote that must fork, loads it itself
+    before it runs any learner code (autograder/trust/worker.py). Either way it holds for everything the process
+    runs or starts, for good.
     """
     try:
         import pyseccomp as seccomp
@@ -121,6 +137,11 @@ def no_new_processes() -> Path | None:
     for call in ("ptrace", "process_vm_readv", "process_vm_writev"):  # nor reach into another process's memory
         rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
     rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    for call, answer in REFUSED.items():
+        try:
+            rules.add_rule(seccomp.ERRNO(answer), call)
+        except (RuntimeError, ValueError):  # a call this machine's libseccomp does not know, so no program makes
+            pass
     folder = Path(tempfile.mkdtemp(prefix="sandbox-filter-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = folder / "no-new-processes.bpf"
@@ -248,7 +269,8 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
         binds: more read-only bind mounts {outside path: inside path}.
         writable: read-write bind mounts {outside path: inside path}.
         workdir: the working directory inside the sandbox.
-        env: variables to set inside the sandbox (None: unset).
+        env: variables inside the sandbox besides :func:`environment`'s (None: left out). Nothing else of the
+            caller's environment goes in.
         limits: rlimits for the process and everything it starts.
         extra: more bwrap arguments, placed after the mounts above (a sized tmpfs, say).
         seccomp: start no process (no_new_processes), where that filter exists; threads are fine.
@@ -256,10 +278,15 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
     bwrap = bubblewrap()
     if not bwrap:
         return limits.prlimit() + argv
-    handing, filtered = _filter(seccomp)
+    binds = {**(binds or {}), INIT_SCRIPT: Path(INSIDE_INIT)}
+    env = {**environment(), **(env or {})}
+    if seccomp and no_new_processes():  # loaded by the init into the program, before it starts
+        binds[no_new_processes()] = Path(INSIDE_FILTER)
+        env["SANDBOX_FILTER"] = INSIDE_FILTER
     # No capability inside either (as root, bwrap would keep them all in the sandbox's namespaces): file modes hold,
-    # mounts cannot be changed, and no process can be traced.
-    command = [*handing, bwrap, *filtered, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+    # mounts cannot be changed, and no process can be traced. Process 1 is ours (sandbox_init.py), not bwrap's.
+    command = [bwrap, "--unshare-all", "--as-pid-1", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+               "--clearenv",
                *system_arguments(),
                "--proc", "/proc",
                # /dev holds device nodes only (read-only; writing to /dev/null still works) and a small /dev/shm
@@ -271,26 +298,15 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
         command += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
     for path in package_paths(role.packages):
         command += ["--ro-bind", str(path), str(path)]
-    for outside, inside in (binds or {}).items():
+    for outside, inside in binds.items():
         command += ["--ro-bind", str(outside), str(inside)]
     for outside, inside in (writable or {}).items():
         command += ["--bind", str(outside), str(inside)]
     command += [*extra, "--remount-ro", "/"]  # the empty root, and the folders made in it for the mounts
-    for key, value in (env or {}).items():
-        command += ["--unsetenv", key] if value is None else ["--setenv", key, value]
-    return limits.prlimit() + command + ["--chdir", workdir, "--", *argv]
-
-
-FILTER_FD = 9
-
-
-def _filter(seccomp: bool) -> tuple[list[str], list[str]]:
-    """What goes before bwrap to open the filter on FILTER_FD (bwrap reads a filter from a descriptor only), and
-    bwrap's option that loads it; nothing when no filter is asked for or exists."""
-    path = no_new_processes() if seccomp else None
-    if path is None:
-        return [], []
-    return ["sh", "-c", f'exec "$@" {FILTER_FD}<"$0"', str(path)], ["--seccomp", str(FILTER_FD)]
+    for key, value in env.items():
+        if value is not None:
+            command += ["--setenv", key, value]
+    return limits.prlimit() + command + ["--chdir", workdir, "--", sys.executable, "-I", INSIDE_INIT, *argv]
 
 
 def environment(home: str = "/tmp") -> dict[str, str]:
@@ -305,9 +321,11 @@ KERNEL_LIMITS = Limits(cpu_seconds=1200)  # a whole notebook: notebook 5 trains 
 SUBMISSION_INSIDE = "/submission"
 # Runs before the kernel, so before any learner code: fills the sandbox's sized, writable copy of the submission
 # folder from the read-only original, then becomes the kernel.
-# A link is copied as a link (it points nowhere in here) and a special file not at all.
+# A link is copied as a link (it points nowhere in here) and a special file not at all; contents only, as the
+# filter refuses mode changes (a folder's copied mode is among the errors passed over).
 COPY_THEN_KERNEL = ("import os, shutil, sys\n"
-                    "try:\n    shutil.copytree(sys.argv[1], sys.argv[2], symlinks=True, dirs_exist_ok=True)\n"
+                    "try:\n    shutil.copytree(sys.argv[1], sys.argv[2], symlinks=True, dirs_exist_ok=True,\n"
+                    "                    copy_function=shutil.copyfile)\n"
                     "except shutil.Error:\n    pass\n"
                     "os.chdir(sys.argv[2])\nos.execvp(sys.argv[3], sys.argv[3:])\n")
 
@@ -323,11 +341,9 @@ def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]
     for package in ("autograder", "labtools", "data"):
         if (REPO / package).exists():
             binds[REPO / package] = REPO / package
-    env = {"HOME": "/tmp", "IPYTHONDIR": "/tmp/.ipython", "MPLCONFIGDIR": "/tmp/.matplotlib",
-           "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime", "PYTHONPATH": str(REPO),
-           # ipykernel exits when its parent PID looks like init's; inside its own PID namespace it always does.
-           # --die-with-parent ends the sandbox with nbgrader instead.
-           "JPY_PARENT_PID": None}
+    # JPY_PARENT_PID is left out: ipykernel exits when its parent PID looks like init's, which in its own PID
+    # namespace it always does. --die-with-parent ends the sandbox with nbgrader instead.
+    env = {"IPYTHONDIR": "/tmp/.ipython", "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime", "PYTHONPATH": str(REPO)}
     copy = [sys.executable, "-I", "-c", COPY_THEN_KERNEL, SUBMISSION_INSIDE, cwd, *argv]
     return wrap(copy, role=KERNEL, binds=binds, writable={private: private}, workdir="/", env=env,
                 limits=KERNEL_LIMITS, extra=["--size", str(SUBMISSION_BYTES), "--tmpfs", cwd], seccomp=True)

@@ -59,19 +59,20 @@ class _Blocker(importlib.abc.MetaPathFinder):
         return None
 
 
-def _load_wire() -> types.ModuleType:
-    """wire.py, from this file's folder. Run as a script, this file has no package to import it from, and -I keeps
-    the folder off sys.path (where learner code would find our files by name); compiled here, not imported, so no
-    bytecode is written beside it for learner code to rewrite."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire.py")
-    module = types.ModuleType("wire")
+def _load_sibling(name: str) -> types.ModuleType:
+    """``name``.py, from this file's folder. Run as a script, this file has no package to import it from, and -I
+    keeps the folder off sys.path (where learner code would find our files by name); compiled here, not imported, so
+    no bytecode is written beside it for learner code to rewrite."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    module = types.ModuleType(name)
     module.__file__ = path
     with open(path) as source:
         exec(compile(source.read(), path, "exec"), module.__dict__)
     return module
 
 
-wire = _load_wire()
+wire = _load_sibling("wire")
+forbid_new_processes = _load_sibling("sandbox_init").forbid_new_processes  # the same loader the sandbox's init uses
 
 
 class Connection(wire.Codec):
@@ -357,27 +358,7 @@ NAMESPACE = LEARNER.__dict__
 NAMESPACE["get_ipython"] = Shell
 
 
-PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 38, 22, 2  # linux/prctl.h, seccomp.h
-
-
-class _Program(ctypes.Structure):  # struct sock_fprog: a classic BPF program, 8 bytes an instruction
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-
-def forbid_new_processes(path: str) -> None:
-    """Load the seccomp filter at ``path`` (autograder.trust.sandbox.no_new_processes): from here on this process
-    and its threads can start no process, and nothing can lift that. Runs before any learner code.
-
-    Raises:
-        OSError: the kernel refused the filter (the worker then ends, and its exercise fails with the reason).
-    """
-    with open(path, "rb") as program:
-        code = program.read()
-    libc = ctypes.CDLL(None, use_errno=True)
-    fprog = _Program(len(code) // 8, code)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) or \
-            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
-        raise OSError(ctypes.get_errno(), "the seccomp filter that keeps learner code from starting processes")
+PR_SET_DUMPABLE = 4  # linux/prctl.h
 
 
 def main() -> None:

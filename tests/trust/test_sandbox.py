@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -234,3 +235,80 @@ def test_once_the_kernel_runs_learner_code_its_private_host_folder_is_read_only(
     shown = page.read_text()
     for what in ("a file", "a link", "the connection file"):  # printed by the cell (its source shows neither)
         assert f"private folder: refused {what}" in shown and f"private folder: wrote {what}" not in shown
+
+
+# What learner code tries against the machine from inside (a red team's findings): each line prints what got through.
+BREAK_OUT = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+found = []
+try:  # process 1 is the sandbox's init: writing code into its memory would run it outside the filter
+    open("/proc/1/mem", "r+b")
+    found.append("init's memory")
+except OSError:
+    pass
+target = os.environ.get("PROBE_FOLDER", "/tmp")
+before = os.stat(target).st_mode
+os.chmod(target, 0o777)
+if os.stat(target).st_mode != before:
+    found.append("chmod")
+try:
+    os.setxattr(target, "user.probe", b"1")
+    found.append("xattr")
+except OSError:
+    pass
+if libc.memfd_create(b"probe", 0) >= 0:
+    found.append("memfd")
+if libc.shmget(0, 1 << 20, 0o1600) >= 0:  # IPC_PRIVATE, IPC_CREAT | 0600
+    found.append("System V memory")
+found += sorted(name for name in os.environ if name.startswith("HOST_SECRET"))
+print(found)
+"""
+
+
+def test_learner_code_reaches_neither_the_init_nor_memory_or_modes_outside_the_limits(tmp_path, monkeypatch):
+    """In the kernel's sandbox and in a check worker's: process 1 (ours, sandbox_init.py) is not dumpable, a mode
+    change does nothing (the kernel owns its private host folder), no attribute is set, no memory is held that no
+    limit counts, and nothing of the caller's environment is inside."""
+    from autograder.trust import remote
+
+    monkeypatch.setenv("HOST_SECRET_TOKEN", "instructor-secret")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o500)
+    command = sandbox.kernel_command([sys.executable, "-c", f"import os\nos.environ['PROBE_FOLDER'] = {str(private)!r}\n"
+                                      + BREAK_OUT], private, str(tmp_path))
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stdout + done.stderr
+    assert oct(private.stat().st_mode & 0o777) == "0o500"
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote) as worker:
+        worker.run(BREAK_OUT.replace("print(found)", "result = found"), "<cell>")
+        assert worker.evaluate("found") == []
+    unfiltered = subprocess.run(sandbox.wrap([sys.executable, "-c", BREAK_OUT]), capture_output=True, text=True,
+                                timeout=120)
+    assert ast.literal_eval(unfiltered.stdout) == ["chmod", "xattr", "memfd", "System V memory"], unfiltered.stderr
+
+
+def test_a_sandbox_ends_whole_with_its_parent_even_when_learner_code_clears_its_own_parent_death_signal(tmp_path):
+    marker = f"outlive-{tmp_path.name}"
+    code = ("import ctypes, time\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG: none\n"
+            f"print('ready', flush=True)\ntime.sleep(120)  # {marker}\n")
+    process = subprocess.Popen(sandbox.kernel_command([sys.executable, "-c", code], tmp_path, str(tmp_path)),
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and survivors(marker):
+        time.sleep(0.1)
+    assert survivors(marker) == []
+
+
+def survivors(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

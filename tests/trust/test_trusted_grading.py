@@ -134,7 +134,7 @@ np.ones = None  # tampering with a library the next exercise uses
 
 @pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
 def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote():
-    GRADER_FILES = [Path(p).name for p in [*remote.GRADER_FILES.values(), remote.INSIDE_FILTER]]
+    GRADER_FILES = [Path(p).name for p in [*remote.GRADER_FILES.values(), sandbox.INSIDE_FILTER, sandbox.INSIDE_INIT]]
     looks = ("sorted(set(os.listdir('/tmp')) - {f'worker-{os.getpid()}'}), os.listdir('/dev/shm'), "
              "os.listdir('/grader'), [p for p in os.listdir('/proc') if p.isdigit()]")
     with remote.Zygote() as zygote:
