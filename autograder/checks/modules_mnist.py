@@ -388,30 +388,48 @@ def _cross_entropy_probes(cross_entropy, Tensor, logits, labels, seed) -> list[P
 def check_sgd(SGD, Parameter, Tensor) -> None:
     ex = "sgd"
     rng = np.random.default_rng(7)
+    # The fixed probe: lr 0.3, three parameters, the last taking part in no step.
     starts = [rng.normal(size=(3,)), rng.normal(size=(2, 2)), rng.normal(size=(4,))]
+    optimizer, mine = _steps_like_torch(ex, SGD, Parameter, Tensor, starts, 0.3, rng, [{2}] * 3, "")
+    _check_zero_grad(ex, optimizer.zero_grad, mine, Tensor, "optimizer.zero_grad()")
+    # Then an optimizer drawn from the case seed, whose lr, parameters' shapes and steps sat out a step that knows the
+    # probe's numbers (lr 0.3 written into step(), say) does not know. Parameter 0 always takes part, so every step
+    # moves something.
+    drawn = case_rng(ex)
+    lr = round(float(drawn.uniform(0.01, 0.9)), 4)
+    starts = [drawn.normal(size=tuple(drawn.integers(1, 5, size=drawn.integers(1, 3))))
+              for _ in range(drawn.integers(2, 5))]
+    idle = [{n for n in range(1, len(starts)) if drawn.random() < 0.3} for _ in range(drawn.integers(2, 4))]
+    _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, drawn, idle,
+                      f"SGD({len(starts)} parameters of shapes {[s.shape for s in starts]}, lr={lr!r}): ")
+
+
+def _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, rng, idle, setup):
+    """One step per entry of ``idle`` (the parameters whose .grad is None in that step) with gradients drawn from
+    ``rng``, each compared with torch.optim.SGD's; ``setup`` opens every diagnosis. Returns (optimizer, params)."""
     mine = [Parameter(s.copy()) for s in starts]
     theirs = [torch.tensor(s, requires_grad=True) for s in starts]
-    optimizer = call_learner(ex, SGD, mine, lr=0.3, shown_input="SGD(params, lr=0.3)")
-    reference = torch.optim.SGD(theirs, lr=0.3)
-    for step in range(3):
+    optimizer = call_learner(ex, SGD, mine, lr=lr, shown_input=f"SGD(params, lr={lr!r})")
+    reference = torch.optim.SGD(theirs, lr=lr)
+    for step, resting in enumerate(idle):
         grads = [rng.normal(size=s.shape) for s in starts]
-        for p, t, g in zip(mine, theirs, grads):
-            p.grad, t.grad = Tensor(g.copy()), torch.tensor(g)
-        mine[2].grad, theirs[2].grad = None, None  # took no part in this step: must not move
+        for n, (p, t, g) in enumerate(zip(mine, theirs, grads)):
+            # a parameter with no gradient took no part in this step: it must not move
+            p.grad, t.grad = (None, None) if n in resting else (Tensor(g.copy()), torch.tensor(g))
         before = [np.array(p.array) for p in mine]
         # p.detach() shares p's array (notebook 4's engine): it sees the step only if the array itself is updated
         sharing = [call_learner(ex, p.detach, shown_input="p.detach()") for p in mine]
-        call_learner(ex, optimizer.step, shown_input=f"step {step + 1}: optimizer.step()")
+        call_learner(ex, optimizer.step, shown_input=f"{setup}step {step + 1}: optimizer.step()")
         reference.step()
         if all(np.array_equal(b, p.array) for b, p in zip(before, mine)):
             changed = any(p.grad is not None and not np.array_equal(p.grad.array, g) for p, g in zip(mine, grads))
             why = (" The update went into .grad: subtract lr * grad from p.array." if changed else
                    " Update each parameter in place (p.array -= ...): rebinding a loop variable changes nothing.")
-            raise CheckFailure(ex, f"optimizer.step() left every parameter unchanged.{why}")
-        run_probes(ex, [Probe(f"parameter {n} after step {step + 1} (expected: torch.optim.SGD's)",
+            raise CheckFailure(ex, f"{setup}optimizer.step() left every parameter unchanged.{why}")
+        run_probes(ex, [Probe(f"{setup}parameter {n} after step {step + 1} (expected: torch.optim.SGD's)",
                               lambda p=p: p.array, t.detach().numpy(),
-                              () if n == 2 else ((b + 0.3 * g, WRONG_WAY), (b - g, NO_LR)),
-                              why=NOT_TAKING_PART if n == 2 else "", tolerance=SAME_ARITHMETIC)
+                              () if n in resting else ((b + lr * g, WRONG_WAY), (b - g, NO_LR)),
+                              why=NOT_TAKING_PART if n in resting else "", tolerance=SAME_ARITHMETIC)
                         for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads))])
         for n, (p, alias) in enumerate(zip(mine, sharing)):
             if not np.array_equal(np.asarray(alias.array), np.asarray(p.array)):
@@ -425,7 +443,7 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
                                        "array in place under no_grad(), do not replace it with the result of an "
                                        "operation.")
-    _check_zero_grad(ex, optimizer.zero_grad, mine, Tensor, "optimizer.zero_grad()")
+    return optimizer, mine
 
 
 WRONG_WAY = "It moved along the gradient: the rule is p <- p - lr * grad, against it."
