@@ -158,26 +158,8 @@ def check_linear(Linear, Tensor) -> None:
     ex = "linear"
     kit = beside(Tensor, reference_modules)
     kit.seed(1)
-    layer = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300)")
-    weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
-    for name, p, shape in (("weight", weight, (300, 400)), ("bias", bias, (300,))):
-        if p is None or not hasattr(p, "array"):
-            raise CheckFailure(ex, f"Linear(400, 300).{name} should be a Parameter, got {p!r}.")
-        if tuple(p.shape) != shape:
-            hint = " torch stores the weight as (out_features, in_features)." if name == "weight" else ""
-            raise CheckFailure(ex, f"Linear(400, 300).{name} has shape {tuple(p.shape)}, expected {shape}.{hint}")
-        if not p.requires_grad or not p.is_leaf:
-            raise CheckFailure(ex, f"Linear(400, 300).{name} must be a Parameter (a leaf that requires grad).")
-    k = 1 / math.sqrt(400)
-    for name, p in (("weight", weight), ("bias", bias)):
-        values = np.asarray(p.array)
-        inner = np.mean(np.abs(values) < k / 2)  # uniform on [-k, k]: half the values lie within k/2
-        spread = 0.02 if values.size > 10_000 else 0.1
-        if (np.max(np.abs(values)) > k or np.max(np.abs(values)) < 0.9 * k or abs(inner - 0.5) > spread
-                or abs(np.std(values) - k / math.sqrt(3)) > 0.1 * k / math.sqrt(3)):
-            raise CheckFailure(ex, f"Linear(400, 300).{name} should be uniform in [-k, k] with k = 1/sqrt(400) = 0.05 "
-                                   f"(standard deviation k/√3 = {k / math.sqrt(3):.4f}); got values from "
-                                   f"{values.min():.4f} to {values.max():.4f}, standard deviation {values.std():.4f}.")
+    layer = _initialised(ex, Linear, 400, 300)
+    weight, bias = layer.weight, layer.bias
     kit.seed(1)
     again = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300) after the same np.random.seed(1)")
     second = call_learner(ex, Linear, 400, 300, shown_input="a second Linear(400, 300)")
@@ -196,23 +178,67 @@ def check_linear(Linear, Tensor) -> None:
     if _ids(call_learner(ex, plain.parameters,
                          shown_input="Linear(5, 4, bias=False).parameters()")) != [id(plain.weight)]:
         raise CheckFailure(ex, "Linear(5, 4, bias=False).parameters() should be [weight] alone.")
+    rows = np.random.default_rng(2).uniform(-1, 1, (6, 5))
+    seed = np.random.default_rng(3).uniform(-1, 1, (6, 4))
     for layer, shown in ((call_learner(ex, Linear, 5, 4, shown_input="Linear(5, 4)"), "Linear(5, 4)"),
                          (plain, "Linear(5, 4, bias=False)")):
-        _compare_with_torch_linear(ex, Tensor, layer, shown)
+        _compare_with_torch_linear(ex, Tensor, layer, shown, rows, seed)
+    # Then sizes, a seed and inputs drawn from the case seed: a layer that knows the fixed ones (k = 0.05, the fixed
+    # Linear(400, 300)'s, written in) does not know these. In and out features are drawn so that k is at least twice
+    # 0.05 and the sample statistics stay within about 6 of their standard deviations for a correct layer.
+    drawn = case_rng(ex)
+    kit.seed(int(drawn.integers(2 ** 31)))
+    _initialised(ex, Linear, int(drawn.integers(25, 101)), int(drawn.integers(1000, 1501)))
+    for with_bias in (True, False):
+        n_in, n_out, batch = (int(n) for n in drawn.integers(1, 9, size=3))
+        shown = f"Linear({n_in}, {n_out}{'' if with_bias else ', bias=False'})"
+        layer = call_learner(ex, Linear, n_in, n_out, bias=with_bias, shown_input=shown)
+        _compare_with_torch_linear(ex, Tensor, layer, shown, drawn.uniform(-1, 1, (batch, n_in)),
+                                   drawn.uniform(-1, 1, (batch, n_out)))
 
 
-def _compare_with_torch_linear(ex, Tensor, layer, shown):
-    x = np.random.default_rng(2).uniform(-1, 1, (6, 5))
-    seed = np.random.default_rng(3).uniform(-1, 1, (6, 4))
+def _initialised(ex, Linear, n_in, n_out):
+    """Linear(n_in, n_out), made after the check seeded np.random: its weight and bias are Parameters of torch's
+    shapes, uniform in [-k, k] with k = 1/sqrt(n_in). Returns the layer.
+
+    The sample statistics are judged within a few hundredths: under a seed nobody chose, a correct layer passes with
+    certainty only when n_out is 1,000 or more and n_in * n_out 25,000 or more (6 standard deviations or more)."""
+    shown = f"Linear({n_in}, {n_out})"
+    layer = call_learner(ex, Linear, n_in, n_out, shown_input=shown)
+    weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
+    for name, p, shape in (("weight", weight, (n_out, n_in)), ("bias", bias, (n_out,))):
+        if p is None or not hasattr(p, "array"):
+            raise CheckFailure(ex, f"{shown}.{name} should be a Parameter, got {p!r}.")
+        if tuple(p.shape) != shape:
+            hint = " torch stores the weight as (out_features, in_features)." if name == "weight" else ""
+            raise CheckFailure(ex, f"{shown}.{name} has shape {tuple(p.shape)}, expected {shape}.{hint}")
+        if not p.requires_grad or not p.is_leaf:
+            raise CheckFailure(ex, f"{shown}.{name} must be a Parameter (a leaf that requires grad).")
+    k = 1 / math.sqrt(n_in)
+    for name, p in (("weight", weight), ("bias", bias)):
+        values = np.asarray(p.array)
+        inner = np.mean(np.abs(values) < k / 2)  # uniform on [-k, k]: half the values lie within k/2
+        spread = 0.02 if values.size > 10_000 else 0.1
+        if (np.max(np.abs(values)) > k or np.max(np.abs(values)) < 0.9 * k or abs(inner - 0.5) > spread
+                or abs(np.std(values) - k / math.sqrt(3)) > 0.1 * k / math.sqrt(3)):
+            raise CheckFailure(ex, f"{shown}.{name} should be uniform in [-k, k] with k = 1/sqrt({n_in}) = {k:.4g} "
+                                   f"(standard deviation k/√3 = {k / math.sqrt(3):.4f}); got values from "
+                                   f"{values.min():.4f} to {values.max():.4f}, standard deviation {values.std():.4f}.")
+    return layer
+
+
+def _compare_with_torch_linear(ex, Tensor, layer, shown, x, seed):
+    """The layer's output on rows ``x`` and its gradients for the upstream gradient ``seed``, against F.linear's."""
     xt = Tensor(x.copy(), requires_grad=True)
-    out = call_learner(ex, layer, xt, shown_input=f"{shown}(x of shape (6, 5))")
+    out = call_learner(ex, layer, xt, shown_input=f"{shown}(x of shape {x.shape})")
     w = torch.tensor(np.asarray(layer.weight.array), requires_grad=True)
     b = None if layer.bias is None else torch.tensor(np.asarray(layer.bias.array), requires_grad=True)
     xtorch = torch.tensor(x, requires_grad=True)
     want = torch.nn.functional.linear(xtorch, w, b)
     if not hasattr(out, "array") or not close(out.array, want.detach().numpy(), AGAINST_TORCH):
-        raise CheckFailure(ex, f"{shown} on x of shape (6, 5) should equal x @ weight.T + bias = torch's F.linear with "
-                               f"the same weights, shape (6, 4); got {fmt(np.asarray(getattr(out, 'array', out)))}.")
+        raise CheckFailure(ex, f"{shown} on x of shape {x.shape} should equal x @ weight.T + bias = torch's F.linear "
+                               f"with the same weights, shape {seed.shape}; got "
+                               f"{fmt(np.asarray(getattr(out, 'array', out)))}.")
     want.backward(torch.tensor(seed))
     call_learner(ex, out.backward, Tensor(seed), shown_input=f"{shown}(x).backward(seed)")
     pairs = [("weight", layer.weight, w), ("input", xt, xtorch)] + ([("bias", layer.bias, b)] if b is not None else [])
