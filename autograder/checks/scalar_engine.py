@@ -19,8 +19,8 @@ from autograder.checks.reference import nodes as reference_nodes
 from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order, check_shared_inputs
 from autograder.checks.harness.random_programs import NONLINEAR, VALUE, Program, programs, torch_run
 from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC,
-                                    CheckFailure, Probe, as_float, call_learner, call_on_deep_graph, close, fmt,
-                                    run_probes)
+                                    CheckFailure, Probe, as_float, call_learner, call_on_deep_graph, case_rng, close,
+                                    fmt, run_probes)
 from autograder.checks.harness.oracles import central_differences
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.trust.remote import Remote, beside
@@ -64,57 +64,88 @@ def compare_program(ex, Value, program: Program, with_differences=False):
 @exercise("value_node")
 def check_value_node(Value) -> None:
     ex = "value_node"
-    v = call_learner(ex, Value, 2.0, shown_input="Value(2.0)")
-    if as_float(ex, getattr(v, "data", None), "Value(2.0).data") != 2.0:
-        raise CheckFailure(ex, f"Value(2.0).data should be 2.0, got {getattr(v, 'data', None)!r}")
+    _check_new_value(ex, Value, 2.0)
+    for op in "+*":
+        _check_two_values(ex, Value, op, 2.0, -3.0, 5.0)
+    # Shared nodes: y = a·a and y = a + a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6, and 1 + 1 = 2.
+    for op in "*+":
+        _check_shared_input(ex, Value, op, 3.0, 1.0)
+    # Plain numbers are wrapped in a Value, and the result is still connected to the graph.
+    for op, number in (("+", 1), ("*", 3)):
+        _check_plain_number(ex, Value, op, 2.0, number)
+    # Then the same on numbers drawn from the case seed: a Value whose rules know the probes' numbers (a table of
+    # their gradients) does not know these. Four decimals, so that a diagnosis shows them whole.
+    drawn = case_rng(ex)
+    a, b, c, upstream = (round(float(v), 4) for v in drawn.uniform(-5, 5, 4))
+    number = int(drawn.choice([-1, 1]) * drawn.integers(2, 10))
+    _check_new_value(ex, Value, a)
+    for op in "+*":
+        _check_two_values(ex, Value, op, a, b, upstream)
+    for op in "*+":
+        _check_shared_input(ex, Value, op, c, upstream)
+        _check_plain_number(ex, Value, op, a, number)
+
+
+def _check_new_value(ex, Value, data):
+    v = call_learner(ex, Value, data, shown_input=f"Value({data})")
+    if as_float(ex, getattr(v, "data", None), f"Value({data}).data") != data:
+        raise CheckFailure(ex, f"Value({data}).data should be {data}, got {getattr(v, 'data', None)!r}")
     if getattr(v, "grad", None) != 0:
         raise CheckFailure(ex, f"a new Value's .grad should start at 0.0, got {getattr(v, 'grad', None)!r}")
 
-    for op, a, b, expected, grads in (("+", 2.0, -3.0, -1.0, (1.0, 1.0)), ("*", 2.0, -3.0, -6.0, (-3.0, 2.0))):
-        x, y = Value(a), Value(b)
-        out = call_learner(ex, (lambda p, q: p + q) if op == "+" else (lambda p, q: p * q), x, y,
-                           shown_input=f"Value({a}) {op} Value({b})")
-        if as_float(ex, out.data, "the result's .data") != expected:
-            raise CheckFailure(ex, f"Value({a}) {op} Value({b}) should have data {expected}, got {out.data!r}")
-        if set(getattr(out, "_prev", ())) != {x, y}:
-            raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
-        _check_op_name(ex, out, op, f"Value({a}) {op} Value({b})")
-        out.grad = 5.0
-        rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
-                "multiply sends each input upstream × the other input's data")
-        shown = f"out = Value({a}) {op} Value({b}); out.grad = 5; out._backward(); (x.grad, y.grad)"
-        run_probes(ex, [Probe(shown, lambda: _backward_then(ex, out, x, y), (5.0 * grads[0], 5.0 * grads[1]),
-                              why=f"{rule}.", tolerance=SAME_ARITHMETIC)])
 
-    # Shared nodes: y = a·a and y = a + a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6, and 1 + 1 = 2.
-    for op, make, want, slips, why in (
-            ("*", lambda p: p * p, 6.0,
-             ((3.0, "a is a shared node: it is both inputs of the multiply, and the second edge overwrote the first. "
-                    "Accumulate with +="),), ""),
-            ("+", lambda p: p + p, 2.0, (), "y = a + a gives one gradient per edge: accumulate with +=.")):
-        a = Value(3.0)
-        y = call_learner(ex, make, a, shown_input=f"a {op} a")
-        y.grad = 1.0
-        run_probes(ex, [Probe(f"a = Value(3.0); y = a {op} a; y.grad = 1; y._backward(); a.grad",
-                              lambda: _backward_then(ex, y, a), want, slips, why, tolerance=SAME_ARITHMETIC)])
-        if y.grad != 1.0:
-            raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads "
-                                   "out.grad and adds to its inputs; it must leave out.grad alone (micrograd's "
-                                   "gradients accumulate on every node).")
+def _check_two_values(ex, Value, op, a, b, upstream):
+    """Value(a) op Value(b): its data, its edges, its _op, and its rule run with out.grad = upstream."""
+    expected, grads = (a + b, (1.0, 1.0)) if op == "+" else (a * b, (b, a))
+    x, y = Value(a), Value(b)
+    out = call_learner(ex, (lambda p, q: p + q) if op == "+" else (lambda p, q: p * q), x, y,
+                       shown_input=f"Value({a}) {op} Value({b})")
+    if as_float(ex, out.data, "the result's .data") != expected:
+        raise CheckFailure(ex, f"Value({a}) {op} Value({b}) should have data {expected}, got {out.data!r}")
+    if set(getattr(out, "_prev", ())) != {x, y}:
+        raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
+    _check_op_name(ex, out, op, f"Value({a}) {op} Value({b})")
+    out.grad = upstream
+    rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
+            "multiply sends each input upstream × the other input's data")
+    shown = f"out = Value({a}) {op} Value({b}); out.grad = {upstream:g}; out._backward(); (x.grad, y.grad)"
+    run_probes(ex, [Probe(shown, lambda: _backward_then(ex, out, x, y), (upstream * grads[0], upstream * grads[1]),
+                          why=f"{rule}.", tolerance=SAME_ARITHMETIC)])
 
-    # Plain numbers are wrapped in a Value, and the result is still connected to the graph.
-    for expr, fn, want, slope in (("Value(2.0) + 1", lambda p: p + 1, 3.0, 1.0),
-                                  ("Value(2.0) * 3", lambda p: p * 3, 6.0, 3.0)):
-        v = Value(2.0)
-        out = call_learner(ex, fn, v, shown_input=expr)
-        run_probes(ex, [
-            Probe(f"({expr}).data", lambda: as_float(ex, getattr(out, "data", out), expr), want,
-                  why="wrap plain numbers in a Value.", tolerance=SAME_ARITHMETIC),
-            Probe(f"out = {expr}; out.grad = 1; out._backward(); the Value's grad",
-                  lambda: _backward_then(ex, out, v, seed=1.0), slope,
-                  why="the Value must receive its slope from out's rule. Wrap the number and build the node exactly as "
-                      "for two Values.", tolerance=SAME_ARITHMETIC),
-        ])
+
+def _check_shared_input(ex, Value, op, data, upstream):
+    """y = a op a: both edges land on a, so its rule must add twice into a.grad."""
+    if op == "*":
+        want, slips, why = 2 * data * upstream, ((data * upstream, (
+            "a is a shared node: it is both inputs of the multiply, and the second edge overwrote the first. "
+            "Accumulate with +="),),), ""
+    else:
+        want, slips, why = 2 * upstream, (), "y = a + a gives one gradient per edge: accumulate with +=."
+    a = Value(data)
+    y = call_learner(ex, (lambda p: p * p) if op == "*" else (lambda p: p + p), a, shown_input=f"a {op} a")
+    y.grad = upstream
+    run_probes(ex, [Probe(f"a = Value({data}); y = a {op} a; y.grad = {upstream:g}; y._backward(); a.grad",
+                          lambda: _backward_then(ex, y, a), want, slips, why, tolerance=SAME_ARITHMETIC)])
+    if y.grad != upstream:
+        raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads "
+                               "out.grad and adds to its inputs; it must leave out.grad alone (micrograd's "
+                               "gradients accumulate on every node).")
+
+
+def _check_plain_number(ex, Value, op, data, number):
+    """Value(data) op number: the number is wrapped in a Value, and the result stays connected to the Value."""
+    expr = f"Value({data}) {op} {number}"
+    want, slope = (data + number, 1.0) if op == "+" else (data * number, float(number))
+    v = Value(data)
+    out = call_learner(ex, (lambda p: p + number) if op == "+" else (lambda p: p * number), v, shown_input=expr)
+    run_probes(ex, [
+        Probe(f"({expr}).data", lambda: as_float(ex, getattr(out, "data", out), expr), want,
+              why="wrap plain numbers in a Value.", tolerance=SAME_ARITHMETIC),
+        Probe(f"out = {expr}; out.grad = 1; out._backward(); the Value's grad",
+              lambda: _backward_then(ex, out, v, seed=1.0), slope,
+              why="the Value must receive its slope from out's rule. Wrap the number and build the node exactly as "
+                  "for two Values.", tolerance=SAME_ARITHMETIC),
+    ])
 
 
 def _check_op_name(ex, out, name, shown):

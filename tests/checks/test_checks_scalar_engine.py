@@ -477,7 +477,7 @@ class MLP(MLP):
 '''
 
 
-@pytest.mark.parametrize("exercise, extra, phrase", [("value_node", PROBE_TABLE, "Value("),
+@pytest.mark.parametrize("exercise, extra, phrase", [("value_node", PROBE_TABLE, "add passes the upstream gradient"),
                                                      ("mlp", KNOWN_ARCHITECTURES, "ReLU on every layer")],
                          ids=["value_node", "mlp"])
 def test_an_answer_right_only_on_the_fixed_probes_fails_the_drawn_cases(exercise, extra, phrase):
