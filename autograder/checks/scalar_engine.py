@@ -369,16 +369,39 @@ def check_mlp(MLP, Neuron) -> None:
     ex = "mlp"
     kit = beside(MLP, reference_nodes)  # the learner draws weights with random.uniform: reseeded where it runs
     for seed, (n_in, sizes) in enumerate(((3, [4, 4, 1]), (2, [3, 2]))):  # one output (a Value) and two (a list)
-        check_architecture(ex, kit, MLP, n_in, sizes, seed)
+        count = _parameter_count(n_in, sizes)
+        points = [[0.5, -1.0, 2.0][:n_in], [-2.0, 1.5, 0.3][:n_in], [1.0, 1.0, -1.0][:n_in]]
+        check_architecture(ex, kit, MLP, n_in, sizes, seed, np.random.default_rng(count).uniform(-1, 1, count), points)
     check_neuron_default(ex, Neuron)
+    # Then networks drawn from the case seed (1 to 4 inputs, 1 or 2 hidden layers of 2 to 4 neurons, since a layer of
+    # one returns a Value, not a list, and an output layer of 1 to 4; the seed they are built after, the weights the
+    # check sets, the points): an MLP that knows the two fixed ones does not know these.
+    drawn = case_rng(ex)
+    for _ in range(DRAWN_NETWORKS):
+        hidden = [int(n) for n in drawn.integers(2, 5, size=drawn.integers(1, 3))]
+        n_in, sizes = int(drawn.integers(1, 5)), hidden + [int(drawn.integers(1, 5))]
+        points = [[round(float(v), 3) for v in drawn.uniform(-2, 2, n_in)] for _ in range(3)]
+        check_architecture(ex, kit, MLP, n_in, sizes, int(drawn.integers(2 ** 31)),
+                           drawn.uniform(-1, 1, _parameter_count(n_in, sizes)), points)
 
 
-def check_architecture(ex, kit, MLP, n_in, sizes, seed):
+DRAWN_NETWORKS = 2
+
+
+def _parameter_count(n_in, sizes):
+    """Weights and a bias per neuron, over every layer."""
+    return sum((a + 1) * b for a, b in zip([n_in] + sizes, sizes))
+
+
+def check_architecture(ex, kit, MLP, n_in, sizes, seed, data, points):
+    """MLP(n_in, sizes) built right after random.seed(seed): its parameters, then its outputs and gradients against
+    torch at each of ``points`` (lists of n_in floats) with its parameters set to ``data`` (float64, one per
+    parameter, in micrograd's order), then its initial parameters."""
     shown = f"MLP({n_in}, {sizes})"
     kit.seed(seed)
     model = call_learner(ex, MLP, n_in, sizes, shown_input=shown)
     params = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters()")
-    count = sum((a + 1) * b for a, b in zip([n_in] + sizes, sizes))
+    count = _parameter_count(n_in, sizes)
     again = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters() called twice")
     if len(params) != count or len({id(p) for p in params}) != count:
         raise CheckFailure(ex, f"{shown} has {count} distinct parameters (weights and a bias per neuron); parameters() "
@@ -389,11 +412,10 @@ def check_architecture(ex, kit, MLP, n_in, sizes, seed):
     initial = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
     # Judge the network with weights of our choosing, both signs everywhere: the learner's own could be picked so
     # that no ReLU ever sees a negative input (biases of 50, say), which would hide a missing ReLU.
-    data = np.random.default_rng(count).uniform(-1, 1, count)
     for p, value in zip(params, data):
         p.data = float(value)
     flat = torch.tensor(data, dtype=torch.float64, requires_grad=True)
-    for inputs in ([0.5, -1.0, 2.0][:n_in], [-2.0, 1.5, 0.3][:n_in], [1.0, 1.0, -1.0][:n_in]):
+    for inputs in points:
         out = call_learner(ex, model, inputs, shown_input=f"model({inputs})")
         if sizes[-1] == 1 and isinstance(out, (list, tuple)):
             raise CheckFailure(ex, f"{shown}: model({inputs}) returned a {type(out).__name__} of one; a layer of one "
