@@ -262,38 +262,87 @@ def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
                           tolerance=SAME_ARITHMETIC)])
     if call_learner(ex, relu.parameters, shown_input="ReLU().parameters()") != []:
         raise CheckFailure(ex, "ReLU has no parameters.")
-    beside(Tensor, reference_modules).seed(4)
-    first, second, third = Linear(3, 4), Linear(4, 5), Linear(5, 2)
-    model = call_learner(ex, Sequential, first, ReLU(), Sequential(second, ReLU()), third,
-                         shown_input="Sequential(Linear(3, 4), ReLU(), Sequential(Linear(4, 5), ReLU()), Linear(5, 2))")
-    expected = [first.weight, first.bias, second.weight, second.bias, third.weight, third.bias]
+    kit = beside(Tensor, reference_modules)
+    kit.seed(4)
+    fixed = [(3, 4), "relu", [(4, 5), "relu"], (5, 2)]
+    _check_network(ex, Sequential, ReLU, Linear, Tensor, fixed, np.random.default_rng(5).uniform(-1, 1, (7, 3)),
+                   np.random.default_rng(6).uniform(-1, 1, (7, 2)))
+    # Then networks drawn from the case seed: 2 to 4 Linear layers of drawn widths, each followed by a ReLU or not,
+    # some of them in a nested Sequential, on drawn rows: a Sequential that knows the fixed network (a ReLU between
+    # every two layers, wherever the ReLU modules are) does not know these.
+    drawn = case_rng(ex)
+    for _ in range(DRAWN_NETWORKS):
+        widths = [int(n) for n in drawn.integers(1, 6, size=drawn.integers(3, 6))]
+        layers = []
+        for pair in zip(widths, widths[1:]):
+            layers += [pair, "relu"] if drawn.random() < 0.5 else [pair]
+        start = int(drawn.integers(len(layers)))
+        end = int(drawn.integers(start + 1, len(layers) + 1))
+        layers[start:end] = [layers[start:end]]
+        kit.seed(int(drawn.integers(2 ** 31)))
+        batch = int(drawn.integers(1, 9))
+        _check_network(ex, Sequential, ReLU, Linear, Tensor, layers, drawn.uniform(-1, 1, (batch, widths[0])),
+                       drawn.uniform(-1, 1, (batch, widths[-1])))
+
+
+DRAWN_NETWORKS = 2
+
+
+def _check_network(ex, Sequential, ReLU, Linear, Tensor, layers, x, seed):
+    """A Sequential of the learner's classes built from ``layers`` ((in, out) for a Linear, "relu" for a ReLU, a list
+    for a nested Sequential): its parameters, its output on rows ``x`` against the layers applied in order, and its
+    gradients for the upstream gradient ``seed`` against torch's for the same network."""
+    model, flat = _built(Sequential, ReLU, Linear, layers)
+    shown = _spelled(layers)
+    linears = [layer for layer in flat if not isinstance(layer, str)]  # a learner's object is never compared
+    expected = [p for layer in linears for p in (layer.weight, layer.bias)]
     got = call_learner(ex, model.parameters, shown_input="model.parameters()")
     if sorted(_ids(got)) != sorted(_ids(expected)):
-        raise CheckFailure(ex, f"a Sequential of three Linear layers (one inside a nested Sequential) has 6 "
-                               f"parameters; parameters() gave {len(got)}. Register each layer as a sub-module by "
-                               "assigning it as an attribute (setattr), so Module.__setattr__ sees it.")
-    x = np.random.default_rng(5).uniform(-1, 1, (7, 3))
-    out = call_learner(ex, model, Tensor(x), shown_input="model(x of shape (7, 3))")
+        raise CheckFailure(ex, f"{shown} has {len(expected)} parameters (two per Linear, nested ones included); "
+                               f"parameters() gave {len(got)}. Register each layer as a sub-module by assigning it as "
+                               "an attribute (setattr), so Module.__setattr__ sees it.")
+    out = call_learner(ex, model, Tensor(x), shown_input=f"model(x of shape {x.shape})")
     h = x
-    for layer, act in ((first, True), (second, True), (third, False)):
-        h = h @ np.asarray(layer.weight.array).T + np.asarray(layer.bias.array)
-        h = np.maximum(h, 0) if act else h
+    for layer in flat:
+        h = np.maximum(h, 0) if isinstance(layer, str) else \
+            h @ np.asarray(layer.weight.array).T + np.asarray(layer.bias.array)
     if not hasattr(out, "array") or not close(out.array, h, AGAINST_TORCH):
-        raise CheckFailure(ex, "the Sequential's output differs from applying its layers one after the other, in the "
+        raise CheckFailure(ex, f"the output of {shown} differs from applying its layers one after the other, in the "
                                "order given: the forward pass must feed each layer's output to the next.")
-    seed = np.random.default_rng(6).uniform(-1, 1, (7, 2))
     call_learner(ex, out.backward, Tensor(seed), shown_input="model(x).backward(seed)")
     weights = [torch.tensor(np.asarray(p.array), requires_grad=True) for p in expected]
-    h = torch.tensor(x)
-    for n in range(3):
-        h = torch.nn.functional.linear(h, weights[2 * n], weights[2 * n + 1])
-        h = torch.relu(h) if n < 2 else h
+    h, params = torch.tensor(x), iter(weights)
+    for layer in flat:
+        h = torch.relu(h) if isinstance(layer, str) else torch.nn.functional.linear(h, next(params), next(params))
     h.backward(torch.tensor(seed))
     for p, t in zip(expected, weights):
         if p.grad is None or not close(p.grad.array, t.grad.numpy(), AGAINST_TORCH):
-            raise CheckFailure(ex, "the parameters' gradients after model(x).backward(seed) differ from torch's for "
-                                   "the same network: every layer, ReLU included, must build its output with Tensor "
-                                   "operations (x.relu(), linear(...)), so the graph reaches the weights.")
+            raise CheckFailure(ex, f"the parameters' gradients after model(x).backward(seed) for {shown} differ from "
+                                   "torch's for the same network: every layer, ReLU included, must build its output "
+                                   "with Tensor operations (x.relu(), linear(...)), so the graph reaches the weights.")
+
+
+def _built(Sequential, ReLU, Linear, layers):
+    """The learner's Sequential of ``layers`` (see _check_network), and its Linear layers and "relu"s in order."""
+    made, flat = [], []
+    for layer in layers:
+        if layer == "relu":
+            made.append(ReLU())
+            flat.append("relu")
+        elif isinstance(layer, list):
+            inner, inner_flat = _built(Sequential, ReLU, Linear, layer)
+            made.append(inner)
+            flat += inner_flat
+        else:
+            made.append(Linear(*layer))
+            flat.append(made[-1])
+    return Sequential(*made), flat
+
+
+def _spelled(layers) -> str:
+    """``layers`` (see _check_network) as the Python that builds them."""
+    return "Sequential(" + ", ".join("ReLU()" if layer == "relu" else _spelled(layer) if isinstance(layer, list)
+                                     else f"Linear{layer}" for layer in layers) + ")"
 
 
 # ------------------------------------------------------------------------------------------------ cross_entropy
