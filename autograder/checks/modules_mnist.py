@@ -117,6 +117,90 @@ def check_module(Module, Parameter, Tensor) -> None:
     for top, shown in ((outer, "a module with two sub-modules"), (deep, "30 nested modules")):
         everything = call_learner(ex, top.parameters, shown_input=f"parameters() of {shown}")
         _check_zero_grad(ex, top.zero_grad, everything, Tensor, f"zero_grad() on {shown}")
+    # Then modules drawn from the case seed: names, shapes, how many of each, the order they are assigned in, a
+    # sub-module assigned twice, a sub-module's parameter shared, numbers and data tensors in between. A parameters()
+    # that knows the fixed modules (whose names are assigned in alphabetical order, say) does not know these.
+    drawn = case_rng(ex)
+    for _ in range(DRAWN_MODULES):
+        entries = _drawn_entries(drawn)
+        shown = f"a module assigning {_spelled_entries(entries)}"
+        top = call_learner(ex, kit.drawn_module, Module, Parameter, Tensor, entries, shown_input=shown)
+        paths = _torch_order(entries)
+        names = {id(_attribute(top, path)): ".".join(path) for path in paths}
+        got = call_learner(ex, top.parameters, shown_input=f"parameters() of {shown}")
+        listed = [names.get(id(p), "?") for p in got]
+        if listed != [".".join(path) for path in paths]:
+            raise CheckFailure(ex, f"for {shown}, parameters() listed [{', '.join(listed)}]; torch's order is the "
+                                   "module's own parameters first, then each sub-module's, all in assignment order, "
+                                   f"each once: [{', '.join('.'.join(path) for path in paths)}].")
+        _check_zero_grad(ex, top.zero_grad, got, Tensor, f"zero_grad() on {shown}")
+
+
+DRAWN_MODULES = 2
+_NAMES = tuple("abcdefghijklmnopqrstuvxyz")  # no w: the fixed modules' own parameter
+
+
+def _drawn_entries(drawn) -> list:
+    """A module to build with reference_modules.drawn_module: 2 or 3 own parameters and 2 or 3 sub-modules of 1 to 3
+    parameters (and maybe a number), in a drawn order, then maybe a sub-module under a second name, a sub-module's
+    parameter as an own one, a number and a data tensor; single-letter names in a drawn order."""
+    names = iter(drawn.permutation(_NAMES).tolist())
+
+    def shape():
+        return [int(n) for n in drawn.integers(1, 4, size=drawn.integers(1, 3))]
+
+    def parameter():
+        return [next(names), "parameter", shape()]
+
+    subs = []
+    for _ in range(drawn.integers(2, 4)):
+        inner = [parameter() for _ in range(drawn.integers(1, 4))]
+        if drawn.random() < 0.5:
+            inner.insert(int(drawn.integers(len(inner) + 1)), [next(names), "number", round(float(drawn.normal()), 2)])
+        subs.append([next(names), "module", inner])
+    entries = [parameter() for _ in range(drawn.integers(2, 4))] + subs
+    entries = [entries[n] for n in drawn.permutation(len(entries))]
+    sub = subs[int(drawn.integers(len(subs)))]
+    extras = [[next(names), "alias", [sub[0]]], [next(names), "alias", [sub[0], sub[2][-1][0]]],
+              [next(names), "number", 3.0], [next(names), "data", shape()]]
+    if sub[2][-1][1] != "parameter":
+        extras.pop(1)  # the sub-module's last entry is its number
+    for extra in extras:
+        if drawn.random() < 0.5:
+            entries.insert(int(drawn.integers(entries.index(sub) + 1, len(entries) + 1)), extra)
+    return entries
+
+
+def _torch_order(entries, prefix=()) -> list[tuple[str, ...]]:
+    """The attribute paths of the parameters torch lists for drawn_module(entries), in its order: the module's own
+    (an alias of a sub-module's parameter among them) first, then each sub-module's; each parameter once, under the
+    path it was made at."""
+    own, nested = [], []
+    for name, kind, value in entries:
+        if kind == "parameter":
+            own.append(prefix + (name,))
+        elif kind == "module":
+            nested += _torch_order(value, prefix + (name,))
+        elif kind == "alias" and len(value) == 2:
+            own.append(tuple(value))
+    return list(dict.fromkeys(own + nested))
+
+
+def _attribute(module, path):
+    for name in path:
+        module = getattr(module, name)
+    return module
+
+
+def _spelled_entries(entries) -> str:
+    """drawn_module's entries, as the assignments they are."""
+    def spelled(name, kind, value):
+        if kind in ("parameter", "data"):
+            return f"{name} = {'Parameter' if kind == 'parameter' else 'Tensor'}(np.zeros({tuple(value)}))"
+        if kind == "module":
+            return f"{name} = Module({_spelled_entries(value)})"
+        return f"{name} = {'.'.join(value) if kind == 'alias' else value}"
+    return ", ".join(spelled(*entry) for entry in entries)
 
 
 def _check_zero_grad(ex: str, zero_grad, params, Tensor, shown: str) -> None:
