@@ -182,7 +182,7 @@ def _torch_order(entries, prefix=()) -> list[tuple[str, ...]]:
         elif kind == "module":
             nested += _torch_order(value, prefix + (name,))
         elif kind == "alias" and len(value) == 2:
-            own.append(tuple(value))
+            own.append(prefix + tuple(value))
     return list(dict.fromkeys(own + nested))
 
 

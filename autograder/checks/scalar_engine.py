@@ -74,9 +74,11 @@ def check_value_node(Value) -> None:
     for op, number in (("+", 1), ("*", 3)):
         _check_plain_number(ex, Value, op, 2.0, number)
     # Then the same on numbers drawn from the case seed: a Value whose rules know the probes' numbers (a table of
-    # their gradients) does not know these. Four decimals, so that a diagnosis shows them whole.
+    # their gradients) does not know these. Four decimals, so that a diagnosis shows them whole; an upstream gradient
+    # at least 0.5 away from 0, which would make every gradient 0.
     drawn = case_rng(ex)
-    a, b, c, upstream = (round(float(v), 4) for v in drawn.uniform(-5, 5, 4))
+    a, b, c = (round(float(v), 4) for v in drawn.uniform(-5, 5, 3))
+    upstream = round(float(drawn.choice([-1, 1]) * drawn.uniform(0.5, 5)), 4)
     number = int(drawn.choice([-1, 1]) * drawn.integers(2, 10))
     _check_new_value(ex, Value, a)
     for op in "+*":
