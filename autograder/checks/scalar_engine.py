@@ -253,6 +253,38 @@ def check_backward(backward) -> None:
         expected *= 1 - value ** 2
     run_probes(ex, [Probe(f"a chain of {CHAIN_LENGTH} tanh nodes: x.grad", lambda: as_float(ex, chain_x.grad, "x.grad"),
                           expected)])
+    _check_drawn_graph(ex, Node, case_rng(ex))
+
+
+def _check_drawn_graph(ex, Node, drawn):
+    """backward() on a graph drawn from the case seed (three leaves, 6 to 12 operations +, * and tanh on any earlier
+    nodes), each leaf's gradient against torch.autograd's: a backward that knows the fixed graphs does not know it."""
+    leaves = [round(float(v), 3) for v in drawn.uniform(-1.5, 1.5, 3)]
+    nodes = [Node(v) for v in leaves]
+    mirror = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in leaves]
+    lines = []
+    for _ in range(int(drawn.integers(6, 13))):
+        i, j = (int(k) for k in drawn.integers(len(nodes), size=2))
+        op = str(drawn.choice(["+", "*", "tanh"]))
+        if op == "*" and abs(float(mirror[i] * mirror[j])) > 10:
+            op = "tanh"  # products of products grow like x^(2^n): keep the numbers readable
+        if op == "tanh":
+            nodes.append(nodes[i].tanh())
+            mirror.append(torch.tanh(mirror[i]))
+            lines.append(f"v{len(lines) + 3} = v{i}.tanh()")
+        else:
+            nodes.append(nodes[i] + nodes[j] if op == "+" else nodes[i] * nodes[j])
+            mirror.append(mirror[i] + mirror[j] if op == "+" else mirror[i] * mirror[j])
+            lines.append(f"v{len(lines) + 3} = v{i} {op} v{j}")
+    shown = f"v0, v1, v2 = {leaves}; {'; '.join(lines)}; v{len(nodes) - 1}.backward()"
+    call_learner(ex, nodes[-1].backward, shown_input=shown)
+    mirror[-1].backward()
+    for i, (node, twin) in enumerate(zip(nodes[:3], mirror)):
+        want, got = 0.0 if twin.grad is None else float(twin.grad), as_float(ex, node.grad, f"v{i}.grad")
+        if not close(got, want, AGAINST_TORCH):
+            raise CheckFailure(ex, f"{shown}: v{i}.grad should be {fmt(want)} (torch.autograd), received {fmt(got)}. "
+                                   "Seed the output's grad with 1, then run each node's _backward once, output first "
+                                   "and every node before its inputs (reverse topological order).")
 
 
 # ------------------------------------------------------------------------------------------------ derived_operators

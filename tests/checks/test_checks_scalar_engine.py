@@ -495,3 +495,31 @@ def test_an_answer_right_only_on_the_fixed_probes_fails_the_drawn_cases(exercise
 def test_correct_alternatives_pass_the_drawn_cases_of_trusted_grades(exercise, extra, seed):
     with case_seed(seed):
         check(exercise, engine(extra=extra))
+
+
+# The solution's backward on graphs that have a leaf of the fixed probes (2.0, 0.5), and on any other graph only the
+# output's own rule.
+BACKWARD_KNOWING_THE_PROBES = '''
+def backward(self):
+    order = topological_order(self)
+    self.grad = 1.0
+    if not any(not node._prev and node.data in (2.0, 0.5) for node in order):
+        order = [self]
+    for node in reversed(order):
+        node._backward()
+
+
+Value.backward = backward
+'''
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])
+def test_backward_rejects_a_walk_right_only_on_the_fixed_graphs(seed):
+    with contextlib.nullcontext() if seed is None else case_seed(seed):
+        rejects("backward", engine(extra=BACKWARD_KNOWING_THE_PROBES), "reverse topological order")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_backward_accepts_kahns_order_under_trusted_grades_seeds(seed):
+    with case_seed(seed):
+        check("backward", engine(extra=BACKWARD_KAHN))
