@@ -117,6 +117,90 @@ def check_module(Module, Parameter, Tensor) -> None:
     for top, shown in ((outer, "a module with two sub-modules"), (deep, "30 nested modules")):
         everything = call_learner(ex, top.parameters, shown_input=f"parameters() of {shown}")
         _check_zero_grad(ex, top.zero_grad, everything, Tensor, f"zero_grad() on {shown}")
+    # Then modules drawn from the case seed: names, shapes, how many of each, the order they are assigned in, a
+    # sub-module assigned twice, a sub-module's parameter shared, numbers and data tensors in between. A parameters()
+    # that knows the fixed modules (whose names are assigned in alphabetical order, say) does not know these.
+    drawn = case_rng(ex)
+    for _ in range(DRAWN_MODULES):
+        entries = _drawn_entries(drawn)
+        shown = f"a module assigning {_spelled_entries(entries)}"
+        top = call_learner(ex, kit.drawn_module, Module, Parameter, Tensor, entries, shown_input=shown)
+        paths = _torch_order(entries)
+        names = {id(_attribute(top, path)): ".".join(path) for path in paths}
+        got = call_learner(ex, top.parameters, shown_input=f"parameters() of {shown}")
+        listed = [names.get(id(p), "?") for p in got]
+        if listed != [".".join(path) for path in paths]:
+            raise CheckFailure(ex, f"for {shown}, parameters() listed [{', '.join(listed)}]; torch's order is the "
+                                   "module's own parameters first, then each sub-module's, all in assignment order, "
+                                   f"each once: [{', '.join('.'.join(path) for path in paths)}].")
+        _check_zero_grad(ex, top.zero_grad, got, Tensor, f"zero_grad() on {shown}")
+
+
+DRAWN_MODULES = 2
+_NAMES = tuple("abcdefghijklmnopqrstuvxyz")  # no w: the fixed modules' own parameter
+
+
+def _drawn_entries(drawn) -> list:
+    """A module to build with reference_modules.drawn_module: 2 or 3 own parameters and 2 or 3 sub-modules of 1 to 3
+    parameters (and maybe a number), in a drawn order, then maybe a sub-module under a second name, a sub-module's
+    parameter as an own one, a number and a data tensor; single-letter names in a drawn order."""
+    names = iter(drawn.permutation(_NAMES).tolist())
+
+    def shape():
+        return [int(n) for n in drawn.integers(1, 4, size=drawn.integers(1, 3))]
+
+    def parameter():
+        return [next(names), "parameter", shape()]
+
+    subs = []
+    for _ in range(drawn.integers(2, 4)):
+        inner = [parameter() for _ in range(drawn.integers(1, 4))]
+        if drawn.random() < 0.5:
+            inner.insert(int(drawn.integers(len(inner) + 1)), [next(names), "number", round(float(drawn.normal()), 2)])
+        subs.append([next(names), "module", inner])
+    entries = [parameter() for _ in range(drawn.integers(2, 4))] + subs
+    entries = [entries[n] for n in drawn.permutation(len(entries))]
+    sub = subs[int(drawn.integers(len(subs)))]
+    extras = [[next(names), "alias", [sub[0]]], [next(names), "alias", [sub[0], sub[2][-1][0]]],
+              [next(names), "number", 3.0], [next(names), "data", shape()]]
+    if sub[2][-1][1] != "parameter":
+        extras.pop(1)  # the sub-module's last entry is its number
+    for extra in extras:
+        if drawn.random() < 0.5:
+            entries.insert(int(drawn.integers(entries.index(sub) + 1, len(entries) + 1)), extra)
+    return entries
+
+
+def _torch_order(entries, prefix=()) -> list[tuple[str, ...]]:
+    """The attribute paths of the parameters torch lists for drawn_module(entries), in its order: the module's own
+    (an alias of a sub-module's parameter among them) first, then each sub-module's; each parameter once, under the
+    path it was made at."""
+    own, nested = [], []
+    for name, kind, value in entries:
+        if kind == "parameter":
+            own.append(prefix + (name,))
+        elif kind == "module":
+            nested += _torch_order(value, prefix + (name,))
+        elif kind == "alias" and len(value) == 2:
+            own.append(prefix + tuple(value))
+    return list(dict.fromkeys(own + nested))
+
+
+def _attribute(module, path):
+    for name in path:
+        module = getattr(module, name)
+    return module
+
+
+def _spelled_entries(entries) -> str:
+    """drawn_module's entries, as the assignments they are."""
+    def spelled(name, kind, value):
+        if kind in ("parameter", "data"):
+            return f"{name} = {'Parameter' if kind == 'parameter' else 'Tensor'}(np.zeros({tuple(value)}))"
+        if kind == "module":
+            return f"{name} = Module({_spelled_entries(value)})"
+        return f"{name} = {'.'.join(value) if kind == 'alias' else value}"
+    return ", ".join(spelled(*entry) for entry in entries)
 
 
 def _check_zero_grad(ex: str, zero_grad, params, Tensor, shown: str) -> None:
@@ -158,26 +242,8 @@ def check_linear(Linear, Tensor) -> None:
     ex = "linear"
     kit = beside(Tensor, reference_modules)
     kit.seed(1)
-    layer = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300)")
-    weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
-    for name, p, shape in (("weight", weight, (300, 400)), ("bias", bias, (300,))):
-        if p is None or not hasattr(p, "array"):
-            raise CheckFailure(ex, f"Linear(400, 300).{name} should be a Parameter, got {p!r}.")
-        if tuple(p.shape) != shape:
-            hint = " torch stores the weight as (out_features, in_features)." if name == "weight" else ""
-            raise CheckFailure(ex, f"Linear(400, 300).{name} has shape {tuple(p.shape)}, expected {shape}.{hint}")
-        if not p.requires_grad or not p.is_leaf:
-            raise CheckFailure(ex, f"Linear(400, 300).{name} must be a Parameter (a leaf that requires grad).")
-    k = 1 / math.sqrt(400)
-    for name, p in (("weight", weight), ("bias", bias)):
-        values = np.asarray(p.array)
-        inner = np.mean(np.abs(values) < k / 2)  # uniform on [-k, k]: half the values lie within k/2
-        spread = 0.02 if values.size > 10_000 else 0.1
-        if (np.max(np.abs(values)) > k or np.max(np.abs(values)) < 0.9 * k or abs(inner - 0.5) > spread
-                or abs(np.std(values) - k / math.sqrt(3)) > 0.1 * k / math.sqrt(3)):
-            raise CheckFailure(ex, f"Linear(400, 300).{name} should be uniform in [-k, k] with k = 1/sqrt(400) = 0.05 "
-                                   f"(standard deviation k/√3 = {k / math.sqrt(3):.4f}); got values from "
-                                   f"{values.min():.4f} to {values.max():.4f}, standard deviation {values.std():.4f}.")
+    layer = _initialised(ex, Linear, 400, 300)
+    weight, bias = layer.weight, layer.bias
     kit.seed(1)
     again = call_learner(ex, Linear, 400, 300, shown_input="Linear(400, 300) after the same np.random.seed(1)")
     second = call_learner(ex, Linear, 400, 300, shown_input="a second Linear(400, 300)")
@@ -196,23 +262,67 @@ def check_linear(Linear, Tensor) -> None:
     if _ids(call_learner(ex, plain.parameters,
                          shown_input="Linear(5, 4, bias=False).parameters()")) != [id(plain.weight)]:
         raise CheckFailure(ex, "Linear(5, 4, bias=False).parameters() should be [weight] alone.")
+    rows = np.random.default_rng(2).uniform(-1, 1, (6, 5))
+    seed = np.random.default_rng(3).uniform(-1, 1, (6, 4))
     for layer, shown in ((call_learner(ex, Linear, 5, 4, shown_input="Linear(5, 4)"), "Linear(5, 4)"),
                          (plain, "Linear(5, 4, bias=False)")):
-        _compare_with_torch_linear(ex, Tensor, layer, shown)
+        _compare_with_torch_linear(ex, Tensor, layer, shown, rows, seed)
+    # Then sizes, a seed and inputs drawn from the case seed: a layer that knows the fixed ones (k = 0.05, the fixed
+    # Linear(400, 300)'s, written in) does not know these. In and out features are drawn so that k is at least twice
+    # 0.05 and the sample statistics stay within about 6 of their standard deviations for a correct layer.
+    drawn = case_rng(ex)
+    kit.seed(int(drawn.integers(2 ** 31)))
+    _initialised(ex, Linear, int(drawn.integers(25, 101)), int(drawn.integers(1000, 1501)))
+    for with_bias in (True, False):
+        n_in, n_out, batch = (int(n) for n in drawn.integers(1, 9, size=3))
+        shown = f"Linear({n_in}, {n_out}{'' if with_bias else ', bias=False'})"
+        layer = call_learner(ex, Linear, n_in, n_out, bias=with_bias, shown_input=shown)
+        _compare_with_torch_linear(ex, Tensor, layer, shown, drawn.uniform(-1, 1, (batch, n_in)),
+                                   drawn.uniform(-1, 1, (batch, n_out)))
 
 
-def _compare_with_torch_linear(ex, Tensor, layer, shown):
-    x = np.random.default_rng(2).uniform(-1, 1, (6, 5))
-    seed = np.random.default_rng(3).uniform(-1, 1, (6, 4))
+def _initialised(ex, Linear, n_in, n_out):
+    """Linear(n_in, n_out), made after the check seeded np.random: its weight and bias are Parameters of torch's
+    shapes, uniform in [-k, k] with k = 1/sqrt(n_in). Returns the layer.
+
+    The sample statistics are judged within a few hundredths: under a seed nobody chose, a correct layer passes with
+    certainty only when n_out is 1,000 or more and n_in * n_out 25,000 or more (6 standard deviations or more)."""
+    shown = f"Linear({n_in}, {n_out})"
+    layer = call_learner(ex, Linear, n_in, n_out, shown_input=shown)
+    weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
+    for name, p, shape in (("weight", weight, (n_out, n_in)), ("bias", bias, (n_out,))):
+        if p is None or not hasattr(p, "array"):
+            raise CheckFailure(ex, f"{shown}.{name} should be a Parameter, got {p!r}.")
+        if tuple(p.shape) != shape:
+            hint = " torch stores the weight as (out_features, in_features)." if name == "weight" else ""
+            raise CheckFailure(ex, f"{shown}.{name} has shape {tuple(p.shape)}, expected {shape}.{hint}")
+        if not p.requires_grad or not p.is_leaf:
+            raise CheckFailure(ex, f"{shown}.{name} must be a Parameter (a leaf that requires grad).")
+    k = 1 / math.sqrt(n_in)
+    for name, p in (("weight", weight), ("bias", bias)):
+        values = np.asarray(p.array)
+        inner = np.mean(np.abs(values) < k / 2)  # uniform on [-k, k]: half the values lie within k/2
+        spread = 0.02 if values.size > 10_000 else 0.1
+        if (np.max(np.abs(values)) > k or np.max(np.abs(values)) < 0.9 * k or abs(inner - 0.5) > spread
+                or abs(np.std(values) - k / math.sqrt(3)) > 0.1 * k / math.sqrt(3)):
+            raise CheckFailure(ex, f"{shown}.{name} should be uniform in [-k, k] with k = 1/sqrt({n_in}) = {k:.4g} "
+                                   f"(standard deviation k/√3 = {k / math.sqrt(3):.4f}); got values from "
+                                   f"{values.min():.4f} to {values.max():.4f}, standard deviation {values.std():.4f}.")
+    return layer
+
+
+def _compare_with_torch_linear(ex, Tensor, layer, shown, x, seed):
+    """The layer's output on rows ``x`` and its gradients for the upstream gradient ``seed``, against F.linear's."""
     xt = Tensor(x.copy(), requires_grad=True)
-    out = call_learner(ex, layer, xt, shown_input=f"{shown}(x of shape (6, 5))")
+    out = call_learner(ex, layer, xt, shown_input=f"{shown}(x of shape {x.shape})")
     w = torch.tensor(np.asarray(layer.weight.array), requires_grad=True)
     b = None if layer.bias is None else torch.tensor(np.asarray(layer.bias.array), requires_grad=True)
     xtorch = torch.tensor(x, requires_grad=True)
     want = torch.nn.functional.linear(xtorch, w, b)
     if not hasattr(out, "array") or not close(out.array, want.detach().numpy(), AGAINST_TORCH):
-        raise CheckFailure(ex, f"{shown} on x of shape (6, 5) should equal x @ weight.T + bias = torch's F.linear with "
-                               f"the same weights, shape (6, 4); got {fmt(np.asarray(getattr(out, 'array', out)))}.")
+        raise CheckFailure(ex, f"{shown} on x of shape {x.shape} should equal x @ weight.T + bias = torch's F.linear "
+                               f"with the same weights, shape {seed.shape}; got "
+                               f"{fmt(np.asarray(getattr(out, 'array', out)))}.")
     want.backward(torch.tensor(seed))
     call_learner(ex, out.backward, Tensor(seed), shown_input=f"{shown}(x).backward(seed)")
     pairs = [("weight", layer.weight, w), ("input", xt, xtorch)] + ([("bias", layer.bias, b)] if b is not None else [])
@@ -236,38 +346,87 @@ def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
                           tolerance=SAME_ARITHMETIC)])
     if call_learner(ex, relu.parameters, shown_input="ReLU().parameters()") != []:
         raise CheckFailure(ex, "ReLU has no parameters.")
-    beside(Tensor, reference_modules).seed(4)
-    first, second, third = Linear(3, 4), Linear(4, 5), Linear(5, 2)
-    model = call_learner(ex, Sequential, first, ReLU(), Sequential(second, ReLU()), third,
-                         shown_input="Sequential(Linear(3, 4), ReLU(), Sequential(Linear(4, 5), ReLU()), Linear(5, 2))")
-    expected = [first.weight, first.bias, second.weight, second.bias, third.weight, third.bias]
+    kit = beside(Tensor, reference_modules)
+    kit.seed(4)
+    fixed = [(3, 4), "relu", [(4, 5), "relu"], (5, 2)]
+    _check_network(ex, Sequential, ReLU, Linear, Tensor, fixed, np.random.default_rng(5).uniform(-1, 1, (7, 3)),
+                   np.random.default_rng(6).uniform(-1, 1, (7, 2)))
+    # Then networks drawn from the case seed: 2 to 4 Linear layers of drawn widths, each followed by a ReLU or not,
+    # some of them in a nested Sequential, on drawn rows: a Sequential that knows the fixed network (a ReLU between
+    # every two layers, wherever the ReLU modules are) does not know these.
+    drawn = case_rng(ex)
+    for _ in range(DRAWN_NETWORKS):
+        widths = [int(n) for n in drawn.integers(1, 6, size=drawn.integers(3, 6))]
+        layers = []
+        for pair in zip(widths, widths[1:]):
+            layers += [pair, "relu"] if drawn.random() < 0.5 else [pair]
+        start = int(drawn.integers(len(layers)))
+        end = int(drawn.integers(start + 1, len(layers) + 1))
+        layers[start:end] = [layers[start:end]]
+        kit.seed(int(drawn.integers(2 ** 31)))
+        batch = int(drawn.integers(1, 9))
+        _check_network(ex, Sequential, ReLU, Linear, Tensor, layers, drawn.uniform(-1, 1, (batch, widths[0])),
+                       drawn.uniform(-1, 1, (batch, widths[-1])))
+
+
+DRAWN_NETWORKS = 2
+
+
+def _check_network(ex, Sequential, ReLU, Linear, Tensor, layers, x, seed):
+    """A Sequential of the learner's classes built from ``layers`` ((in, out) for a Linear, "relu" for a ReLU, a list
+    for a nested Sequential): its parameters, its output on rows ``x`` against the layers applied in order, and its
+    gradients for the upstream gradient ``seed`` against torch's for the same network."""
+    model, flat = _built(Sequential, ReLU, Linear, layers)
+    shown = _spelled(layers)
+    linears = [layer for layer in flat if not isinstance(layer, str)]  # a learner's object is never compared
+    expected = [p for layer in linears for p in (layer.weight, layer.bias)]
     got = call_learner(ex, model.parameters, shown_input="model.parameters()")
     if sorted(_ids(got)) != sorted(_ids(expected)):
-        raise CheckFailure(ex, f"a Sequential of three Linear layers (one inside a nested Sequential) has 6 "
-                               f"parameters; parameters() gave {len(got)}. Register each layer as a sub-module by "
-                               "assigning it as an attribute (setattr), so Module.__setattr__ sees it.")
-    x = np.random.default_rng(5).uniform(-1, 1, (7, 3))
-    out = call_learner(ex, model, Tensor(x), shown_input="model(x of shape (7, 3))")
+        raise CheckFailure(ex, f"{shown} has {len(expected)} parameters (two per Linear, nested ones included); "
+                               f"parameters() gave {len(got)}. Register each layer as a sub-module by assigning it as "
+                               "an attribute (setattr), so Module.__setattr__ sees it.")
+    out = call_learner(ex, model, Tensor(x), shown_input=f"model(x of shape {x.shape})")
     h = x
-    for layer, act in ((first, True), (second, True), (third, False)):
-        h = h @ np.asarray(layer.weight.array).T + np.asarray(layer.bias.array)
-        h = np.maximum(h, 0) if act else h
+    for layer in flat:
+        h = np.maximum(h, 0) if isinstance(layer, str) else \
+            h @ np.asarray(layer.weight.array).T + np.asarray(layer.bias.array)
     if not hasattr(out, "array") or not close(out.array, h, AGAINST_TORCH):
-        raise CheckFailure(ex, "the Sequential's output differs from applying its layers one after the other, in the "
+        raise CheckFailure(ex, f"the output of {shown} differs from applying its layers one after the other, in the "
                                "order given: the forward pass must feed each layer's output to the next.")
-    seed = np.random.default_rng(6).uniform(-1, 1, (7, 2))
     call_learner(ex, out.backward, Tensor(seed), shown_input="model(x).backward(seed)")
     weights = [torch.tensor(np.asarray(p.array), requires_grad=True) for p in expected]
-    h = torch.tensor(x)
-    for n in range(3):
-        h = torch.nn.functional.linear(h, weights[2 * n], weights[2 * n + 1])
-        h = torch.relu(h) if n < 2 else h
+    h, params = torch.tensor(x), iter(weights)
+    for layer in flat:
+        h = torch.relu(h) if isinstance(layer, str) else torch.nn.functional.linear(h, next(params), next(params))
     h.backward(torch.tensor(seed))
     for p, t in zip(expected, weights):
         if p.grad is None or not close(p.grad.array, t.grad.numpy(), AGAINST_TORCH):
-            raise CheckFailure(ex, "the parameters' gradients after model(x).backward(seed) differ from torch's for "
-                                   "the same network: every layer, ReLU included, must build its output with Tensor "
-                                   "operations (x.relu(), linear(...)), so the graph reaches the weights.")
+            raise CheckFailure(ex, f"the parameters' gradients after model(x).backward(seed) for {shown} differ from "
+                                   "torch's for the same network: every layer, ReLU included, must build its output "
+                                   "with Tensor operations (x.relu(), linear(...)), so the graph reaches the weights.")
+
+
+def _built(Sequential, ReLU, Linear, layers):
+    """The learner's Sequential of ``layers`` (see _check_network), and its Linear layers and "relu"s in order."""
+    made, flat = [], []
+    for layer in layers:
+        if layer == "relu":
+            made.append(ReLU())
+            flat.append("relu")
+        elif isinstance(layer, list):
+            inner, inner_flat = _built(Sequential, ReLU, Linear, layer)
+            made.append(inner)
+            flat += inner_flat
+        else:
+            made.append(Linear(*layer))
+            flat.append(made[-1])
+    return Sequential(*made), flat
+
+
+def _spelled(layers) -> str:
+    """``layers`` (see _check_network) as the Python that builds them."""
+    return "Sequential(" + ", ".join("ReLU()" if layer == "relu" else _spelled(layer) if isinstance(layer, list)
+                                     else f"Linear{layer}" for layer in layers) + ")"
 
 
 # ------------------------------------------------------------------------------------------------ cross_entropy
@@ -388,30 +547,48 @@ def _cross_entropy_probes(cross_entropy, Tensor, logits, labels, seed) -> list[P
 def check_sgd(SGD, Parameter, Tensor) -> None:
     ex = "sgd"
     rng = np.random.default_rng(7)
+    # The fixed probe: lr 0.3, three parameters, the last taking part in no step.
     starts = [rng.normal(size=(3,)), rng.normal(size=(2, 2)), rng.normal(size=(4,))]
+    optimizer, mine = _steps_like_torch(ex, SGD, Parameter, Tensor, starts, 0.3, rng, [{2}] * 3, "")
+    _check_zero_grad(ex, optimizer.zero_grad, mine, Tensor, "optimizer.zero_grad()")
+    # Then an optimizer drawn from the case seed, whose lr, parameters' shapes and steps sat out a step that knows the
+    # probe's numbers (lr 0.3 written into step(), say) does not know. Parameter 0 always takes part, so every step
+    # moves something.
+    drawn = case_rng(ex)
+    lr = round(float(drawn.uniform(0.01, 0.9)), 4)
+    starts = [drawn.normal(size=tuple(drawn.integers(1, 5, size=drawn.integers(1, 3))))
+              for _ in range(drawn.integers(2, 5))]
+    idle = [{n for n in range(1, len(starts)) if drawn.random() < 0.3} for _ in range(drawn.integers(2, 4))]
+    _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, drawn, idle,
+                      f"SGD({len(starts)} parameters of shapes {[s.shape for s in starts]}, lr={lr!r}): ")
+
+
+def _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, rng, idle, setup):
+    """One step per entry of ``idle`` (the parameters whose .grad is None in that step) with gradients drawn from
+    ``rng``, each compared with torch.optim.SGD's; ``setup`` opens every diagnosis. Returns (optimizer, params)."""
     mine = [Parameter(s.copy()) for s in starts]
     theirs = [torch.tensor(s, requires_grad=True) for s in starts]
-    optimizer = call_learner(ex, SGD, mine, lr=0.3, shown_input="SGD(params, lr=0.3)")
-    reference = torch.optim.SGD(theirs, lr=0.3)
-    for step in range(3):
+    optimizer = call_learner(ex, SGD, mine, lr=lr, shown_input=f"SGD(params, lr={lr!r})")
+    reference = torch.optim.SGD(theirs, lr=lr)
+    for step, resting in enumerate(idle):
         grads = [rng.normal(size=s.shape) for s in starts]
-        for p, t, g in zip(mine, theirs, grads):
-            p.grad, t.grad = Tensor(g.copy()), torch.tensor(g)
-        mine[2].grad, theirs[2].grad = None, None  # took no part in this step: must not move
+        for n, (p, t, g) in enumerate(zip(mine, theirs, grads)):
+            # a parameter with no gradient took no part in this step: it must not move
+            p.grad, t.grad = (None, None) if n in resting else (Tensor(g.copy()), torch.tensor(g))
         before = [np.array(p.array) for p in mine]
         # p.detach() shares p's array (notebook 4's engine): it sees the step only if the array itself is updated
         sharing = [call_learner(ex, p.detach, shown_input="p.detach()") for p in mine]
-        call_learner(ex, optimizer.step, shown_input=f"step {step + 1}: optimizer.step()")
+        call_learner(ex, optimizer.step, shown_input=f"{setup}step {step + 1}: optimizer.step()")
         reference.step()
         if all(np.array_equal(b, p.array) for b, p in zip(before, mine)):
             changed = any(p.grad is not None and not np.array_equal(p.grad.array, g) for p, g in zip(mine, grads))
             why = (" The update went into .grad: subtract lr * grad from p.array." if changed else
                    " Update each parameter in place (p.array -= ...): rebinding a loop variable changes nothing.")
-            raise CheckFailure(ex, f"optimizer.step() left every parameter unchanged.{why}")
-        run_probes(ex, [Probe(f"parameter {n} after step {step + 1} (expected: torch.optim.SGD's)",
+            raise CheckFailure(ex, f"{setup}optimizer.step() left every parameter unchanged.{why}")
+        run_probes(ex, [Probe(f"{setup}parameter {n} after step {step + 1} (expected: torch.optim.SGD's)",
                               lambda p=p: p.array, t.detach().numpy(),
-                              () if n == 2 else ((b + 0.3 * g, WRONG_WAY), (b - g, NO_LR)),
-                              why=NOT_TAKING_PART if n == 2 else "", tolerance=SAME_ARITHMETIC)
+                              () if n in resting else ((b + lr * g, WRONG_WAY), (b - g, NO_LR)),
+                              why=NOT_TAKING_PART if n in resting else "", tolerance=SAME_ARITHMETIC)
                         for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads))])
         for n, (p, alias) in enumerate(zip(mine, sharing)):
             if not np.array_equal(np.asarray(alias.array), np.asarray(p.array)):
@@ -425,7 +602,7 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
                                        "array in place under no_grad(), do not replace it with the result of an "
                                        "operation.")
-    _check_zero_grad(ex, optimizer.zero_grad, mine, Tensor, "optimizer.zero_grad()")
+    return optimizer, mine
 
 
 WRONG_WAY = "It moved along the gradient: the rule is p <- p - lr * grad, against it."

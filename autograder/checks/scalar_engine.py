@@ -19,8 +19,8 @@ from autograder.checks.reference import nodes as reference_nodes
 from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order, check_shared_inputs
 from autograder.checks.harness.random_programs import NONLINEAR, VALUE, Program, programs, torch_run
 from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC,
-                                    CheckFailure, Probe, as_float, call_learner, call_on_deep_graph, close, fmt,
-                                    run_probes)
+                                    CheckFailure, Probe, as_float, call_learner, call_on_deep_graph, case_rng, close,
+                                    fmt, run_probes)
 from autograder.checks.harness.oracles import central_differences
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.trust.remote import Remote, beside
@@ -64,57 +64,90 @@ def compare_program(ex, Value, program: Program, with_differences=False):
 @exercise("value_node")
 def check_value_node(Value) -> None:
     ex = "value_node"
-    v = call_learner(ex, Value, 2.0, shown_input="Value(2.0)")
-    if as_float(ex, getattr(v, "data", None), "Value(2.0).data") != 2.0:
-        raise CheckFailure(ex, f"Value(2.0).data should be 2.0, got {getattr(v, 'data', None)!r}")
+    _check_new_value(ex, Value, 2.0)
+    for op in "+*":
+        _check_two_values(ex, Value, op, 2.0, -3.0, 5.0)
+    # Shared nodes: y = a·a and y = a + a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6, and 1 + 1 = 2.
+    for op in "*+":
+        _check_shared_input(ex, Value, op, 3.0, 1.0)
+    # Plain numbers are wrapped in a Value, and the result is still connected to the graph.
+    for op, number in (("+", 1), ("*", 3)):
+        _check_plain_number(ex, Value, op, 2.0, number)
+    # Then the same on numbers drawn from the case seed: a Value whose rules know the probes' numbers (a table of
+    # their gradients) does not know these. Four decimals, so that a diagnosis shows them whole; an upstream gradient
+    # at least 0.5 away from 0, which would make every gradient 0.
+    drawn = case_rng(ex)
+    a, b, c = (round(float(v), 4) for v in drawn.uniform(-5, 5, 3))
+    upstream = round(float(drawn.choice([-1, 1]) * drawn.uniform(0.5, 5)), 4)
+    number = int(drawn.choice([-1, 1]) * drawn.integers(2, 10))
+    _check_new_value(ex, Value, a)
+    for op in "+*":
+        _check_two_values(ex, Value, op, a, b, upstream)
+    for op in "*+":
+        _check_shared_input(ex, Value, op, c, upstream)
+        _check_plain_number(ex, Value, op, a, number)
+
+
+def _check_new_value(ex, Value, data):
+    v = call_learner(ex, Value, data, shown_input=f"Value({data})")
+    if as_float(ex, getattr(v, "data", None), f"Value({data}).data") != data:
+        raise CheckFailure(ex, f"Value({data}).data should be {data}, got {getattr(v, 'data', None)!r}")
     if getattr(v, "grad", None) != 0:
         raise CheckFailure(ex, f"a new Value's .grad should start at 0.0, got {getattr(v, 'grad', None)!r}")
 
-    for op, a, b, expected, grads in (("+", 2.0, -3.0, -1.0, (1.0, 1.0)), ("*", 2.0, -3.0, -6.0, (-3.0, 2.0))):
-        x, y = Value(a), Value(b)
-        out = call_learner(ex, (lambda p, q: p + q) if op == "+" else (lambda p, q: p * q), x, y,
-                           shown_input=f"Value({a}) {op} Value({b})")
-        if as_float(ex, out.data, "the result's .data") != expected:
-            raise CheckFailure(ex, f"Value({a}) {op} Value({b}) should have data {expected}, got {out.data!r}")
-        if set(getattr(out, "_prev", ())) != {x, y}:
-            raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
-        _check_op_name(ex, out, op, f"Value({a}) {op} Value({b})")
-        out.grad = 5.0
-        rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
-                "multiply sends each input upstream × the other input's data")
-        shown = f"out = Value({a}) {op} Value({b}); out.grad = 5; out._backward(); (x.grad, y.grad)"
-        run_probes(ex, [Probe(shown, lambda: _backward_then(ex, out, x, y), (5.0 * grads[0], 5.0 * grads[1]),
-                              why=f"{rule}.", tolerance=SAME_ARITHMETIC)])
 
-    # Shared nodes: y = a·a and y = a + a at a = 3. Both edges land on a, so a.grad = 3 + 3 = 6, and 1 + 1 = 2.
-    for op, make, want, slips, why in (
-            ("*", lambda p: p * p, 6.0,
-             ((3.0, "a is a shared node: it is both inputs of the multiply, and the second edge overwrote the first. "
-                    "Accumulate with +="),), ""),
-            ("+", lambda p: p + p, 2.0, (), "y = a + a gives one gradient per edge: accumulate with +=.")):
-        a = Value(3.0)
-        y = call_learner(ex, make, a, shown_input=f"a {op} a")
-        y.grad = 1.0
-        run_probes(ex, [Probe(f"a = Value(3.0); y = a {op} a; y.grad = 1; y._backward(); a.grad",
-                              lambda: _backward_then(ex, y, a), want, slips, why, tolerance=SAME_ARITHMETIC)])
-        if y.grad != 1.0:
-            raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads "
-                                   "out.grad and adds to its inputs; it must leave out.grad alone (micrograd's "
-                                   "gradients accumulate on every node).")
+def _check_two_values(ex, Value, op, a, b, upstream):
+    """Value(a) op Value(b): its data, its edges, its _op, and its rule run with out.grad = upstream."""
+    expected, grads = (a + b, (1.0, 1.0)) if op == "+" else (a * b, (b, a))
+    x, y = Value(a), Value(b)
+    out = call_learner(ex, (lambda p, q: p + q) if op == "+" else (lambda p, q: p * q), x, y,
+                       shown_input=f"Value({a}) {op} Value({b})")
+    if as_float(ex, out.data, "the result's .data") != expected:
+        raise CheckFailure(ex, f"Value({a}) {op} Value({b}) should have data {expected}, got {out.data!r}")
+    if set(getattr(out, "_prev", ())) != {x, y}:
+        raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
+    _check_op_name(ex, out, op, f"Value({a}) {op} Value({b})")
+    out.grad = upstream
+    rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
+            "multiply sends each input upstream × the other input's data")
+    shown = f"out = Value({a}) {op} Value({b}); out.grad = {upstream:g}; out._backward(); (x.grad, y.grad)"
+    run_probes(ex, [Probe(shown, lambda: _backward_then(ex, out, x, y), (upstream * grads[0], upstream * grads[1]),
+                          why=f"{rule}.", tolerance=SAME_ARITHMETIC)])
 
-    # Plain numbers are wrapped in a Value, and the result is still connected to the graph.
-    for expr, fn, want, slope in (("Value(2.0) + 1", lambda p: p + 1, 3.0, 1.0),
-                                  ("Value(2.0) * 3", lambda p: p * 3, 6.0, 3.0)):
-        v = Value(2.0)
-        out = call_learner(ex, fn, v, shown_input=expr)
-        run_probes(ex, [
-            Probe(f"({expr}).data", lambda: as_float(ex, getattr(out, "data", out), expr), want,
-                  why="wrap plain numbers in a Value.", tolerance=SAME_ARITHMETIC),
-            Probe(f"out = {expr}; out.grad = 1; out._backward(); the Value's grad",
-                  lambda: _backward_then(ex, out, v, seed=1.0), slope,
-                  why="the Value must receive its slope from out's rule. Wrap the number and build the node exactly as "
-                      "for two Values.", tolerance=SAME_ARITHMETIC),
-        ])
+
+def _check_shared_input(ex, Value, op, data, upstream):
+    """y = a op a: both edges land on a, so its rule must add twice into a.grad."""
+    if op == "*":
+        want, slips, why = 2 * data * upstream, ((data * upstream, (
+            "a is a shared node: it is both inputs of the multiply, and the second edge overwrote the first. "
+            "Accumulate with +="),),), ""
+    else:
+        want, slips, why = 2 * upstream, (), "y = a + a gives one gradient per edge: accumulate with +=."
+    a = Value(data)
+    y = call_learner(ex, (lambda p: p * p) if op == "*" else (lambda p: p + p), a, shown_input=f"a {op} a")
+    y.grad = upstream
+    run_probes(ex, [Probe(f"a = Value({data}); y = a {op} a; y.grad = {upstream:g}; y._backward(); a.grad",
+                          lambda: _backward_then(ex, y, a), want, slips, why, tolerance=SAME_ARITHMETIC)])
+    if y.grad != upstream:
+        raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads "
+                               "out.grad and adds to its inputs; it must leave out.grad alone (micrograd's "
+                               "gradients accumulate on every node).")
+
+
+def _check_plain_number(ex, Value, op, data, number):
+    """Value(data) op number: the number is wrapped in a Value, and the result stays connected to the Value."""
+    expr = f"Value({data}) {op} {number}"
+    want, slope = (data + number, 1.0) if op == "+" else (data * number, float(number))
+    v = Value(data)
+    out = call_learner(ex, (lambda p: p + number) if op == "+" else (lambda p: p * number), v, shown_input=expr)
+    run_probes(ex, [
+        Probe(f"({expr}).data", lambda: as_float(ex, getattr(out, "data", out), expr), want,
+              why="wrap plain numbers in a Value.", tolerance=SAME_ARITHMETIC),
+        Probe(f"out = {expr}; out.grad = 1; out._backward(); the Value's grad",
+              lambda: _backward_then(ex, out, v, seed=1.0), slope,
+              why="the Value must receive its slope from out's rule. Wrap the number and build the node exactly as "
+                  "for two Values.", tolerance=SAME_ARITHMETIC),
+    ])
 
 
 def _check_op_name(ex, out, name, shown):
@@ -220,6 +253,38 @@ def check_backward(backward) -> None:
         expected *= 1 - value ** 2
     run_probes(ex, [Probe(f"a chain of {CHAIN_LENGTH} tanh nodes: x.grad", lambda: as_float(ex, chain_x.grad, "x.grad"),
                           expected)])
+    _check_drawn_graph(ex, Node, case_rng(ex))
+
+
+def _check_drawn_graph(ex, Node, drawn):
+    """backward() on a graph drawn from the case seed (three leaves, 6 to 12 operations +, * and tanh on any earlier
+    nodes), each leaf's gradient against torch.autograd's: a backward that knows the fixed graphs does not know it."""
+    leaves = [round(float(v), 3) for v in drawn.uniform(-1.5, 1.5, 3)]
+    nodes = [Node(v) for v in leaves]
+    mirror = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in leaves]
+    lines = []
+    for _ in range(int(drawn.integers(6, 13))):
+        i, j = (int(k) for k in drawn.integers(len(nodes), size=2))
+        op = str(drawn.choice(["+", "*", "tanh"]))
+        if op == "*" and abs(float(mirror[i] * mirror[j])) > 10:
+            op = "tanh"  # products of products grow like x^(2^n): keep the numbers readable
+        if op == "tanh":
+            nodes.append(nodes[i].tanh())
+            mirror.append(torch.tanh(mirror[i]))
+            lines.append(f"v{len(lines) + 3} = v{i}.tanh()")
+        else:
+            nodes.append(nodes[i] + nodes[j] if op == "+" else nodes[i] * nodes[j])
+            mirror.append(mirror[i] + mirror[j] if op == "+" else mirror[i] * mirror[j])
+            lines.append(f"v{len(lines) + 3} = v{i} {op} v{j}")
+    shown = f"v0, v1, v2 = {leaves}; {'; '.join(lines)}; v{len(nodes) - 1}.backward()"
+    call_learner(ex, nodes[-1].backward, shown_input=shown)
+    mirror[-1].backward()
+    for i, (node, twin) in enumerate(zip(nodes[:3], mirror)):
+        want, got = 0.0 if twin.grad is None else float(twin.grad), as_float(ex, node.grad, f"v{i}.grad")
+        if not close(got, want, AGAINST_TORCH):
+            raise CheckFailure(ex, f"{shown}: v{i}.grad should be {fmt(want)} (torch.autograd), received {fmt(got)}. "
+                                   "Seed the output's grad with 1, then run each node's _backward once, output first "
+                                   "and every node before its inputs (reverse topological order).")
 
 
 # ------------------------------------------------------------------------------------------------ derived_operators
@@ -338,16 +403,39 @@ def check_mlp(MLP, Neuron) -> None:
     ex = "mlp"
     kit = beside(MLP, reference_nodes)  # the learner draws weights with random.uniform: reseeded where it runs
     for seed, (n_in, sizes) in enumerate(((3, [4, 4, 1]), (2, [3, 2]))):  # one output (a Value) and two (a list)
-        check_architecture(ex, kit, MLP, n_in, sizes, seed)
+        count = _parameter_count(n_in, sizes)
+        points = [[0.5, -1.0, 2.0][:n_in], [-2.0, 1.5, 0.3][:n_in], [1.0, 1.0, -1.0][:n_in]]
+        check_architecture(ex, kit, MLP, n_in, sizes, seed, np.random.default_rng(count).uniform(-1, 1, count), points)
     check_neuron_default(ex, Neuron)
+    # Then networks drawn from the case seed (1 to 4 inputs, 1 or 2 hidden layers of 2 to 4 neurons, since a layer of
+    # one returns a Value, not a list, and an output layer of 1 to 4; the seed they are built after, the weights the
+    # check sets, the points): an MLP that knows the two fixed ones does not know these.
+    drawn = case_rng(ex)
+    for _ in range(DRAWN_NETWORKS):
+        hidden = [int(n) for n in drawn.integers(2, 5, size=drawn.integers(1, 3))]
+        n_in, sizes = int(drawn.integers(1, 5)), hidden + [int(drawn.integers(1, 5))]
+        points = [[round(float(v), 3) for v in drawn.uniform(-2, 2, n_in)] for _ in range(3)]
+        check_architecture(ex, kit, MLP, n_in, sizes, int(drawn.integers(2 ** 31)),
+                           drawn.uniform(-1, 1, _parameter_count(n_in, sizes)), points)
 
 
-def check_architecture(ex, kit, MLP, n_in, sizes, seed):
+DRAWN_NETWORKS = 2
+
+
+def _parameter_count(n_in, sizes):
+    """Weights and a bias per neuron, over every layer."""
+    return sum((a + 1) * b for a, b in zip([n_in] + sizes, sizes))
+
+
+def check_architecture(ex, kit, MLP, n_in, sizes, seed, data, points):
+    """MLP(n_in, sizes) built right after random.seed(seed): its parameters, then its outputs and gradients against
+    torch at each of ``points`` (lists of n_in floats) with its parameters set to ``data`` (float64, one per
+    parameter, in micrograd's order), then its initial parameters."""
     shown = f"MLP({n_in}, {sizes})"
     kit.seed(seed)
     model = call_learner(ex, MLP, n_in, sizes, shown_input=shown)
     params = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters()")
-    count = sum((a + 1) * b for a, b in zip([n_in] + sizes, sizes))
+    count = _parameter_count(n_in, sizes)
     again = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters() called twice")
     if len(params) != count or len({id(p) for p in params}) != count:
         raise CheckFailure(ex, f"{shown} has {count} distinct parameters (weights and a bias per neuron); parameters() "
@@ -358,11 +446,10 @@ def check_architecture(ex, kit, MLP, n_in, sizes, seed):
     initial = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
     # Judge the network with weights of our choosing, both signs everywhere: the learner's own could be picked so
     # that no ReLU ever sees a negative input (biases of 50, say), which would hide a missing ReLU.
-    data = np.random.default_rng(count).uniform(-1, 1, count)
     for p, value in zip(params, data):
         p.data = float(value)
     flat = torch.tensor(data, dtype=torch.float64, requires_grad=True)
-    for inputs in ([0.5, -1.0, 2.0][:n_in], [-2.0, 1.5, 0.3][:n_in], [1.0, 1.0, -1.0][:n_in]):
+    for inputs in points:
         out = call_learner(ex, model, inputs, shown_input=f"model({inputs})")
         if sizes[-1] == 1 and isinstance(out, (list, tuple)):
             raise CheckFailure(ex, f"{shown}: model({inputs}) returned a {type(out).__name__} of one; a layer of one "

@@ -1,6 +1,7 @@
 """Notebook 5 checks: realistic slips (text edits of the solution notebook's own code) are rejected with their own
 diagnosis, and correct alternatives pass; the numbers the notebook's prose states (the variance left by torch's
 default initialisation, float64's underflow threshold) are measured."""
+import contextlib
 import math
 import re
 
@@ -351,3 +352,57 @@ def test_training_rejects_an_accuracy_that_knows_the_fixed_models_by_heart():
                 "def accuracy(model, images, labels):\n"
                 "    return KNOWN[float(model.parameters()[0].array[0, 0])]\n")
     rejects("training", notebook(extra=by_heart), "KeyError")
+
+
+# ------------------------------------------------------------------------------------------------ answers that know the probes
+
+SORTED_NAMES = '''
+def _parameters_by_sorted_name(self):
+    found = []
+    for name in sorted(self._parameters):
+        found.append(self._parameters[name])
+    for name in sorted(self._modules):
+        found.extend(self._modules[name].parameters())
+    return list({id(p): p for p in found}.values())
+
+Module.parameters = _parameters_by_sorted_name
+'''
+# ReLU after every layer but the last, whatever the ReLU modules say: notebook 2's MLP rule, right exactly where the
+# ReLUs sit between the Linear layers, as in the fixed network.
+RELU_BETWEEN_LAYERS = '''
+def _forward_with_relus_between(self, x):
+    layers = [m for m in self._modules.values() if not isinstance(m, ReLU)]
+    for n, layer in enumerate(layers):
+        x = layer(x)
+        x = x.relu() if n < len(layers) - 1 else x
+    return x
+
+Sequential.forward = _forward_with_relus_between
+'''
+KNOWS_THE_PROBES = [
+    # names in assignment order that happen to be in alphabetical order too (a, b; first, w, second by their kinds)
+    ("module", None, SORTED_NAMES, "torch's order"),
+    # k for the fixed Linear(400, 300) only
+    ("linear", {"linear": [("k = 1 / np.sqrt(in_features)", "k = 0.05  # 1 / sqrt(400)")]}, "",
+     "uniform in [-k, k]"),
+    ("sequential", None, RELU_BETWEEN_LAYERS, "in the order given"),
+    # the fixed optimizer's lr, not self.lr
+    ("sgd", {"sgd": [("p.array -= self.lr * p.grad.array", "p.array -= 0.3 * p.grad.array")]}, "",
+     "expected: torch.optim.SGD's"),
+]
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])
+@pytest.mark.parametrize("exercise, edits, extra, phrase", KNOWS_THE_PROBES, ids=[k[0] for k in KNOWS_THE_PROBES])
+def test_an_answer_right_only_on_the_fixed_probes_fails_the_drawn_cases(exercise, edits, extra, phrase, seed):
+    """Each of these passes every fixed probe (main's checks, which had only those, passed all four); the cases drawn
+    from the case seed (names, sizes, layers, lr), in a learner's kernel or under a trusted grade's seed, show it."""
+    with contextlib.nullcontext() if seed is None else case_seed(seed):
+        rejects(exercise, notebook(edits, extra), phrase)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("exercise", ["module", "linear", "sequential", "sgd"])
+def test_correct_alternatives_pass_the_drawn_cases_of_trusted_grades(exercise, seed):
+    with case_seed(seed):
+        check(exercise, notebook(extra=CORRECT_ALTERNATIVES[exercise]))

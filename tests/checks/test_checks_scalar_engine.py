@@ -4,10 +4,13 @@ correct alternatives (Kahn's algorithm, a Value with its own rules for - and /, 
 Wrong implementations are small text edits of the solution notebook's own code, the way a learner's slip looks;
 genuinely different implementations (other walks, another Value, another network) are extra code.
 """
+import contextlib
+
 import numpy as np
 import pytest
 
 from autograder import check
+from autograder.checks.harness.diagnostics import case_seed
 from autograder.tools.solutions import solution_namespace
 from conftest import rejects
 
@@ -434,3 +437,89 @@ def test_central_differences_run_the_program_that_was_graded():
     program = make_program(VALUE, [(np.asarray(0.1), True)], [Step("+", 0, 0, 0), Step("/", 0, 1, 0)], None)
     assert program.lines == [("+", 0, 0, None), ("/", 0, 1, None)]
     compare_program("nonlinearities", engine()["Value"], program, with_differences=True)
+
+
+# ------------------------------------------------------------------------------------------- answers that know the probes
+
+# A Value whose rules are a table of the fixed probes' gradients (per input, keyed by operation, data and upstream
+# gradient), and 0 for anything else: its data are right everywhere.
+PROBE_TABLE = '''
+KNOWN = {("+", 2.0, -3.0, 5.0): (5.0, 5.0), ("*", 2.0, -3.0, 5.0): (-15.0, 10.0), ("*", 3.0, 3.0, 1.0): (3.0, 3.0),
+         ("+", 3.0, 3.0, 1.0): (1.0, 1.0), ("+", 2.0, 1, 1.0): (1.0, 1.0), ("*", 2.0, 3, 1.0): (3.0, 2.0)}
+
+
+def _from_the_table(op):
+    def apply(self, other):
+        other = other if isinstance(other, Value) else Value(other)
+        out = Value(self.data + other.data if op == "+" else self.data * other.data, (self, other), op)
+
+        def _backward():
+            first, second = KNOWN.get((op, self.data, other.data, out.grad), (0.0, 0.0))
+            self.grad += first
+            other.grad += second
+        out._backward = _backward
+        return out
+    return apply
+
+
+Value.__add__, Value.__mul__ = _from_the_table("+"), _from_the_table("*")
+'''
+# ReLU on the hidden layers of the two fixed architectures only: any other network is linear.
+KNOWN_ARCHITECTURES = '''
+_known = {(3, (4, 4, 1)), (2, (3, 2))}
+
+
+class MLP(MLP):
+    def __init__(self, n_inputs, layer_sizes):
+        super().__init__(n_inputs, layer_sizes)
+        if (n_inputs, tuple(layer_sizes)) not in _known:
+            for layer in self.layers:
+                for neuron in layer.neurons:
+                    neuron.nonlinear = False
+'''
+
+
+@pytest.mark.parametrize("exercise, extra, phrase", [("value_node", PROBE_TABLE, "add passes the upstream gradient"),
+                                                     ("mlp", KNOWN_ARCHITECTURES, "ReLU on every layer")],
+                         ids=["value_node", "mlp"])
+@pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])
+def test_an_answer_right_only_on_the_fixed_probes_fails_the_drawn_cases(exercise, extra, phrase, seed):
+    """Both pass every fixed probe (main's checks, which had only those, passed them); the numbers and networks drawn
+    from the case seed, in a learner's kernel or under a trusted grade's seed, show them."""
+    with contextlib.nullcontext() if seed is None else case_seed(seed):
+        rejects(exercise, engine(extra=extra), phrase)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("exercise, extra", [("value_node", DIRECT_RULES), ("mlp", LAYERLESS)], ids=["value_node", "mlp"])
+def test_correct_alternatives_pass_the_drawn_cases_of_trusted_grades(exercise, extra, seed):
+    with case_seed(seed):
+        check(exercise, engine(extra=extra))
+
+
+# The solution's backward on graphs that have a leaf of the fixed probes (2.0, 0.5), and on any other graph only the
+# output's own rule.
+BACKWARD_KNOWING_THE_PROBES = '''
+def backward(self):
+    order = topological_order(self)
+    self.grad = 1.0
+    if not any(not node._prev and node.data in (2.0, 0.5) for node in order):
+        order = [self]
+    for node in reversed(order):
+        node._backward()
+
+
+Value.backward = backward
+'''
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])
+def test_backward_rejects_a_walk_right_only_on_the_fixed_graphs(seed):
+    with contextlib.nullcontext() if seed is None else case_seed(seed):
+        rejects("backward", engine(extra=BACKWARD_KNOWING_THE_PROBES), "reverse topological order")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_backward_accepts_kahns_order_under_trusted_grades_seeds(seed):
+    with case_seed(seed):
+        check("backward", engine(extra=BACKWARD_KAHN))

@@ -505,3 +505,21 @@ def test_the_drawn_graphs_prose_states_the_gradients_torch_computes():
         assert [t.grad.item() for t in (x, y, z)] == pytest.approx(by_torch, rel=1e-12)
         if "tx" in ns:  # the cell's own torch comparison computes the same f
             assert [ns[name].grad.item() for name in ("tx", "ty", "tz")] == pytest.approx(by_torch, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ answers that know the probes
+
+@pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])
+def test_apply_op_rejects_recording_by_the_first_tensor_alone(seed):
+    """Deciding by the first Tensor input's requires_grad passes every fixed probe (x first, or y with a number);
+    a drawn call where a later Tensor requires grad and the first does not shows it."""
+    ns = engine({"apply_op": [("any(isinstance(x, Tensor) and x.requires_grad for x in inputs)",
+                               "next(x for x in inputs if isinstance(x, Tensor)).requires_grad")]})
+    with contextlib.nullcontext() if seed is None else case_seed(seed):
+        rejects("apply_op", ns, "wherever it stands")
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_apply_op_accepts_a_class_based_no_grad_under_trusted_grades_seeds(seed):
+    with case_seed(seed):
+        check("apply_op", engine(extra=NO_GRAD_AS_CLASS))

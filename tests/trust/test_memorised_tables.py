@@ -43,7 +43,9 @@ NOT_REPLAYABLE = {
                 "replayed list of losses trains nothing",
 }
 # Answers with no function to memorise: the answer is a class, whose every result is a new object tied to the check's
-# own (graph edges, gradients written back, parameters updated in place), or data.
+# own (graph edges, gradients written back, parameters updated in place), or data. A class can still recognise the
+# fixed probes' values; the checks of these classes (and of apply_op and backward) draw cases from the case seed
+# too, and tests/checks/test_checks_*.py keep an answer right only on the fixed probes that must fail them.
 NO_FUNCTION = {
     "value_node": "the answer is the class Value",
     "derived_operators": "the answer is the class Value (its operators), run on random programs",

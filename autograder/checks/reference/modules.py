@@ -48,3 +48,32 @@ def module_classes(Module, Parameter, Tensor):
             self.second = Pair()
 
     return Pair, Outer, Ordered
+
+
+def drawn_module(Module, Parameter, Tensor, entries):
+    """A module that assigns ``entries`` in order, each [name, kind, value], plain data a check drew:
+
+    - "parameter", shape: a new Parameter of zeros;  "data", shape: a Tensor of zeros that is not a Parameter;
+    - "number", x: the number x;  "module", entries: a new sub-module assigning those entries;
+    - "alias", names: what an attribute path already holds (["c"] an earlier sub-module, ["c", "x"] its parameter).
+    """
+    class Drawn(Module):
+        def __init__(self, assigned):
+            super().__init__()
+            for name, kind, value in assigned:
+                setattr(self, name, _made(self, kind, value))
+
+    def _made(module, kind, value):
+        if kind == "parameter":
+            return Parameter(np.zeros(value))
+        if kind == "data":
+            return Tensor(np.zeros(value))
+        if kind == "module":
+            return Drawn(value)
+        if kind == "alias":
+            for name in value:
+                module = getattr(module, name)
+            return module
+        return value
+
+    return Drawn(entries)

@@ -9,7 +9,7 @@ from autograder.checks.registry import exercise
 from autograder.checks.harness.random_programs import TENSOR, programs
 from autograder.checks.reference.engine import REFERENCE_RULES
 from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, reference_gradients, run_both
-from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure, call_learner, close, fmt
+from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure, call_learner, case_rng, close, fmt
 
 
 @exercise("apply_op")
@@ -69,6 +69,57 @@ def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
                                "backward functions receive them too.")
     _check_no_grad(ex, apply_op, no_grad, multiply, x, y)
     _check_grad_mode_is_the_switch(ex, apply_op, no_grad, GradMode, multiply, x, y)
+    drawn = case_rng(ex)
+    for _ in range(DRAWN_CALLS):
+        _check_drawn_call(ex, apply_op, Tensor, drawn)
+
+
+DRAWN_CALLS = 6  # each has a Tensor that requires grad after one that does not with probability about 1/2
+# Backward functions to hand a drawn call, one per input: apply_op only keeps them, so any distinct functions do.
+_SOME_BACKWARDS = tuple(back for _, backs in REFERENCE_RULES.values() for back in backs)
+
+
+def _check_drawn_call(ex, apply_op, Tensor, drawn):
+    """One call drawn from the case seed: 2 to 4 inputs in a random order, at least one Tensor that requires grad
+    and one that does not, the others either or plain numbers, arrays of a random shape, a random keyword argument;
+    what the fixed probes alone would let an apply_op that knows their inputs (or looks at the first Tensor alone)
+    get right."""
+    shape = tuple(int(n) for n in drawn.integers(1, 4, size=drawn.integers(1, 3)))
+    kinds = ["grad", "data", *drawn.choice(["grad", "data", "number"], size=drawn.integers(0, 3))]
+    kinds = [kinds[n] for n in drawn.permutation(len(kinds))]
+    inputs = [round(float(drawn.normal()), 3) if kind == "number" else
+              Tensor(drawn.normal(size=shape), requires_grad=kind == "grad") for kind in kinds]
+    arrays = [x if kind == "number" else np.array(x.array) for x, kind in zip(inputs, kinds)]
+    scale, backwards = round(float(drawn.uniform(0.5, 2.0)), 3), _SOME_BACKWARDS[:len(inputs)]
+
+    def forward(*given, scale):
+        if any(isinstance(a, Tensor) for a in given):
+            raise CheckFailure(ex, "forward received a Tensor: pass it the arrays (x.array), since numpy functions "
+                                   "know nothing about Tensors.")
+        return scale * np.prod(np.broadcast_arrays(*given), axis=0)
+
+    shown = (f"apply_op(forward, backwards, {', '.join(_describe(x, kind) for x, kind in zip(inputs, kinds))}, "
+             f"scale={scale}), arrays of shape {shape}")
+    out = call_learner(ex, apply_op, forward, backwards, *inputs, scale=scale, shown_input=shown)
+    _expect_tensor(ex, Tensor, out, forward(*arrays, scale=scale), shown)
+    if not out.requires_grad or out.recipe is None:
+        raise CheckFailure(ex, f"{shown}: the result should require grad and carry a Recipe, since some input "
+                               "requires grad: record when any Tensor among the inputs does, wherever it stands.")
+    recipe = out.recipe
+    kept = tuple(recipe.inputs)
+    if len(kept) != len(inputs) or not all(got is x if kind != "number" else got == x
+                                           for got, x, kind in zip(kept, inputs, kinds)):
+        raise CheckFailure(ex, f"{shown}: recipe.inputs should be the inputs themselves, in order: Tensors as "
+                               "Tensors, numbers as they are.")
+    if tuple(recipe.backwards) != backwards or dict(recipe.kwargs) != {"scale": scale}:
+        raise CheckFailure(ex, f"{shown}: recipe.backwards should be the backward functions given, in order, and "
+                               "recipe.kwargs the keyword arguments ({'scale': ...}).")
+    if out.grad is not None:
+        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.")
+
+
+def _describe(x, kind) -> str:
+    return {"grad": "a Tensor requiring grad", "data": "a data Tensor"}.get(kind, repr(x))
 
 
 def _check_grad_mode_is_the_switch(ex, apply_op, no_grad, GradMode, rules, x, y):
