@@ -34,10 +34,10 @@ def test_the_cpu_of_a_process_tree_counts_its_children_alive_and_reaped():
     script = ("import os, time\n"
               "def busy():\n    t = time.process_time()\n    while time.process_time() - t < 0.5: pass\n"
               "if os.fork() == 0:\n    busy()\n    os._exit(0)\n"
-              "os.wait()\nbusy()\ntime.sleep(30)\n")
-    process = subprocess.Popen([sys.executable, "-c", script])
+              "os.wait()\nbusy()\nprint('asleep', flush=True)\ntime.sleep(30)\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(2.5)  # both busy halves done, the parent asleep
+        assert process.stdout.readline() == "asleep\n"  # both busy halves done, however loaded the machine
         assert 0.9 <= cputime.tree_cpu_seconds(process.pid) < 2.0
     finally:
         process.kill()
