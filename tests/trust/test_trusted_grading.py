@@ -18,10 +18,9 @@ import pytest
 
 from autograder.trust import remote, sandbox, verdicts
 from autograder.contract import assignments
-from conftest import REPO, learner_notebook, solution_notebook
+from conftest import REPO, learner_notebook, requires_sandbox, solution_notebook
 
 NB = "01_nudging"
-requires_sandbox = pytest.mark.skipif(not sandbox.bubblewrap(), reason="bubblewrap is not available here")
 
 
 # ------------------------------------------------------------------------------------------------ the worker
@@ -132,7 +131,7 @@ np.ones = None  # tampering with a library the next exercise uses
 """
 
 
-@pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
+@requires_sandbox  # a zygote needs the sandbox's PID namespace
 def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote():
     GRADER_FILES = [Path(p).name for p in [*remote.GRADER_FILES.values(), remote.INSIDE_FILTER]]
     looks = ("sorted(set(os.listdir('/tmp')) - {f'worker-{os.getpid()}'}), os.listdir('/dev/shm'), "
@@ -156,7 +155,7 @@ def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote
             assert second.evaluate(STARTED) == sandbox_started  # cleaned up, not replaced by a fresh zygote
 
 
-@pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
+@requires_sandbox  # a zygote needs the sandbox's PID namespace
 def test_learner_code_that_kills_the_zygote_costs_only_its_own_exercise():
     with remote.Zygote() as zygote:
         with remote.Worker(zygote=zygote) as first, contextlib.suppress(remote.Stopped):  # it may die with the zygote
