@@ -63,6 +63,15 @@ def test_without_any_hierarchy_the_whole_machine_is_the_fallback():
     assert fallback.scope.startswith("the whole machine (") and fallback.read() >= 0.2
 
 
+def cpu_measurable() -> bool:
+    """Whether this machine lets a process make a cgroup to measure in (root on cgroup v1 or v2, as here and in CI)."""
+    meter = CpuMeter("probe")
+    try:
+        return meter.read() is not None
+    finally:
+        meter.close()
+
+
 def own_group(version: int) -> Path:
     return next(h.group for h in this_machine() if h.version == version)
 
