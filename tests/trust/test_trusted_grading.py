@@ -87,6 +87,7 @@ def test_a_sandboxed_process_starts_with_the_default_sigint_whoever_started_grad
     assert seen.stdout.strip() == "default_int_handler", seen.stderr
 
 
+@requires_sandbox
 def test_the_sandbox_hides_the_course_the_network_and_autodiff():
     with remote.Worker() as worker:
         worker.run("import os, socket\n"
@@ -212,7 +213,7 @@ HAND_IT_TO_TORCH = (
 @pytest.mark.parametrize("answer, phrase", [
     (PATCH_THE_GRADER, "autograder cannot be imported"),
     (BORROW_THE_SOLUTION, "autograder cannot be imported"),
-    (READ_THE_SOURCE, "No such file"),
+    pytest.param(READ_THE_SOURCE, "No such file", marks=requires_sandbox),  # unsandboxed, the course is there
 ])
 def test_attacks_on_the_grader_earn_nothing(answer, phrase):
     found = verdicts.verdicts(submission(learner_notebook(NB), {"central_difference": answer}), course())
@@ -381,6 +382,7 @@ def test_rigging_the_reference_helpers_in_the_learners_process_earns_nothing(nam
     assert not found[exercise].passed and "comes before" in found[exercise].message, found[exercise].message
 
 
+@requires_sandbox
 def test_autodiff_libraries_cannot_be_reached_from_other_package_folders():
     found = verdicts.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": SYMPY_FROM_ELSEWHERE}),
                              course())
