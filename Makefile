@@ -28,8 +28,10 @@ help:
 	@echo "make pair [IP=0.0.0.0]  the same with real-time collaboration: driver and navigator open the printed URL"
 	@echo "make instructor  JupyterLab at the course root, opening Formgrader"
 	@echo "make grade NB=notebooks/01_nudging/01_nudging.ipynb   grade one notebook against the hidden tests"
+	@echo "make setup       check the system's prerequisites (one line per missing piece), create .venv"
 	@echo "make autograde ASSIGNMENT=01_nudging [WORKERS=N] [SCHEDULER=tcp://host:8786] [STUDENT=id...] [FORCE=1]"
-	@echo "                 grade every submission under submitted/ in parallel (Dask) into gradebook.db"
+	@echo "                 grade every submission under submitted/ in parallel (Dask) into gradebook.db;"
+	@echo "                 refused without a usable bubblewrap unless WITHOUT_SANDBOX=1"
 	@echo "make check EX=unbroadcast   one exercise's tests and its notebook's consistency tests (under a minute)"
 	@echo "make release [NB=03_backward_functions]   regenerate notebooks/ from source/ (nbgrader generate_assignment)"
 	@echo "make solutions [NB=03_backward_functions] regenerate solutions/ from source/ (executed, hidden tests removed)"
@@ -38,9 +40,14 @@ help:
 	@echo "make data        download full MNIST into data/mnist/ (needs a network; the course works offline without)"
 	@echo "make clean       remove runtime folders (keeps .venv)"
 
-setup: $(STAMP)
+# make setup always checks the system's pieces (autograder/prerequisites.py: one line per missing one, with the
+# command that installs it; it fails only for a learner's); the first install, whatever target starts it, does too.
+setup:
+	@$(PYTHON) -m autograder.prerequisites
+	@$(MAKE) --no-print-directory $(STAMP) CHECKED=1
 
 $(STAMP): requirements.txt pyproject.toml
+	$(if $(CHECKED),,@$(PYTHON) -m autograder.prerequisites)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
@@ -94,7 +101,8 @@ grade: $(STAMP)
 autograde: $(STAMP)
 	@test -n "$(ASSIGNMENT)" || { echo "usage: make autograde ASSIGNMENT=<NN_name> [WORKERS=N] [SCHEDULER=address] [STUDENT='id id'] [FORCE=1]"; exit 2; }
 	$(BIN)/python -m autograder autograde $(ASSIGNMENT) $(if $(WORKERS),--workers $(WORKERS)) \
-		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(foreach s,$(STUDENT),--student $(s)) $(if $(FORCE),--force)
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(foreach s,$(STUDENT),--student $(s)) $(if $(FORCE),--force) \
+		$(if $(WITHOUT_SANDBOX),--without-sandbox)
 
 bench-grading: $(STAMP)
 	$(BIN)/python -m autograder bench-grading

@@ -18,6 +18,16 @@ for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
 os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 REPO = Path(__file__).resolve().parent.parent
+
+from autograder.trust import sandbox  # noqa: E402 (after PATH is set: bwrap is looked up there)
+
+# Where bubblewrap cannot sandbox, the tests that need it skip with this reason, and the run's last lines count them;
+# the rest grade unsandboxed, as a self-study learner's `make grade` does there (the refusal has its own tests).
+NO_SANDBOX = sandbox.unusable()
+SANDBOX_SKIP = "no sandbox: "
+requires_sandbox = pytest.mark.skipif(bool(NO_SANDBOX), reason=f"{SANDBOX_SKIP}{NO_SANDBOX}")
+if NO_SANDBOX:
+    os.environ[sandbox.WITHOUT_SANDBOX_ENV] = "1"
 ASSIGNMENTS = sorted(p.parent.name for p in REPO.glob("source/*/*.ipynb") if p.stem == p.parent.name)
 
 
@@ -93,10 +103,20 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_unconfigure(config):
-    """Say loudly, as the run's last line, when the browser tests could not run: a green run without them has not
-    tested JupyterLab."""
+    """Say loudly, as the run's last lines, when the browser tests or the sandbox's tests could not run: a green run
+    without them has not tested JupyterLab, or trusted grading's containment. The sandbox's line closes every run on
+    a machine without one, so that it also closes `make test`, whose last run is the browser tests'."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    skipped = [r for r in getattr(reporter, "stats", {}).get("skipped", []) if "test_browser" in r.nodeid]
-    if skipped:
-        reason = skipped[0].longrepr[2] if isinstance(skipped[0].longrepr, tuple) else ""
-        reporter.write_sep("!", f"BROWSER TESTS SKIPPED ({len(skipped)}): {reason}", red=True, bold=True)
+    skipped = getattr(reporter, "stats", {}).get("skipped", [])
+    browser = [r for r in skipped if "test_browser" in r.nodeid]
+    if browser:
+        reporter.write_sep("!", f"BROWSER TESTS SKIPPED ({len(browser)}): {_skip_reason(browser[0])}", red=True,
+                           bold=True)
+    if NO_SANDBOX:
+        count = sum(SANDBOX_SKIP in _skip_reason(r) for r in skipped)
+        reporter.write_sep("!", f"SANDBOX TESTS SKIPPED ({count} in this run): {SANDBOX_SKIP}{NO_SANDBOX}", red=True,
+                           bold=True)
+
+
+def _skip_reason(report) -> str:
+    return report.longrepr[2] if isinstance(report.longrepr, tuple) else ""

@@ -99,13 +99,14 @@ def set_stage(c, stage: str) -> None:
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import CheckCellMetadata, Execute
 
-    from autograder.course.preprocessors import ContainedExecute, ReplayExecution, StartTrustedVerdicts, TrustedVerdicts
+    from autograder.course.preprocessors import (ContainedExecute, ReplayExecution, RequireSandbox, StartTrustedVerdicts,
+                                                 TrustedVerdicts)
 
     if stage not in STAGES:
         raise ValueError(f"unknown grading stage {stage!r}; one of {', '.join(STAGES)}")
     # Trusted grading: verdicts are computed outside the learner's kernel while it runs the notebook, and replace
-    # the test cells' outputs right after.
-    execution = [StartTrustedVerdicts, ContainedExecute, TrustedVerdicts]
+    # the test cells' outputs right after; nothing runs where learner code would be unsandboxed, unless allowed.
+    execution = [RequireSandbox, StartTrustedVerdicts, ContainedExecute, TrustedVerdicts]
     pipeline = Autograde.class_traits()["autograde_preprocessors"].default()
     at = pipeline.index(Execute)
     if stage == "execute":

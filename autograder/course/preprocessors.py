@@ -55,6 +55,23 @@ UNCHECKED = ("this test cell is not one of the course's, so the grader has no ch
              "metadata changed?)")
 
 
+class NoSandboxError(Exception):
+    """Grading was asked for on a machine where bubblewrap cannot sandbox learner code, without the flag that
+    allows it; the message is sandbox.refusal()'s."""
+
+
+class RequireSandbox(NbGraderPreprocessor):
+    """Refuse to run a notebook where learner code would run unsandboxed, unless the instructor said to go on
+    (sandbox.WITHOUT_SANDBOX_ENV): the first of the execution steps, before any learner code runs.
+    Raises NoSandboxError (nbgrader then fails this submission, with the reason in its log)."""
+
+    def preprocess(self, nb, resources):
+        refused = sandbox.refusal()
+        if refused:
+            raise NoSandboxError(refused)
+        return nb, resources
+
+
 class StartTrustedVerdicts(NbGraderPreprocessor):
     """Start computing the trusted verdicts, before nbgrader's kernel runs the notebook, so the two overlap.
 

@@ -1,4 +1,5 @@
-"""CPU seconds used by a process and everything it starts, read from a Linux cgroup (v1 ``cpuacct``).
+"""CPU seconds used by a process and everything it starts, read from a Linux cgroup: v1's ``cpuacct`` controller or
+v2's unified hierarchy (``cpu.stat``, which every v2 group has, with or without the cpu controller).
 
 A cgroup counts every process started inside it, sandboxes and kernels in their own namespaces included, and
 whether they exit or are killed; per-process rusage misses a sandbox that is killed rather than waited for.
@@ -8,41 +9,109 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
-CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+PROC_CGROUP = Path("/proc/self/cgroup")
+MOUNTS = Path("/proc/self/mounts")
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A mounted cgroup hierarchy that counts CPU, and the group this process is in there.
+
+    Attributes:
+        version: 1 (the ``cpuacct`` controller's hierarchy) or 2 (the unified one).
+        group: this process's group folder, e.g. ``/sys/fs/cgroup/user.slice/session-2.scope``.
+    """
+    version: int
+    group: Path
+
+    def usage(self, group: Path) -> float:
+        """CPU seconds used so far by the processes of ``group``, a folder of this hierarchy. Raises OSError when
+        the folder or its counter cannot be read, ValueError when the counter is not the kernel's format."""
+        if self.version == 1:
+            return int((group / "cpuacct.usage").read_text()) / 1e9  # nanoseconds
+        for line in (group / "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / 1e6
+        raise ValueError(f"no usage_usec in {group / 'cpu.stat'}")
+
+    def __str__(self) -> str:
+        return "cgroup v1 cpuacct" if self.version == 1 else "cgroup v2"
+
+
+def hierarchies(proc_cgroup: str, mounts: str) -> list[Hierarchy]:
+    """The hierarchies that can count this process's CPU, v1's ``cpuacct`` first (where both are mounted, as on
+    systemd's hybrid layout, it is the one whose counter has always been there).
+
+    Args:
+        proc_cgroup: the text of /proc/self/cgroup, lines such as ``2:cpuacct:/a`` (v1) or ``0::/a`` (v2).
+        mounts: the text of /proc/self/mounts, where each hierarchy is mounted.
+    """
+    v1_root = v2_root = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        fstype, where, options = fields[2], fields[1], fields[3].split(",")
+        if fstype == "cgroup" and "cpuacct" in options and v1_root is None:
+            v1_root = Path(where)
+        elif fstype == "cgroup2" and v2_root is None:
+            v2_root = Path(where)
+    found = []
+    for line in proc_cgroup.splitlines():
+        number, controllers, path = line.split(":", 2)
+        if v1_root is not None and "cpuacct" in controllers.split(","):
+            found.append(Hierarchy(1, v1_root / path.lstrip("/")))
+        elif v2_root is not None and number == "0" and controllers == "":
+            found.append(Hierarchy(2, v2_root / path.lstrip("/")))
+    return sorted(found, key=lambda h: h.version)
+
+
+def this_machine() -> list[Hierarchy]:
+    """The hierarchies of this process on this machine; none where /proc cannot be read (not Linux)."""
+    try:
+        return hierarchies(PROC_CGROUP.read_text(), MOUNTS.read_text())
+    except OSError:
+        return []
 
 
 class CpuMeter:
     """CPU seconds of this process, and of everything it starts from now on, since the meter was made.
 
     The process moves into a new cgroup below the one it is in, so meters nest: an outer meter (the grading
-    benchmark's) still counts what an inner one (one submission's) measures. Where no cgroup can be made (no cgroup
-    v1 cpuacct, no permission), ``read`` falls back to the whole machine's CPU from /proc/stat when
-    ``machine_fallback`` is set, and otherwise returns None.
+    benchmark's) still counts what an inner one (one submission's) measures. Where no cgroup can be made (neither
+    hierarchy mounted, no permission), ``read`` falls back to the whole machine's CPU from /proc/stat when
+    ``machine_fallback`` is set, and otherwise returns None; ``scope`` says which, and why.
+
+    Args:
+        name: the new group's name, before a random suffix.
+        machine_fallback: measure the whole machine where no group can be made.
+        candidates: the hierarchies to try, in order (default: :func:`this_machine`).
 
     Attributes:
-        scope: what the figures cover, in words.
+        scope: what the figures cover, in words, e.g. "this process and everything it starts (cgroup v2)" or
+            "not measured (no cgroup to measure in: cgroup v2: [Errno 13] Permission denied: ...)".
     """
 
-    def __init__(self, name: str, machine_fallback: bool = False):
+    def __init__(self, name: str, machine_fallback: bool = False, candidates: list[Hierarchy] | None = None):
+        self._hierarchy: Hierarchy | None = None
         self._group: Path | None = None
-        self._start = 0.0
-        try:
-            parent = _current_group()
-            for stale in parent.glob(f"{name}-*"):  # left by a meter whose process ended before its last child
-                _remove(stale)
-            group = parent / f"{name}-{uuid.uuid4().hex[:8]}"
-            group.mkdir()
+        failures = []
+        for hierarchy in this_machine() if candidates is None else candidates:
             try:
-                (group / "cgroup.procs").write_text(str(os.getpid()))
-            except OSError:
-                _remove(group)
-                raise
-            self._group, self.scope = group, "this process and everything it starts"
-        except OSError:
-            self.scope = ("the whole machine (no cgroup to measure in)" if machine_fallback else
-                          "not measured (no cgroup to measure in)")
+                self._group, self._hierarchy = _enter(hierarchy, name), hierarchy
+                break
+            except (OSError, ValueError) as error:
+                failures.append(f"{hierarchy}: {error}")
+        if self._group is not None:
+            self.scope = f"this process and everything it starts ({self._hierarchy})"
+        else:
+            reason = "; ".join(failures) or "no cgroup hierarchy mounted"
+            where = "the whole machine" if machine_fallback else "not measured"
+            self.scope = f"{where} (no cgroup to measure in: {reason})"
         self._fallback = machine_fallback and self._group is None
         self._start = self._total() or 0.0
 
@@ -65,11 +134,27 @@ class CpuMeter:
 
     def _total(self) -> float | None:
         if self._group is not None:
-            return int((self._group / "cpuacct.usage").read_text()) / 1e9
+            return self._hierarchy.usage(self._group)
         if self._fallback:
             fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
             return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
         return None
+
+
+def _enter(hierarchy: Hierarchy, name: str) -> Path:
+    """Make a group ``name-<random>`` below this process's own and move this process into it; its folder. Raises
+    OSError (or ValueError for a counter it cannot read) and leaves nothing behind when that fails."""
+    for stale in hierarchy.group.glob(f"{name}-*"):  # left by a meter whose process ended before its last child
+        _remove(stale)
+    group = hierarchy.group / f"{name}-{uuid.uuid4().hex[:8]}"
+    group.mkdir()
+    try:
+        hierarchy.usage(group)  # before moving in: a group whose counter cannot be read is no use
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+    except (OSError, ValueError):
+        _remove(group)
+        raise
+    return group
 
 
 def _remove(group: Path) -> bool:
@@ -79,12 +164,3 @@ def _remove(group: Path) -> bool:
         return True
     except OSError:
         return not group.exists()
-
-
-def _current_group() -> Path:
-    """This process's cpuacct cgroup folder (from /proc/self/cgroup, e.g. "2:cpuacct:/bench-grading-1a2b")."""
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "cpuacct" in controllers.split(","):
-            return CPUACCT / path.lstrip("/")
-    raise OSError("no cpuacct cgroup")

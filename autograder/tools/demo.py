@@ -7,6 +7,7 @@ which is wiped at each run.
 from __future__ import annotations
 
 import csv
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from autograder.course.build import release, solutions
 from autograder.contract import REPO, assignments
 from autograder.course import SCRATCH_COURSE_CONFIG, solution_version
 from autograder.grade.notebook import results
+from autograder.trust import sandbox
 
 COURSE = REPO / "build" / "demo-course"
 
@@ -83,6 +85,25 @@ def submissions(name: str, course: Path = COURSE) -> dict[str, nbformat.Notebook
     return {"full-marks": solved, "untouched": untouched, "mistake": mistaken, "attacker": attacked(untouched)}
 
 
+def without_sandbox() -> str | None:
+    """What the demo leaves out on this machine, and why, as loud lines; None where bubblewrap sandboxes."""
+    why = sandbox.unusable()
+    if why is None:
+        return None
+    return (f"!!! NO SANDBOX: {why}.\n"
+            "!!! SKIPPED: the attacker student, and with it the sandbox steps (the proof that an attack earns nothing\n"
+            "!!! and harms no one): unsandboxed, its notebook kills nbgrader. The other students are graded WITHOUT a\n"
+            f"!!! sandbox ({sandbox.WITHOUT_SANDBOX_ENV}=1). `make setup` says what to install.")
+
+
+def demo_class(name: str) -> dict[str, nbformat.NotebookNode]:
+    """The students graded on this machine: :func:`submissions`, without the attacker where there is no sandbox."""
+    students = submissions(name)
+    if sandbox.unusable():
+        del students["attacker"]
+    return students
+
+
 def trained_accuracy(name: str = "05_modules_mnist", student: str = "full-marks") -> str:
     """The line in which the autograded solution of notebook 5 reports its test accuracy."""
     graded = nbformat.read(COURSE / "autograded" / student / name / f"{name}.ipynb", as_version=4)
@@ -105,6 +126,10 @@ def step(text: str) -> float:
 
 
 def main() -> int:
+    skipped = without_sandbox()
+    if skipped:
+        print(skipped, flush=True)
+        os.environ[sandbox.WITHOUT_SANDBOX_ENV] = "1"  # the demo's own class, which holds no attacker then
     started = step("Regenerating learner notebooks in notebooks/ (nbgrader generate_assignment)")
     written = release(keep_edited=True)
     for name in assignments():
@@ -121,7 +146,7 @@ def main() -> int:
     (COURSE / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
     for name in assignments():
         run("generate_assignment", name, "--force")
-        for student, nb in submissions(name).items():
+        for student, nb in demo_class(name).items():
             path = COURSE / "submitted" / student / name / f"{name}.ipynb"
             path.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, path)
@@ -139,7 +164,7 @@ def main() -> int:
 
     step("What each student is told (per exercise)")
     for name in assignments():
-        for student in submissions(name):
+        for student in demo_class(name):
             graded = nbformat.read(COURSE / "autograded" / student / name / f"{name}.ipynb", as_version=4)
             print(f"   {student} / {name}")
             for result in results(graded):
@@ -150,4 +175,6 @@ def main() -> int:
     step("MNIST on the course's own engine (the full-marks student's notebook 5, as nbgrader ran it)")
     print(f"   {trained_accuracy()}")
     print(f"\nDemo finished in {time.monotonic() - started:.0f} s.")
+    if skipped:
+        print(f"\n{skipped}")
     return 0

@@ -20,7 +20,8 @@ exchange or wheels lying on disk, wherever they are. ``prlimit`` caps CPU time, 
 files, so a runaway is stopped by the kernel, not by a polite signal, and the process dies with its parent.
 
 Without bubblewrap (or where the machine forbids user namespaces) the limits still apply but nothing is hidden:
-:func:`warning` says so, and grading prints it.
+:func:`unusable` says why, :func:`refusal` stops grading unless WITHOUT_SANDBOX_ENV says to go on, and
+:func:`warning` is printed when it does.
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ import functools
 import importlib.metadata
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import Requirement
+
+from autograder.prerequisites import bubblewrap_problem
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -87,14 +89,33 @@ INSIDE_FILTER = "/grader/no-new-processes.bpf"
 SUBMISSION_BYTES = 512 * MIB  # the kernel's writable copy of its submission folder (checkpoints, saved figures)
 
 
+# The explicit flag that lets grading go on where bubblewrap cannot sandbox: "1" to grade anyway. `python -m autograder
+# grade` (a self-study learner's own notebook) and `make demo` set it; an instructor sets it for `nbgrader autograde`,
+# or passes `python -m autograder autograde --without-sandbox`, knowing what it costs (:func:`warning`).
+WITHOUT_SANDBOX_ENV = "BACKPROP_WITHOUT_SANDBOX"
+
+
 @functools.lru_cache(maxsize=1)
+def unusable() -> str | None:
+    """Why bubblewrap cannot sandbox learner code on this machine, in a sentence, or None when it can (the same
+    probe as `make setup`'s: autograder.prerequisites.bubblewrap_problem)."""
+    return bubblewrap_problem()
+
+
 def bubblewrap() -> str | None:
     """The bwrap executable if it exists and can create namespaces on this machine, else None."""
-    found = shutil.which("bwrap")
-    if not found:
+    return None if unusable() else shutil.which("bwrap")
+
+
+def refusal() -> str | None:
+    """Why grading must not start here (no sandbox, and WITHOUT_SANDBOX_ENV not set), in a paragraph; None when it
+    may."""
+    why = unusable()
+    if why is None or os.environ.get(WITHOUT_SANDBOX_ENV) == "1":
         return None
-    probe = subprocess.run([found, "--unshare-all", "--ro-bind", "/", "/", "--", "true"], capture_output=True)
-    return found if probe.returncode == 0 else None
+    return (f"refusing to grade without a sandbox: {why}. Learner code would run with only resource limits, able to "
+            "read source/, solutions/ and other submissions. Make bubblewrap usable (make setup says how), or, "
+            f"knowing that, set {WITHOUT_SANDBOX_ENV}=1 (python -m autograder autograde --without-sandbox).")
 
 
 CLONE_THREAD = 0x10000  # linux/sched.h: clone() making a thread of the same process, not a new process
@@ -159,10 +180,10 @@ def warning() -> str | None:
         return ("WARNING: libseccomp is not available (apt install libseccomp2), so learner code being graded can "
                 "start processes: each sandbox still ends them all, but a fork bomb can slow the machine for the "
                 "class. Install it before grading a class.")
-    return ("WARNING: bubblewrap is not available (apt install bubblewrap), so learner code is graded WITHOUT a "
-            "sandbox: it still runs in a separate process with CPU, memory and file-size limits, and verdicts are "
-            "still computed outside it, but it can read files it should not (source/, solutions/, other "
-            "submissions) and write to the course folder. Do not grade a class like this.")
+    return (f"WARNING: learner code is graded WITHOUT a sandbox, because {unusable()}. It still runs in a "
+            "separate process with CPU, memory and file-size limits, and verdicts are still computed outside it, "
+            "but it can read files it should not (source/, solutions/, other submissions) and write to the course "
+            "folder. Do not grade a class like this.")
 
 
 @functools.lru_cache(maxsize=None)
@@ -336,6 +357,8 @@ def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]
     hidden tests call ``run_check``; those outputs never earn a point) and reads ``data/``, all read-only, and
     shares ``private`` (its connection file and IPC sockets) with nbgrader. Nothing else of the course exists
     inside, and it has no network: its own network namespace has only a loopback of its own."""
+    if not bubblewrap():  # nothing to copy into: the kernel runs in nbgrader's own copy of the submission, limited
+        return KERNEL_LIMITS.prlimit() + argv
     cwd = str(Path(cwd or os.getcwd()).resolve())
     binds = {Path(cwd): Path(SUBMISSION_INSIDE)}
     for package in ("autograder", "labtools", "data"):

@@ -21,7 +21,7 @@ from autograder.grade.on_dask_worker import execute_submission
 from autograder.grade.submission import Executed, Task
 from autograder.course import SCRATCH_COURSE_CONFIG
 from test_cpu import cpu_measurable
-from conftest import REPO, SECRET, within
+from conftest import REPO, SECRET, requires_sandbox, within
 
 NB = "01_nudging"  # the quickest notebook to grade
 
@@ -201,6 +201,7 @@ def test_a_grading_process_forked_after_preload_computes_torch_references_withou
 
 
 @pytest.mark.slow
+@requires_sandbox  # its class has an attacker, which kills nbgrader where nothing contains it
 def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(tmp_path):
     """The parallel path for real, on a local Dask cluster of processes, against `nbgrader autograde` itself."""
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"

@@ -15,9 +15,9 @@ import nbformat
 import pytest
 
 from autograder.trust import sandbox
-from conftest import REPO
+from conftest import REPO, requires_sandbox
 
-pytestmark = pytest.mark.skipif(not sandbox.bubblewrap(), reason="bubblewrap is not available here")
+pytestmark = requires_sandbox
 
 
 def run(code: str, **wrap_args) -> subprocess.CompletedProcess:

@@ -18,10 +18,9 @@ import pytest
 
 from autograder.trust import remote, sandbox, verdicts
 from autograder.contract import assignments
-from conftest import REPO, learner_notebook, solution_notebook
+from conftest import REPO, learner_notebook, requires_sandbox, solution_notebook
 
 NB = "01_nudging"
-requires_sandbox = pytest.mark.skipif(not sandbox.bubblewrap(), reason="bubblewrap is not available here")
 
 
 # ------------------------------------------------------------------------------------------------ the worker
@@ -88,6 +87,7 @@ def test_a_sandboxed_process_starts_with_the_default_sigint_whoever_started_grad
     assert seen.stdout.strip() == "default_int_handler", seen.stderr
 
 
+@requires_sandbox
 def test_the_sandbox_hides_the_course_the_network_and_autodiff():
     with remote.Worker() as worker:
         worker.run("import os, socket\n"
@@ -132,7 +132,7 @@ np.ones = None  # tampering with a library the next exercise uses
 """
 
 
-@pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
+@requires_sandbox  # a zygote needs the sandbox's PID namespace
 def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote():
     GRADER_FILES = [Path(p).name for p in [*remote.GRADER_FILES.values(), sandbox.INSIDE_FILTER, sandbox.INSIDE_INIT]]
     looks = ("sorted(set(os.listdir('/tmp')) - {f'worker-{os.getpid()}'}), os.listdir('/dev/shm'), "
@@ -156,7 +156,7 @@ def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote
             assert second.evaluate(STARTED) == sandbox_started  # cleaned up, not replaced by a fresh zygote
 
 
-@pytest.mark.skipif(not sandbox.bubblewrap(), reason="a zygote needs the sandbox's PID namespace")
+@requires_sandbox  # a zygote needs the sandbox's PID namespace
 def test_learner_code_that_kills_the_zygote_costs_only_its_own_exercise():
     with remote.Zygote() as zygote:
         with remote.Worker(zygote=zygote) as first, contextlib.suppress(remote.Stopped):  # it may die with the zygote
@@ -213,7 +213,7 @@ HAND_IT_TO_TORCH = (
 @pytest.mark.parametrize("answer, phrase", [
     (PATCH_THE_GRADER, "autograder cannot be imported"),
     (BORROW_THE_SOLUTION, "autograder cannot be imported"),
-    (READ_THE_SOURCE, "No such file"),
+    pytest.param(READ_THE_SOURCE, "No such file", marks=requires_sandbox),  # unsandboxed, the course is there
 ])
 def test_attacks_on_the_grader_earn_nothing(answer, phrase):
     found = verdicts.verdicts(submission(learner_notebook(NB), {"central_difference": answer}), course())
@@ -382,6 +382,7 @@ def test_rigging_the_reference_helpers_in_the_learners_process_earns_nothing(nam
     assert not found[exercise].passed and "comes before" in found[exercise].message, found[exercise].message
 
 
+@requires_sandbox
 def test_autodiff_libraries_cannot_be_reached_from_other_package_folders():
     found = verdicts.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": SYMPY_FROM_ELSEWHERE}),
                              course())
