@@ -14,7 +14,8 @@ autograder.course.configure):
 
 A task that fails (the grading process crashed, ran past its time or memory, or its Dask worker died) is retried once
 in a fresh process, on another worker when there is one; a second failure is recorded with its reason. Ctrl-C
-stops between submissions; what was recorded stays, and a re-run skips it.
+stops between submissions; what was recorded stays, and a re-run skips it. Each record is journaled
+(autograder.grade.journal): one killed halfway is removed by the next run and graded again, never trusted.
 """
 from __future__ import annotations
 
@@ -25,12 +26,11 @@ import shutil
 import signal
 import sqlite3
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -38,13 +38,16 @@ import nbformat
 
 from autograder.course import configure, quiet_nbgrader, set_stage
 from autograder.course.preprocessors import copied_cells
+from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import execute_submission
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
                                          nbgrader_reason, read_tree)
 
 STOPPED = "not graded: the run was stopped"
-# Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's).
+# Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's),
+# and the run's own state: the lock, the journal of records being written, the scratch folder of the running run.
 LOGS = "autograde-logs"
+LOCK, JOURNAL, SCRATCH = ".lock", ".recording", ".scratch"
 
 
 class ClassGradingError(Exception):
@@ -60,15 +63,15 @@ class Course:
     root: Path
     config: object
     db_url: str
-    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="class-grading-")))
+    scratch: Path           # this run's own files (the gradebook snapshot, the executed notebooks); removed after
 
     @classmethod
-    def open(cls, root: Path) -> "Course":
+    def open(cls, root: Path, scratch: Path) -> "Course":
         from nbgrader.coursedir import CourseDirectory
 
         root = Path(root).resolve()
         config = course_config(root, "record")
-        course = cls(root, config, CourseDirectory(config=config).db_url)
+        course = cls(root, config, CourseDirectory(config=config).db_url, scratch)
         config.ReplayExecution.directory = str(course.scratch / "executed")
         return course
 
@@ -146,9 +149,20 @@ class Course:
             return Row(executed.student, "graded", submission.score, submission.max_score)
 
 
+    def autograded(self, assignment: str, student: str) -> Path:
+        return self.root / "autograded" / student / assignment
+
     def forget(self, assignment: str, student: str) -> None:
-        """Remove a failed submission's autograded copy, as nbgrader does, so that the next run grades it again."""
-        shutil.rmtree(self.root / "autograded" / student / assignment, ignore_errors=True)
+        """Remove whatever is recorded of a submission (its autograded copy, its gradebook entry), so that the next
+        run grades it again; nothing when there is none."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        shutil.rmtree(self.autograded(assignment, student), ignore_errors=True)
+        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
+            try:
+                gradebook.remove_submission(assignment, student)
+            except MissingEntry:
+                pass
 
 
 def course_config(root: Path, stage: str):
@@ -249,11 +263,22 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
     names = [assignments] if isinstance(assignments, str) else list(assignments)
     run = Run(list(students), force, workers, scheduler, timeout_s, execute, out or sys.stderr)
     quiet_nbgrader()
-    course = Course.open(root)
+    logs = Path(root).resolve() / LOGS
     try:
-        return _grade(course, names, run)
+        lock = CourseLock(logs / LOCK).__enter__()
+    except CourseBusyError as busy:
+        raise ClassGradingError(str(busy)) from None
+    try:
+        # Under the lock, every scratch folder there is a dead run's (killed before it could remove its own).
+        shutil.rmtree(logs / SCRATCH, ignore_errors=True)
+        course = Course.open(root, logs / SCRATCH / uuid.uuid4().hex[:8])
+        course.scratch.mkdir(parents=True)
+        try:
+            return _grade(course, names, run)
+        finally:
+            shutil.rmtree(logs / SCRATCH, ignore_errors=True)
     finally:
-        shutil.rmtree(course.scratch, ignore_errors=True)
+        lock.__exit__()
 
 
 @dataclass(frozen=True)
@@ -277,6 +302,8 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
     if unknown:
         raise ClassGradingError(f"no submission of {' or '.join(names)} for {', '.join(unknown)} under "
                                 f"{course.root / 'submitted'}")
+    journal = Journal(course.root / LOGS / JOURNAL)
+    repaired = repair(course, journal, run.out)
     logs = {assignment: RunLog(course.root, assignment, run.out) for assignment in names}
     rows, tasks = [], []
     for assignment, submitted in found.items():
@@ -289,12 +316,33 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
                 skipped = Row(student, "skipped", note="already graded (--force grades it again)")
                 rows.append(logs[assignment].add(skipped))
             else:
+                if (assignment, student) in repaired:
+                    note = "; ".join(n for n in (REPAIRED, note) if n)
                 tasks.append(Task(student, files, note, assignment=assignment))
     if tasks:
-        rows += _run_tasks(course, tasks, logs, run)
+        rows += _run_tasks(course, tasks, logs, run, journal)
     for assignment, log in logs.items():
         log.summary([row for row in rows if row.assignment == assignment])
     return rows
+
+
+REPAIRED = "its record was cut short by an earlier run's end and has been removed"
+
+
+def repair(course, journal: Journal, out) -> set[tuple[str, str]]:
+    """Remove every half record the journal names (an earlier run was killed while writing it); say so.
+
+    Returns the (assignment, student) pairs repaired. Their submissions are no longer graded, so this run grades
+    them (a run restricted to other students leaves them for the next).
+    """
+    repaired = set()
+    for assignment, student in journal.unfinished():
+        course.forget(assignment, student)
+        journal.done(assignment, student)
+        print(f"repaired: {student}'s record of {assignment} was half written when an earlier run ended; removed, to "
+              "be graded again", file=out)
+        repaired.add((assignment, student))
+    return repaired
 
 
 POLL_S = 0.2      # how often the run looks for finished tasks
@@ -307,7 +355,7 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
                  "distributed.scheduler.work-stealing": False}
 
 
-def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run) -> list[Row]:
+def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, journal: Journal) -> list[Row]:
     import dask
     from distributed import Client, LocalCluster
     from distributed.security import Security
@@ -344,7 +392,7 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run) -
                     elif what == "stopped":
                         rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
                     else:
-                        rows.append(_record(course, log, task, executed))
+                        rows.append(_record(course, log, task, executed, journal))
                         bar.update(1)
         finally:
             if cluster is not None:
@@ -397,19 +445,31 @@ class Dispatch:
             yield task, None, "stopped"
 
 
-def _record(course, log, task: Task, executed: Executed) -> Row:
-    """The final outcome of one submission, in the gradebook and the log."""
+def _record(course, log, task: Task, executed: Executed, journal: Journal) -> Row:
+    """The final outcome of one submission, in the gradebook and the log: a whole record or none (the journal)."""
     recording = time.monotonic()
-    if executed.error:
-        course.forget(task.assignment, task.student)
-        row = Row(task.student, "failed", note=executed.error)
-    else:
-        row = course.record(task.assignment, executed)
+    with journal.recording(task.assignment, task.student, course.autograded(task.assignment, task.student)):
+        row = _record_or_forget(course, task, executed)
     # Grading time, not time spent queueing: the worker's run plus recording it here.
     row.seconds, row.attempts = executed.seconds + time.monotonic() - recording, task.attempt
     row.cpu_seconds = executed.cpu_seconds
     row.note = "; ".join(n for n in (row.note, task.note) if n)
     return log.add(row, executed.log)
+
+
+def _record_or_forget(course, task: Task, executed: Executed) -> Row:
+    """Record a graded submission; anything that did not end in a whole record leaves none."""
+    if not executed.error:
+        try:
+            row = course.record(task.assignment, executed)
+        except Exception as error:  # the gradebook or the file system refused: a failed row, not a dead run
+            row = Row(task.student, "failed", note=f"could not record it ({type(error).__name__}: {error})"[:500])
+        if row.status == "graded":
+            return row
+    else:
+        row = Row(task.student, "failed", note=executed.error)
+    course.forget(task.assignment, task.student)
+    return row
 
 
 def _result(future, task: Task) -> Executed:

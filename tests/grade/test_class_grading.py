@@ -1,5 +1,6 @@
 """Class grading on Dask (autograder.grade.class_run): every submission gets a row, failures are retried once and
 recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
+import json
 import os
 import pickle
 import re
@@ -48,7 +49,7 @@ def template(tmp_path_factory):
     nbgrader(root, "generate_assignment", NB)
     solved = synthetic_class(NB, root)["full-marks"]
     submit(root, {"full-marks": solved})
-    course = class_run.Course.open(root)
+    course = class_run.Course.open(root, tmp_path_factory.mktemp("scratch"))
     files, _ = class_run.preflight(course.submitted(NB)["full-marks"], course.ignored)
     executed = execute_submission(course.snapshot(NB, 600), Task("full-marks", files))
     assert not list(root.glob("tmp*")), "the grading process left temporary files behind"
@@ -234,6 +235,33 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "4 skipped" in again.stderr
     assert (parallel / class_run.LOGS / NB / "attacker.log").is_file()
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clean_runs_gradebook(template, tmp_path):
+    """SIGKILL at each of up to 24 points spread over the recording window (every file written or removed and every
+    gradebook write, tests/grade/kill_recording.py); a rerun must end where a run never killed ends, cell by cell."""
+    course, executed = class_of(template, tmp_path, ["ann", "bob"])
+    for student in ("ann", "bob"):  # nbgrader stores the submission's time: the same in every copy
+        (course / "submitted" / student / NB / "timestamp.txt").write_text("2026-11-30 09:15:00.000000 UTC")
+    (tmp_path / "executed.pkl").write_bytes(pickle.dumps(executed))
+    (tmp_path / "runs").mkdir()
+    done = subprocess.run(["unshare", "--net", sys.executable, str(Path(__file__).with_name("kill_recording.py")),
+                           str(course), str(tmp_path / "executed.pkl"), str(tmp_path / "runs"), "24"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "runs" / "report.json").read_text())
+    clean = report.pop("None")
+    assert clean["first"] > 20 and len(clean["notebooks"]) == 2, clean  # a window with many points, two records
+    assert {value[0] for key, value in clean["cells"].items() if "grade" in key} >= {"2.0"}, clean["cells"]
+    assert len(report) == min(24, clean["first"]) and all(run["first"] == -signal.SIGKILL for run in report.values())
+    for point, run in report.items():
+        assert run["cells"] == clean["cells"], (point, differences(clean["cells"], run["cells"]))
+        assert run["notebooks"] == clean["notebooks"], point
+        assert not run["left"], (point, run["left"])  # no marker, no scratch folder
+    said = [run["rerun said"] for run in report.values()]
+    assert sum("repaired: " in text for text in said) >= len(said) // 2, said  # most points fall inside a record
+    assert all("Traceback" not in text for text in said)
 
 
 def test_widgets_wait_for_nobody_while_nbgrader_runs_the_notebook(monkeypatch, capsys):
