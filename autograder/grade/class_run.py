@@ -39,7 +39,7 @@ import nbformat
 from autograder.course import configure, quiet_nbgrader, set_stage
 from autograder.course.preprocessors import copied_cells
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
-from autograder.grade.on_dask_worker import execute_submission
+from autograder.grade.on_dask_worker import execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
                                          nbgrader_reason, read_tree)
 
@@ -77,20 +77,26 @@ class Course:
 
     def submitted(self, assignment: str) -> dict[str, Path]:
         """Student id -> submission folder, for every ``submitted/<student>/<assignment>/``."""
-        return {p.parent.name: p for p in sorted((self.root / "submitted").glob(f"*/{assignment}"))
-                if p.is_dir() and not p.parent.name.startswith(".")}
+        # Every folder, a hidden one too (glob's "*" skips names starting with a dot): each gets a row.
+        found = sorted(folder / assignment for folder in (self.root / "submitted").iterdir()) \
+            if (self.root / "submitted").is_dir() else []
+        return {p.parent.name: p for p in found if p.is_dir() or p.is_symlink()}
 
     def check_assignment(self, assignment: str) -> None:
         from nbgrader.api import Gradebook, MissingEntry
 
         if not self.db_url.startswith("sqlite:///"):
             raise ClassGradingError(f"class grading snapshots an SQLite gradebook; this course uses {self.db_url}")
-        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
-            try:
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
                 gradebook.find_assignment(assignment)
-            except MissingEntry:
-                raise ClassGradingError(f"{assignment} is not in the gradebook: run `nbgrader generate_assignment "
-                                        f"{assignment}` in {self.root} first") from None
+        except MissingEntry:
+            raise ClassGradingError(f"{assignment} is not in the gradebook: run `nbgrader generate_assignment "
+                                    f"{assignment}` in {self.root} first") from None
+        except DBAPIError as error:  # sqlite3's own error, wrapped: "database is locked", "file is not a database"
+            raise ClassGradingError(unusable_gradebook(self.db_url, error.orig)) from None
 
     def already_graded(self, assignment: str, student: str) -> bool:
         """nbgrader's own rule: an autograded copy of each of the assignment's notebooks exists and the submission is
@@ -118,8 +124,11 @@ class Course:
     def snapshot(self, assignment: str, timeout_s: float) -> Snapshot:
         """The gradebook (a consistent SQLite copy) and the assignment's source folder."""
         copy = self.scratch / "gradebook-snapshot.db"
-        with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
-            live.backup(target)
+        try:
+            with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
+                live.backup(target)
+        except sqlite3.Error as error:
+            raise ClassGradingError(unusable_gradebook(self.db_url, error)) from None
         source = self.root / self.config.CourseDirectory.source_directory / assignment
         try:  # the course's own folder, but it travels as a submission does
             files = read_tree(source, self.ignored)
@@ -149,6 +158,22 @@ class Course:
             return Row(executed.student, "graded", submission.score, submission.max_score)
 
 
+    def record_failure(self, assignment: str, student: str, reason: str) -> None:
+        """A submission that could not be graded, in the gradebook: 0 on every graded cell, ``reason`` as the
+        comment of each notebook's first commented cell, so that ``nbgrader export`` and Formgrader show it. No
+        autograded copy: the next run grades it again."""
+        from nbgrader.api import Gradebook
+
+        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
+            gradebook.update_or_create_student(student)
+            submission = gradebook.update_or_create_submission(assignment, student)
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    grade.auto_score, grade.needs_manual_grade = 0.0, False
+                for comment in notebook.comments[:1]:
+                    comment.auto_comment = f"Not graded: {reason}"
+            gradebook.db.commit()
+
     def autograded(self, assignment: str, student: str) -> Path:
         return self.root / "autograded" / student / assignment
 
@@ -163,6 +188,16 @@ class Course:
                 gradebook.remove_submission(assignment, student)
             except MissingEntry:
                 pass
+
+
+def unusable_gradebook(db_url: str, error: Exception) -> str:
+    """What to tell the instructor about a gradebook SQLite refuses to read."""
+    said = str(error)
+    if "locked" in said:
+        advice = "another program is writing it (nbgrader, Formgrader, an SQLite shell): let it finish or close it"
+    else:
+        advice = "restore it from a backup, or move it away and run `nbgrader generate_assignment` to start a new one"
+    return f"the gradebook {db_url[len('sqlite:///'):]} cannot be read ({said}): {advice}"
 
 
 def course_config(root: Path, stage: str):
@@ -261,6 +296,10 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         ClassGradingError: the run cannot start; the message says what to do.
     """
     names = [assignments] if isinstance(assignments, str) else list(assignments)
+    if workers is not None and workers < 1:
+        raise ClassGradingError(f"--workers must be 1 or more, not {workers}")
+    if timeout_s <= 0:
+        raise ClassGradingError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
     run = Run(list(students), force, workers, scheduler, timeout_s, execute, out or sys.stderr)
     quiet_nbgrader()
     logs = Path(root).resolve() / LOGS
@@ -304,14 +343,17 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
                                 f"{course.root / 'submitted'}")
     journal = Journal(course.root / LOGS / JOURNAL)
     repaired = repair(course, journal, run.out)
-    logs = {assignment: RunLog(course.root, assignment, run.out) for assignment in names}
+    run_id = f"{datetime.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:4]}"
+    logs = {assignment: RunLog(course.root, assignment, run.out, run_id) for assignment in names}
     rows, tasks = [], []
     for assignment, submitted in found.items():
         for student in [s for s in run.students if s in submitted] if run.students else list(submitted):
             # Before already_graded, which reads the submission's timestamp.txt: nothing reads a submission unchecked.
             files, note = preflight(submitted[student], course.ignored)
-            if files is None:
-                rows.append(logs[assignment].add(Row(student, "failed", note=note)))
+            if files is None:  # never sent: recorded as failed at once
+                refused = Executed(student, {}, "", 0.0, "", note)
+                rows.append(_record(course, logs[assignment], Task(student, {}, assignment=assignment, attempt=0),
+                                    refused, journal))
             elif not run.force and course.already_graded(assignment, student):
                 skipped = Row(student, "skipped", note="already graded (--force grades it again)")
                 rows.append(logs[assignment].add(skipped))
@@ -346,7 +388,13 @@ def repair(course, journal: Journal, out) -> set[tuple[str, str]]:
 
 
 POLL_S = 0.2      # how often the run looks for finished tasks
+WATCH_S = 2.0     # how often it asks the scheduler what each worker is doing
 SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
+CONNECT_S = 10    # a scheduler that does not answer within this cannot be used
+NO_WORKERS_S = 30  # a scheduler with no worker for this long: the run cannot start, or has lost its cluster
+# A local cluster's scheduler removes a worker whose heartbeats (every 0.5 s, from the worker's event loop, whatever
+# its task is doing) stop for this long: a frozen worker (SIGSTOP, a hung node) is noticed in a minute, not five.
+WORKER_TTL = "60s"
 # A local cluster's housekeeping, for dashboards this run does not show: the workers' profiler samples every 10 ms,
 # the event loops tick every 20 ms, the nannies read memory every 100 ms, the scheduler looks for work to steal every
 # 100 ms (none to steal: it queues tasks itself). Together about 0.1 core on an idle 2-worker cluster, 0.01 without.
@@ -355,10 +403,14 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
                  "distributed.scheduler.work-stealing": False}
 
 
+def worker_timeout(timeout_s: float) -> float:
+    """The grading process's own limit: the submission's deadline less the worker's time to stop it and report, so
+    that a healthy worker always reports before the run gives up on it (Dispatch.watch)."""
+    return timeout_s - min(30.0, timeout_s / 10)
+
+
 def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, journal: Journal) -> list[Row]:
     import dask
-    from distributed import Client, LocalCluster
-    from distributed.security import Security
     from tqdm.auto import tqdm
 
     # Our own retry (once, fresh process, other worker) replaces Dask's, so a task that kills its worker is not
@@ -366,47 +418,85 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
     # hands a worker one task at a time, so a worker that dies takes only its own task with it. Workers must not be
     # daemons: a grading process is their child.
     settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
-                "distributed.worker.daemon": False, **QUIET_CLUSTER}
+                "distributed.worker.daemon": False, "distributed.scheduler.worker-ttl": WORKER_TTL, **QUIET_CLUSTER,
+                # Every folder Dask makes here (the workers' and the scheduler's) in the run's scratch folder.
+                "temporary-directory": str(course.scratch / "dask")}
     rows = []
-    with dask.config.set(settings), StopRequest() as stop:
-        cluster = None
-        if run.scheduler is None:
-            with stop.shielding():
-                # TLS with a key and certificates made for this run, held in memory: only this process and the
-                # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
-                # or read results, whatever it reaches.
-                cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
-                                       security=Security.temporary(),
-                                       dashboard_address=None, silence_logs=40)
-        try:
-            what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
-            out = next(iter(logs.values())).out
-            with Client(cluster if run.scheduler is None else run.scheduler) as client, \
-                    tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out,
-                         dynamic_ncols=True) as bar:
-                snapshots = {a: course.snapshot(a, run.timeout_s) for a in dict.fromkeys(t.assignment for t in tasks)}
-                for task, executed, what in Dispatch(client, snapshots, run.execute).outcomes(tasks, stop):
-                    log = logs[task.assignment]
-                    if what == "retrying":
-                        bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
-                    elif what == "stopped":
-                        rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
-                    else:
-                        rows.append(_record(course, log, task, executed, journal))
-                        bar.update(1)
-        finally:
-            if cluster is not None:
-                cluster.close()
+    what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
+    out = next(iter(logs.values())).out
+    with dask.config.set(settings), StopRequest() as stop, _client(course, run, stop) as client, \
+            tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out, dynamic_ncols=True) as bar:
+        snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s))
+                     for a in dict.fromkeys(t.assignment for t in tasks)}
+        for task, executed, what in Dispatch(client, snapshots, run.execute, run.timeout_s).outcomes(tasks, stop):
+            log = logs[task.assignment]
+            if what == "retrying":
+                bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
+            elif what == "stopped":
+                rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
+            elif what == "lost":  # its record, if it had one, stays as it was
+                rows.append(log.add(Row(task.student, "failed", note=executed.error)))
+            else:
+                rows.append(_record(course, log, task, executed, journal))
+                bar.update(1)
     return rows
 
 
-class Dispatch:
-    """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once."""
+@contextmanager
+def _client(course, run: Run, stop: "StopRequest"):
+    """A Dask client on the run's cluster: a local one started here (and closed after), or the one asked for.
 
-    def __init__(self, client, snapshots: dict[str, Snapshot], execute):
-        self.client, self.execute, self.snapshots = client, execute, snapshots
+    Raises:
+        ClassGradingError: no scheduler answers at the address given, or it has had no worker for NO_WORKERS_S.
+    """
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    cluster = None
+    if run.scheduler is None:
+        with stop.shielding():
+            # TLS with a key and certificates made for this run, held in memory: only this process and the
+            # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
+            # or read results, whatever it reaches. The workers' temporary files (the fork server's socket, say) go
+            # in the run's scratch folder too, which the next run removes if this one is killed.
+            cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
+                                   security=Security.temporary(), env={"TMPDIR": str(course.scratch / "dask")},
+                                   dashboard_address=None, silence_logs=40)
+    try:
+        try:
+            client = Client(cluster or run.scheduler, timeout=CONNECT_S)
+        except Exception as error:  # OSError, TimeoutError, ValueError for a malformed address
+            raise ClassGradingError(f"no Dask scheduler answers at {run.scheduler} within {CONNECT_S} s ({error}); "
+                                    "start one, or leave out --scheduler for a local cluster") from None
+        with client:
+            if isinstance(run.scheduler, str):
+                try:
+                    client.wait_for_workers(1, timeout=NO_WORKERS_S)
+                except TimeoutError:
+                    raise ClassGradingError(f"the Dask scheduler at {run.scheduler} has had no worker for "
+                                            f"{NO_WORKERS_S} s; start some (`dask worker {run.scheduler}`)") from None
+            yield client
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+class Dispatch:
+    """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once, each
+    given up on when it runs past its deadline, and all of them when the cluster is lost."""
+
+    def __init__(self, client, snapshots: dict[str, Snapshot], execute, deadline_s: float):
+        from distributed import as_completed
+
+        self.client, self.execute, self.snapshots, self.deadline_s = client, execute, snapshots, deadline_s
         self.scattered = {name: client.scatter(snapshot, broadcast=True) for name, snapshot in snapshots.items()}
         self.name, self.count = f"grade-{uuid.uuid4().hex[:8]}", 0
+        # Results are fetched in the background as tasks end: a worker that freezes while holding one must not
+        # block the run (future.result() would wait for it), only that task, which then runs past its deadline.
+        self.arrived = as_completed(with_results=True, raise_errors=False)
+        # Task key -> (when it was first seen running or ended, on which worker): the start of its deadline.
+        self.seen: dict[str, tuple[float, str]] = {}
+        self.watched, self.workerless_since = 0.0, None
 
     def submit(self, task: Task):
         if self.scattered[task.assignment].status != "finished":  # every worker holding it died: send it again
@@ -414,20 +504,36 @@ class Dispatch:
         others = [w for w in self.client.scheduler_info()["workers"] if w != task.avoid]
         where = {"workers": others, "allow_other_workers": True} if task.avoid and others else {}
         self.count += 1
-        return self.client.submit(self.execute, self.scattered[task.assignment], task, key=(self.name, self.count),
-                                  **where)
+        future = self.client.submit(guarded, self.execute, self.scattered[task.assignment], task,
+                                    key=f"{self.name}-{self.count}", **where)
+        self.arrived.add(future)
+        return future
 
     def outcomes(self, tasks: list[Task], stop: "StopRequest"):
-        """Yield (task, executed, what) as tasks end: what is "done", "retrying" (it is sent again) or "stopped"
-        (Ctrl-C came first; executed is None)."""
-        pending = {self.submit(task): task for task in tasks}
+        """Yield (task, executed, what) as tasks end: what is "done", "retrying" (it is sent again), "stopped"
+        (Ctrl-C came first; executed is None) or "lost" (the cluster is gone; executed.error says how)."""
+        pending = {}
+        try:
+            for task in tasks:
+                pending[self.submit(task)] = task
+        except Exception as error:  # the scheduler went away while the tasks were being sent
+            yield from self._lost(tasks[len(pending):], f"{type(error).__name__}: {error}")
         while pending:
             if stop.requested:
                 time.sleep(SETTLE_S)
-            done = [future for future in pending if future.done()]
-            for future in done:
+            lost, stalled = self.watch(pending)
+            if lost:
+                yield from self._lost(pending.values(), lost)
+                return
+            done = [(future, _result(result, pending[future])) for future, result in self.arrived.next_batch(block=False)
+                    if future in pending]  # a future given up on may still arrive: it is no longer ours
+            for future, worker in stalled:
+                future.cancel()
+                if worker:
+                    self._drop(worker)
+                done.append((future, _stalled(pending[future], worker, self.deadline_s)))
+            for future, executed in done:
                 task = pending.pop(future)
-                executed = _result(future, task)
                 if executed.error and stop.requested:  # most likely the interrupt itself
                     yield task, None, "stopped"
                 elif executed.error and task.attempt == 1:
@@ -443,6 +549,58 @@ class Dispatch:
         for future, task in pending.items():
             future.cancel()
             yield task, None, "stopped"
+
+    def watch(self, pending) -> tuple[str | None, list[tuple[object, str]]]:
+        """(why the cluster is lost, or None; [(future, worker)] of the tasks running past their deadline)."""
+        if self.client.status != "running":
+            return f"its scheduler stopped answering (client {self.client.status})", []
+        now = time.monotonic()
+        if now - self.watched < WATCH_S:
+            return None, []
+        self.watched = now
+        try:
+            processing = self.client.processing()
+        except Exception as error:  # the scheduler went away between the check above and this call
+            return f"its scheduler stopped answering ({type(error).__name__})", []
+        self.workerless_since = (self.workerless_since or now) if not processing else None
+        if self.workerless_since is not None and now - self.workerless_since > NO_WORKERS_S:
+            return f"no Dask worker for {NO_WORKERS_S} s", []
+        running = {key: worker for worker, keys in processing.items() for key in keys}
+        stalled = []
+        for future in pending:
+            if future.key in running or future.done():  # ended but its result not yet here counts as well
+                self.seen.setdefault(future.key, (now, running.get(future.key, "")))
+            since, worker = self.seen.get(future.key, (now, ""))
+            if now - since > self.deadline_s:
+                stalled.append((future, worker))
+        return None, stalled
+
+    def _drop(self, worker: str) -> None:
+        """Ask the scheduler to remove a worker that has gone silent, so that it is given no other task. Best
+        effort: a scheduler elsewhere may not be able to load this function (then its worker-ttl does it later)."""
+        try:
+            self.client.run_on_scheduler(_remove_worker, address=worker)
+        except Exception:  # the retry avoids that worker anyway
+            pass
+        # The snapshots were broadcast to that worker too; Dask may drop a key whose holder was removed, and with
+        # it every task that needs it, so the retries get fresh copies.
+        self.scattered = {name: self.client.scatter(snapshot, broadcast=True)
+                          for name, snapshot in self.snapshots.items()}
+
+    @staticmethod
+    def _lost(tasks, why: str):
+        for task in tasks:
+            yield task, Executed(task.student, {}, "", 0.0, "", f"not graded: the Dask cluster was lost ({why})"), "lost"
+
+
+async def _remove_worker(dask_scheduler, address: str) -> None:
+    await dask_scheduler.remove_worker(address, stimulus_id="class-run-stalled", close=True)
+
+
+def _stalled(task: Task, worker: str, deadline_s: float) -> Executed:
+    where = f"its Dask worker {worker}" if worker else "its Dask worker"
+    return Executed(task.student, {}, "", deadline_s, worker,
+                    f"no result within {deadline_s:g} s from {where} (frozen, or cut off); stopped")
 
 
 def _record(course, log, task: Task, executed: Executed, journal: Journal) -> Row:
@@ -469,28 +627,39 @@ def _record_or_forget(course, task: Task, executed: Executed) -> Row:
     else:
         row = Row(task.student, "failed", note=executed.error)
     course.forget(task.assignment, task.student)
+    try:
+        course.record_failure(task.assignment, task.student, row.note)
+    except Exception as error:  # the row still says why; the gradebook could not take it
+        row.note += f"; not in the gradebook either ({type(error).__name__}: {error})"[:300]
     return row
 
 
-def _result(future, task: Task) -> Executed:
-    """A task's Executed; a task that raised (its worker died, say) becomes an Executed with the reason."""
-    try:
-        return future.result()
-    except Exception as error:  # KilledWorker, CommClosedError, a bug in the task: all recorded, never fatal
-        worker = getattr(error, "last_worker", None)
-        return Executed(task.student, {}, "", 0.0, getattr(worker, "address", "") or "",
-                        f"its Dask worker failed ({type(error).__name__}: {str(error)[:300]})")
+def _result(result, task: Task) -> Executed:
+    """A task's Executed from what as_completed handed back: the Executed itself, or what ended the task (its
+    worker died, it was cancelled, a bug in the task) as an Executed with the reason."""
+    if isinstance(result, Executed):
+        return result
+    error = result[1] if isinstance(result, tuple) else result  # a task's error comes as (type, exception, traceback)
+    worker = getattr(error, "last_worker", None)
+    return Executed(task.student, {}, "", 0.0, getattr(worker, "address", "") or "",
+                    f"its Dask worker failed ({type(error).__name__}: {str(error)[:300]})")
 
 
 class RunLog:
-    """The per-submission log: a line on the terminal, a row in autograde-logs/<assignment>.tsv, nbgrader's log."""
+    """The per-submission log: a line on the terminal, a row in autograde-logs/<assignment>.tsv, nbgrader's log.
 
-    def __init__(self, root: Path, assignment: str, out):
+    The table's first column is the run's id, so the lines of one run can be told from those of the runs before."""
+
+    HEADER = ["run", "time", "student", "status", "score", "max_score", "seconds", "note"]
+
+    def __init__(self, root: Path, assignment: str, out, run_id: str):
         self.folder = root / LOGS / assignment
         self.folder.mkdir(parents=True, exist_ok=True)
         self.table = root / LOGS / f"{assignment}.tsv"
-        self.out, self.assignment = out, assignment
+        self.out, self.assignment, self.run_id = out, assignment, run_id
         self.started = time.monotonic()
+        if self.table.exists() and self.table.open().readline().rstrip("\n").split("\t") != self.HEADER:
+            self.table.rename(self.table.with_suffix(".old.tsv"))  # an earlier release's columns: kept aside
 
     def add(self, row: Row, nbgrader_log: str = "") -> Row:
         from tqdm.auto import tqdm
@@ -501,8 +670,8 @@ class RunLog:
         with open(self.table, "a", newline="") as table:
             writer = csv.writer(table, delimiter="\t")
             if new:
-                writer.writerow(["time", "student", "status", "score", "max_score", "seconds", "note"])
-            writer.writerow([datetime.now().isoformat(timespec="seconds"), row.student, row.status,
+                writer.writerow(self.HEADER)
+            writer.writerow([self.run_id, datetime.now().isoformat(timespec="seconds"), row.student, row.status,
                              "" if row.score is None else row.score, "" if row.max_score is None else row.max_score,
                              f"{row.seconds:.1f}", row.note])
         if nbgrader_log:
@@ -514,6 +683,6 @@ class RunLog:
         counts = {status: sum(r.status == status for r in rows) for status in statuses}
         said = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
         print(f"{self.assignment}: {said or 'no submissions'} in {time.monotonic() - self.started:.0f} s. "
-              f"Log: {self.table}", file=self.out)
+              f"Log: {self.table} (run {self.run_id})", file=self.out)
         if counts["stopped"]:
             print("Run the same command again to grade the rest.", file=self.out)

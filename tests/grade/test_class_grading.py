@@ -20,6 +20,7 @@ from autograder.tools.bench_grading import differences, gradebook_cells, synthet
 from autograder.grade.class_run import ClassGradingError, grade_class
 from autograder.grade.on_dask_worker import execute_submission
 from autograder.grade.submission import Executed, Task
+from autograder.contract import COURSE_ID
 from autograder.course import SCRATCH_COURSE_CONFIG
 from test_cpu import cpu_measurable
 from conftest import REPO, SECRET, within
@@ -159,6 +160,7 @@ def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     with pytest.raises(ClassGradingError, match="nbgrader generate_assignment 02_scalar_engine"):
         grade_class(course, "02_scalar_engine", scheduler=threads)
     assert set(Path(tempfile.gettempdir()).glob("class-grading-*")) == scratch  # nothing left behind
+    assert not (course / class_run.LOGS / class_run.SCRATCH).exists()
     done = subprocess.run([sys.executable, "-m", "autograder", "autograde", "02_scalar_engine", "--course", str(course)],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "cannot grade:" in done.stderr and "Traceback" not in done.stderr
@@ -264,6 +266,115 @@ def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clea
     assert all("Traceback" not in text for text in said)
 
 
+def isolated(*command, timeout: float = 600, **options) -> subprocess.CompletedProcess:
+    """Run a command in a network namespace of its own with its loopback up: the ports it opens or tries are its own."""
+    return subprocess.run(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "isolated",
+                           *map(str, command)], capture_output=True, text=True, timeout=timeout, **options)
+
+
+def faulty_run(mode: str, course: Path, executed, tmp_path: Path, timeout_s: float) -> dict:
+    """tests/grade/faulty_workers.py in ``mode``, with a temporary folder of its own (tmp_path/tmp); its report."""
+    (tmp_path / "executed.pkl").write_bytes(pickle.dumps(executed))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "tmp").mkdir()
+    done = isolated(sys.executable, Path(__file__).with_name("faulty_workers.py"), mode, course,
+                    tmp_path / "executed.pkl", tmp_path / "out", timeout_s, env={**os.environ, "TMPDIR": tmp_path / "tmp"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((tmp_path / "out" / "report.json").read_text())
+
+
+def gradebook_export(course: Path) -> dict[str, str]:
+    """Student -> score, as ``nbgrader export`` writes them."""
+    import csv
+
+    nbgrader(course, "export")
+    with open(course / "grades.csv") as table:
+        return {line["student_id"]: line["score"] for line in csv.DictReader(table)}
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel; a local cluster of processes
+def test_a_frozen_worker_an_unpicklable_error_a_hidden_folder_and_a_broken_notebook_each_end_with_a_row(template,
+                                                                                                     tmp_path):
+    """One run on the run's own local cluster: a worker stopped by SIGSTOP is given up on at the deadline and its
+    submission graded elsewhere; an exception Dask cannot send back fails its submission instead of hanging the run;
+    a student folder whose name starts with a dot is graded; an unreadable notebook scores 0 in the gradebook."""
+    course, executed = class_of(template, tmp_path, ["ann", "frozen", "does-not-pickle", ".hidden"])
+    submit(course, {"broken": b"{ not json"})
+    try:
+        report = faulty_run("local", course, executed, tmp_path, timeout_s=25)
+    finally:
+        frozen = tmp_path / "out" / "frozen.pid"
+        if frozen.exists():  # the helper's cluster should have ended it already
+            subprocess.run(["kill", "-KILL", frozen.read_text()], capture_output=True)
+    rows, said = report["rows"], report["said"]
+    assert rows["ann"][:2] == rows[".hidden"][:2] == ["graded", 10.0], rows
+    assert rows["frozen"][0] == "graded" and rows["frozen"][3] == 2, rows["frozen"]
+    assert re.search(r"frozen: no result within 25 s from its Dask worker tls://\S+ \(frozen, or cut off\)", said), said
+    assert rows["does-not-pickle"][0] == "failed" and rows["does-not-pickle"][3] == 2, rows["does-not-pickle"]
+    # its second attempt may meet the frozen worker before the deadline gives up on it: the first reason is printed
+    assert "grading raised DoesNotPickle: raised while removing the scratch folder" in said, said
+    assert rows["broken"][0] == "failed" and "not a readable notebook" in rows["broken"][2], rows["broken"]
+    assert report["seconds"] < 150, report["seconds"]  # about 10 s to start, the 25 s deadline, the rest quick
+    assert gradebook_export(course) == {"ann": "10.0", ".hidden": "10.0", "frozen": "10.0", "does-not-pickle": "0.0",
+                                        "broken": "0.0"}
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gradebook:
+        comments = [c.auto_comment for n in gradebook.find_submission(NB, "broken").notebooks for c in n.comments]
+    assert comments[0].startswith("Not graded: 01_nudging.ipynb is not a readable notebook"), comments
+    table = (course / class_run.LOGS / f"{NB}.tsv").read_text().splitlines()
+    assert table[0].split("\t")[0] == "run" and len({line.split("\t")[0] for line in table[1:]}) == 1
+    assert sorted(line.split("\t")[2] for line in table[1:]) == sorted(rows)
+    assert not list((tmp_path / "tmp").iterdir()), "temporary files left behind"
+    assert not (course / class_run.LOGS / class_run.SCRATCH).exists()
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel; a scheduler and a worker of processes
+def test_a_run_whose_cluster_goes_away_ends_with_a_line_for_every_submission_and_its_log(template, tmp_path):
+    course, executed = class_of(template, tmp_path, ["ann", "bob-ends-cluster", "cat", "dan"])
+    report = faulty_run("lost", course, executed, tmp_path, timeout_s=120)
+    assert "has had no worker for 3 s" in report["refused"] and report["refused after"] < 20, report
+    rows = report["rows"]
+    assert rows["ann"][:2] == ["graded", 10.0], rows
+    for student in ("bob-ends-cluster", "cat", "dan"):
+        assert rows[student][0] == "failed" and "the Dask cluster was lost" in rows[student][2], rows[student]
+    assert "1 graded, 3 failed" in report["said"] and report["seconds"] < 120, report
+    table = (course / class_run.LOGS / f"{NB}.tsv").read_text()
+    assert all(f"\t{student}\t" in table for student in rows)
+
+
+@pytest.mark.slow  # each case starts the command, which imports nbgrader
+def test_every_run_that_cannot_start_exits_2_within_seconds_with_one_reason(template, tmp_path):
+    import sqlite3
+
+    from autograder.grade.journal import CourseLock
+
+    course, _ = class_of(template, tmp_path, ["ann"])
+    gradebook = course / "gradebook.db"
+
+    def refused(*args) -> str:
+        started = time.monotonic()
+        done = isolated(sys.executable, "-m", "autograder", "autograde", NB, "--course", course, *args, timeout=120)
+        reasons = [line for line in done.stderr.splitlines() if line.startswith("cannot grade: ")]
+        assert done.returncode == 2 and len(reasons) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert time.monotonic() - started < 40, done.stderr  # the import of nbgrader, and at most 10 s of waiting
+        return reasons[0]
+
+    assert "no Dask scheduler answers at tcp://127.0.0.1:8786" in refused("--scheduler", "tcp://127.0.0.1:8786")
+    assert "--workers must be 1 or more, not -1" in refused("--workers", "-1")
+    with CourseLock(course / class_run.LOGS / class_run.LOCK):
+        assert f"another class run is grading this course (pid {os.getpid()}" in refused()
+    writer = sqlite3.connect(gradebook, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        assert "database is locked" in refused()
+    finally:
+        writer.close()
+    shutil.copy(gradebook, tmp_path / "good.db")
+    gradebook.write_bytes(b"not an SQLite file " * 100)
+    assert "file is not a database" in refused()
+
+
 def test_widgets_wait_for_nobody_while_nbgrader_runs_the_notebook(monkeypatch, capsys):
     """A learner's own call of a widget (the course's cells are skipped by tag) shows a line instead of waiting."""
     from labtools import h_explorer
@@ -302,14 +413,14 @@ def test_the_local_cluster_talks_tls_and_refuses_a_client_without_its_credential
     seen = {}
     original = class_run.Dispatch.__init__
 
-    def watched(self, client, snapshots, execute):
+    def watched(self, client, snapshots, execute, deadline_s):
         seen["address"] = client.scheduler.address
         try:
             with Client(seen["address"], timeout=5):
                 seen["stranger"] = "connected"
         except Exception as refused:  # a TLS handshake refused, or a timeout
             seen["stranger"] = type(refused).__name__
-        original(self, client, snapshots, execute)
+        original(self, client, snapshots, execute, deadline_s)
 
     monkeypatch.setattr(class_run.Dispatch, "__init__", watched)
     fake = FakeWorkers(executed, tmp_path / "attempts", fail={})
