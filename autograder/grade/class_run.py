@@ -411,7 +411,8 @@ def worker_timeout(timeout_s: float) -> float:
 
 def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, journal: Journal) -> list[Row]:
     import dask
-    from tqdm.auto import tqdm
+    import distributed  # noqa: F401 -- before dask.config.set: it loads distributed's defaults, which set's exit
+    from tqdm.auto import tqdm  # would otherwise delete along with the values it restores
 
     # Our own retry (once, fresh process, other worker) replaces Dask's, so a task that kills its worker is not
     # re-run behind our back (a scheduler started elsewhere needs the same setting: see the README); the scheduler

@@ -244,17 +244,20 @@ def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clea
     """SIGKILL at each of up to 24 points spread over the recording window (every file written or removed and every
     gradebook write, tests/grade/kill_recording.py); a rerun must end where a run never killed ends, cell by cell."""
     course, executed = class_of(template, tmp_path, ["ann", "bob"])
-    for student in ("ann", "bob"):  # nbgrader stores the submission's time: the same in every copy
+    submit(course, {"broken": b"{ not json"})  # its record, a failure scoring 0, is written first
+    for student in ("ann", "bob", "broken"):  # nbgrader stores the submission's time: the same in every copy
         (course / "submitted" / student / NB / "timestamp.txt").write_text("2026-11-30 09:15:00.000000 UTC")
     (tmp_path / "executed.pkl").write_bytes(pickle.dumps(executed))
     (tmp_path / "runs").mkdir()
+    (tmp_path / "tmp").mkdir()
     done = subprocess.run(["unshare", "--net", sys.executable, str(Path(__file__).with_name("kill_recording.py")),
                            str(course), str(tmp_path / "executed.pkl"), str(tmp_path / "runs"), "24"],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": tmp_path / "tmp"})
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "runs" / "report.json").read_text())
     clean = report.pop("None")
     assert clean["first"] > 20 and len(clean["notebooks"]) == 2, clean  # a window with many points, two records
+    assert '["broken", "", "", "submission"]' in clean["cells"]  # the failed one has its row too
     assert {value[0] for key, value in clean["cells"].items() if "grade" in key} >= {"2.0"}, clean["cells"]
     assert len(report) == min(24, clean["first"]) and all(run["first"] == -signal.SIGKILL for run in report.values())
     for point, run in report.items():
@@ -264,6 +267,7 @@ def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clea
     said = [run["rerun said"] for run in report.values()]
     assert sum("repaired: " in text for text in said) >= len(said) // 2, said  # most points fall inside a record
     assert all("Traceback" not in text for text in said)
+    assert not list((tmp_path / "tmp").iterdir()), "temporary files left behind by killed runs"
 
 
 def isolated(*command, timeout: float = 600, **options) -> subprocess.CompletedProcess:
