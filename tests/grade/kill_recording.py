@@ -82,11 +82,14 @@ class Points:
 
 def grade(course: Path, executed, kill_at: int | None, said: Path) -> int:
     """In a child process: grade ``course``, killed at point ``kill_at`` (None: never); the points counted."""
+    import dask
     from distributed import LocalCluster
 
     points = Points(kill_at)
     points.install()
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+    # The cluster is this script's, not the run's: its folders are kept out of the temporary folder the test checks.
+    with dask.config.set({"temporary-directory": str(said.parent / "dask")}), \
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             open(said, "w") as out:
         class_run.grade_class(course, NB, scheduler=cluster.scheduler_address, execute=Replay(executed), out=out)
     return points.count
