@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -154,13 +153,11 @@ def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(templa
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     course, executed = class_of(template, tmp_path, ["ann"])
-    scratch = set(Path(tempfile.gettempdir()).glob("class-grading-*"))
     with pytest.raises(ClassGradingError, match="no submission of 01_nudging for zed"):
         grade_class(course, NB, scheduler=threads, students=["zed"])
     with pytest.raises(ClassGradingError, match="nbgrader generate_assignment 02_scalar_engine"):
         grade_class(course, "02_scalar_engine", scheduler=threads)
-    assert set(Path(tempfile.gettempdir()).glob("class-grading-*")) == scratch  # nothing left behind
-    assert not (course / class_run.LOGS / class_run.SCRATCH).exists()
+    assert not (course / class_run.LOGS / class_run.SCRATCH).exists()  # nothing left behind
     done = subprocess.run([sys.executable, "-m", "autograder", "autograde", "02_scalar_engine", "--course", str(course)],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "cannot grade:" in done.stderr and "Traceback" not in done.stderr
