@@ -26,6 +26,7 @@ import shutil
 import signal
 import sqlite3
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -48,6 +49,7 @@ STOPPED = "not graded: the run was stopped"
 # and the run's own state: the lock, the journal of records being written, the scratch folder of the running run.
 LOGS = "autograde-logs"
 LOCK, JOURNAL, SCRATCH = ".lock", ".recording", ".scratch"
+TEMPORARY, TEMPORARY_PREFIX = "temporary-folder", "class-run-"  # a local cluster's folder, and what its file says
 
 
 class ClassGradingError(Exception):
@@ -156,7 +158,6 @@ class Course:
         with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
             submission = gradebook.find_submission(assignment, executed.student)
             return Row(executed.student, "graded", submission.score, submission.max_score)
-
 
     def record_failure(self, assignment: str, student: str, reason: str) -> None:
         """A submission that could not be graded, in the gradebook: 0 on every graded cell, ``reason`` as the
@@ -309,13 +310,13 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         raise ClassGradingError(str(busy)) from None
     try:
         # Under the lock, every scratch folder there is a dead run's (killed before it could remove its own).
-        shutil.rmtree(logs / SCRATCH, ignore_errors=True)
+        remove_scratch(logs / SCRATCH)
         course = Course.open(root, logs / SCRATCH / uuid.uuid4().hex[:8])
         course.scratch.mkdir(parents=True)
         try:
             return _grade(course, names, run)
         finally:
-            shutil.rmtree(logs / SCRATCH, ignore_errors=True)
+            remove_scratch(logs / SCRATCH)
     finally:
         lock.__exit__()
 
@@ -419,9 +420,7 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
     # hands a worker one task at a time, so a worker that dies takes only its own task with it. Workers must not be
     # daemons: a grading process is their child.
     settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
-                "distributed.worker.daemon": False, "distributed.scheduler.worker-ttl": WORKER_TTL, **QUIET_CLUSTER,
-                # Every folder Dask makes here (the workers' and the scheduler's) in the run's scratch folder.
-                "temporary-directory": str(course.scratch / "dask")}
+                "distributed.worker.daemon": False, "distributed.scheduler.worker-ttl": WORKER_TTL, **QUIET_CLUSTER}
     rows = []
     what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
     out = next(iter(logs.values())).out
@@ -450,18 +449,23 @@ def _client(course, run: Run, stop: "StopRequest"):
     Raises:
         ClassGradingError: no scheduler answers at the address given, or it has had no worker for NO_WORKERS_S.
     """
+    import dask
     from distributed import Client, LocalCluster
     from distributed.security import Security
 
-    cluster = None
+    cluster, temporary = None, None
     if run.scheduler is None:
-        with stop.shielding():
+        # Every temporary file of the cluster (Dask's folders, the workers' scratch courses, the fork servers' and
+        # kernels' sockets) in one folder of the run's, named in its scratch folder so that the next run removes it
+        # if this one is killed. In the temporary folder, not in the course: a socket's path has at most 107 bytes.
+        temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY_PREFIX))
+        (course.scratch / TEMPORARY).write_text(str(temporary))
+        with stop.shielding(), dask.config.set({"temporary-directory": str(temporary)}):
             # TLS with a key and certificates made for this run, held in memory: only this process and the
             # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
-            # or read results, whatever it reaches. The workers' temporary files (the fork server's socket, say) go
-            # in the run's scratch folder too, which the next run removes if this one is killed.
+            # or read results, whatever it reaches.
             cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
-                                   security=Security.temporary(), env={"TMPDIR": str(course.scratch / "dask")},
+                                   security=Security.temporary(), env={"TMPDIR": str(temporary)},
                                    dashboard_address=None, silence_logs=40)
     try:
         try:
@@ -480,6 +484,17 @@ def _client(course, run: Run, stop: "StopRequest"):
     finally:
         if cluster is not None:
             cluster.close()
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def remove_scratch(folder: Path) -> None:
+    """Remove the scratch folders under ``folder`` and the temporary folders they name (only folders this command
+    makes: a name that was tampered with removes nothing else)."""
+    for named in folder.glob(f"*/{TEMPORARY}"):
+        temporary = Path(named.read_text().strip())
+        if temporary.name.startswith(TEMPORARY_PREFIX) and temporary.parent == Path(tempfile.gettempdir()):
+            shutil.rmtree(temporary, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 class Dispatch:
@@ -526,8 +541,7 @@ class Dispatch:
             if lost:
                 yield from self._lost(pending.values(), lost)
                 return
-            done = [(future, _result(result, pending[future])) for future, result in self.arrived.next_batch(block=False)
-                    if future in pending]  # a future given up on may still arrive: it is no longer ours
+            done = self._arrivals(pending, settle=stop.requested)
             for future, worker in stalled:
                 future.cancel()
                 if worker:
@@ -550,6 +564,16 @@ class Dispatch:
         for future, task in pending.items():
             future.cancel()
             yield task, None, "stopped"
+
+    def _arrivals(self, pending, settle: bool) -> list[tuple[object, Executed]]:
+        """(future, Executed) of the tasks whose results have arrived. With ``settle`` (after Ctrl-C), first waits
+        a little for the results of tasks that have ended already, so that they are recorded, not stopped."""
+        arrived = [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]  # a task given up on
+        give_up = time.monotonic() + 5 * SETTLE_S                                          # may arrive still
+        while settle and {f for f in pending if f.done()} - {f for f, _ in arrived} and time.monotonic() < give_up:
+            time.sleep(POLL_S)
+            arrived += [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]
+        return [(future, _result(result, pending[future])) for future, result in arrived]
 
     def watch(self, pending) -> tuple[str | None, list[tuple[object, str]]]:
         """(why the cluster is lost, or None; [(future, worker)] of the tasks running past their deadline)."""

@@ -33,8 +33,8 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
     """
     started = time.monotonic()
     worker = _worker_address()
-    # In the worker's own folder, which Dask removes with the worker, even one killed mid-task (on its next start).
-    with tempfile.TemporaryDirectory(prefix=f"grade-{snapshot.assignment}-", dir=_worker_folder()) as scratch:
+    # In the temporary folder, whose path must stay short: the kernel's sockets live below it (at most 107 bytes).
+    with tempfile.TemporaryDirectory(prefix=f"grade-{snapshot.assignment}-") as scratch:
         root = Path(scratch)
         _write_tree(root / "source" / snapshot.assignment, snapshot.source)
         _write_tree(root / "submitted" / task.student / snapshot.assignment, task.files)
@@ -121,14 +121,6 @@ def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
-
-
-def _worker_folder() -> str | None:
-    try:
-        from distributed import get_worker
-        return get_worker().local_directory
-    except ValueError:  # called outside a worker (tests): the usual temporary folder
-        return None
 
 
 def _worker_address() -> str:
