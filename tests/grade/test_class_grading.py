@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -374,6 +375,19 @@ def test_every_run_that_cannot_start_exits_2_within_seconds_with_one_reason(temp
     shutil.copy(gradebook, tmp_path / "good.db")
     gradebook.write_bytes(b"not an SQLite file " * 100)
     assert "file is not a database" in refused()
+
+
+def test_a_killed_runs_scratch_goes_with_the_temporary_folder_it_names_and_nothing_else(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    ours, stranger = tmp_path / "tmp" / f"{class_run.TEMPORARY_PREFIX}abc", tmp_path / "tmp" / "someone-elses"
+    for folder in (ours, stranger):
+        (folder / "inside").mkdir(parents=True)
+    scratch = tmp_path / class_run.SCRATCH
+    for run, named in (("run1", ours), ("run2", stranger)):
+        (scratch / run).mkdir(parents=True)
+        (scratch / run / class_run.TEMPORARY).write_text(str(named))
+    class_run.remove_scratch(scratch)
+    assert not scratch.exists() and not ours.exists() and (stranger / "inside").is_dir()
 
 
 def test_widgets_wait_for_nobody_while_nbgrader_runs_the_notebook(monkeypatch, capsys):
