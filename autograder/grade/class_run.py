@@ -568,8 +568,9 @@ class Dispatch:
     def _arrivals(self, pending, settle: bool) -> list[tuple[object, Executed]]:
         """(future, Executed) of the tasks whose results have arrived. With ``settle`` (after Ctrl-C), first waits
         a little for the results of tasks that have ended already, so that they are recorded, not stopped."""
-        arrived = [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]  # a task given up on
-        give_up = time.monotonic() + 5 * SETTLE_S                                          # may arrive still
+        # Only pending futures: one given up on (past its deadline) may still arrive, and is no longer ours.
+        arrived = [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]
+        give_up = time.monotonic() + 5 * SETTLE_S
         while settle and {f for f in pending if f.done()} - {f for f, _ in arrived} and time.monotonic() < give_up:
             time.sleep(POLL_S)
             arrived += [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]
