@@ -3,7 +3,8 @@
 Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded (reason on stderr, and
 with ``--json`` in the printed object's "error", its scores null).
 Exit codes of ``autograde``: 0 every submission graded (or already graded), 1 some failed (each with its reason in
-the log), 2 the run cannot start (reason on stderr), 130 stopped with Ctrl-C (a re-run resumes).
+the log) or the cluster was lost, 2 the run cannot start (one reason on stderr), 130 stopped with Ctrl-C (a re-run
+resumes).
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     autograde.add_argument("--force", action="store_true", help="grade again what is already graded")
     autograde.add_argument("--workers", type=int, metavar="N", help="local Dask workers (default: one per core)")
     autograde.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler, e.g. tcp://host:8786")
-    autograde.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit for one submission "
-                           "(default: 1800)")
+    autograde.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit for one submission, "
+                           "a frozen worker's included (default: 1800)")
     autograde.add_argument("--without-sandbox", action="store_true", help="grade even where bubblewrap cannot "
                            "sandbox learner code (it could then read the course folder); refused otherwise")
     for command, what in (("release", "regenerate notebooks/ from source/"),

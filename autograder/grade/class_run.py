@@ -14,7 +14,8 @@ autograder.course.configure):
 
 A task that fails (the grading process crashed, ran past its time or memory, or its Dask worker died) is retried once
 in a fresh process, on another worker when there is one; a second failure is recorded with its reason. Ctrl-C
-stops between submissions; what was recorded stays, and a re-run skips it.
+stops between submissions; what was recorded stays, and a re-run skips it. Each record is journaled
+(autograder.grade.journal): one killed halfway is removed by the next run and graded again, never trusted.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -38,13 +39,17 @@ import nbformat
 
 from autograder.course import configure, quiet_nbgrader, set_stage
 from autograder.course.preprocessors import copied_cells
-from autograder.grade.on_dask_worker import execute_submission
+from autograder.grade.journal import CourseBusyError, CourseLock, Journal
+from autograder.grade.on_dask_worker import execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
                                          nbgrader_reason, read_tree)
 
 STOPPED = "not graded: the run was stopped"
-# Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's).
+# Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's),
+# and the run's own state: the lock, the journal of records being written, the scratch folder of the running run.
 LOGS = "autograde-logs"
+LOCK, JOURNAL, SCRATCH = ".lock", ".recording", ".scratch"
+TEMPORARY, TEMPORARY_PREFIX = "temporary-folder", "class-run-"  # a local cluster's folder, and what its file says
 
 
 class ClassGradingError(Exception):
@@ -60,34 +65,40 @@ class Course:
     root: Path
     config: object
     db_url: str
-    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="class-grading-")))
+    scratch: Path           # this run's own files (the gradebook snapshot, the executed notebooks); removed after
 
     @classmethod
-    def open(cls, root: Path) -> "Course":
+    def open(cls, root: Path, scratch: Path) -> "Course":
         from nbgrader.coursedir import CourseDirectory
 
         root = Path(root).resolve()
         config = course_config(root, "record")
-        course = cls(root, config, CourseDirectory(config=config).db_url)
+        course = cls(root, config, CourseDirectory(config=config).db_url, scratch)
         config.ReplayExecution.directory = str(course.scratch / "executed")
         return course
 
     def submitted(self, assignment: str) -> dict[str, Path]:
         """Student id -> submission folder, for every ``submitted/<student>/<assignment>/``."""
-        return {p.parent.name: p for p in sorted((self.root / "submitted").glob(f"*/{assignment}"))
-                if p.is_dir() and not p.parent.name.startswith(".")}
+        # Every folder, a hidden one too (glob's "*" skips names starting with a dot): each gets a row.
+        found = sorted(folder / assignment for folder in (self.root / "submitted").iterdir()) \
+            if (self.root / "submitted").is_dir() else []
+        return {p.parent.name: p for p in found if p.is_dir() or p.is_symlink()}
 
     def check_assignment(self, assignment: str) -> None:
         from nbgrader.api import Gradebook, MissingEntry
 
         if not self.db_url.startswith("sqlite:///"):
             raise ClassGradingError(f"class grading snapshots an SQLite gradebook; this course uses {self.db_url}")
-        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
-            try:
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
                 gradebook.find_assignment(assignment)
-            except MissingEntry:
-                raise ClassGradingError(f"{assignment} is not in the gradebook: run `nbgrader generate_assignment "
-                                        f"{assignment}` in {self.root} first") from None
+        except MissingEntry:
+            raise ClassGradingError(f"{assignment} is not in the gradebook: run `nbgrader generate_assignment "
+                                    f"{assignment}` in {self.root} first") from None
+        except DBAPIError as error:  # sqlite3's own error, wrapped: "database is locked", "file is not a database"
+            raise ClassGradingError(unusable_gradebook(self.db_url, error.orig)) from None
 
     def already_graded(self, assignment: str, student: str) -> bool:
         """nbgrader's own rule: an autograded copy of each of the assignment's notebooks exists and the submission is
@@ -115,8 +126,11 @@ class Course:
     def snapshot(self, assignment: str, timeout_s: float) -> Snapshot:
         """The gradebook (a consistent SQLite copy) and the assignment's source folder."""
         copy = self.scratch / "gradebook-snapshot.db"
-        with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
-            live.backup(target)
+        try:
+            with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
+                live.backup(target)
+        except sqlite3.Error as error:
+            raise ClassGradingError(unusable_gradebook(self.db_url, error)) from None
         source = self.root / self.config.CourseDirectory.source_directory / assignment
         try:  # the course's own folder, but it travels as a submission does
             files = read_tree(source, self.ignored)
@@ -145,10 +159,46 @@ class Course:
             submission = gradebook.find_submission(assignment, executed.student)
             return Row(executed.student, "graded", submission.score, submission.max_score)
 
+    def record_failure(self, assignment: str, student: str, reason: str) -> None:
+        """A submission that could not be graded, in the gradebook: 0 on every graded cell, ``reason`` as the
+        comment of each notebook's first commented cell, so that ``nbgrader export`` and Formgrader show it. No
+        autograded copy: the next run grades it again."""
+        from nbgrader.api import Gradebook
+
+        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
+            gradebook.update_or_create_student(student)
+            submission = gradebook.update_or_create_submission(assignment, student)
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    grade.auto_score, grade.needs_manual_grade = 0.0, False
+                for comment in notebook.comments[:1]:
+                    comment.auto_comment = f"Not graded: {reason}"
+            gradebook.db.commit()
+
+    def autograded(self, assignment: str, student: str) -> Path:
+        return self.root / "autograded" / student / assignment
 
     def forget(self, assignment: str, student: str) -> None:
-        """Remove a failed submission's autograded copy, as nbgrader does, so that the next run grades it again."""
-        shutil.rmtree(self.root / "autograded" / student / assignment, ignore_errors=True)
+        """Remove whatever is recorded of a submission (its autograded copy, its gradebook entry), so that the next
+        run grades it again; nothing when there is none."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        shutil.rmtree(self.autograded(assignment, student), ignore_errors=True)
+        with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
+            try:
+                gradebook.remove_submission(assignment, student)
+            except MissingEntry:
+                pass
+
+
+def unusable_gradebook(db_url: str, error: Exception) -> str:
+    """What to tell the instructor about a gradebook SQLite refuses to read."""
+    said = str(error)
+    if "locked" in said:
+        advice = "another program is writing it (nbgrader, Formgrader, an SQLite shell): let it finish or close it"
+    else:
+        advice = "restore it from a backup, or move it away and run `nbgrader generate_assignment` to start a new one"
+    return f"the gradebook {db_url[len('sqlite:///'):]} cannot be read ({said}): {advice}"
 
 
 def course_config(root: Path, stage: str):
@@ -247,13 +297,28 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         ClassGradingError: the run cannot start; the message says what to do.
     """
     names = [assignments] if isinstance(assignments, str) else list(assignments)
+    if workers is not None and workers < 1:
+        raise ClassGradingError(f"--workers must be 1 or more, not {workers}")
+    if timeout_s <= 0:
+        raise ClassGradingError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
     run = Run(list(students), force, workers, scheduler, timeout_s, execute, out or sys.stderr)
     quiet_nbgrader()
-    course = Course.open(root)
+    logs = Path(root).resolve() / LOGS
     try:
-        return _grade(course, names, run)
+        lock = CourseLock(logs / LOCK).__enter__()
+    except CourseBusyError as busy:
+        raise ClassGradingError(str(busy)) from None
+    try:
+        # Under the lock, every scratch folder there is a dead run's (killed before it could remove its own).
+        remove_scratch(logs / SCRATCH)
+        course = Course.open(root, logs / SCRATCH / uuid.uuid4().hex[:8])
+        course.scratch.mkdir(parents=True)
+        try:
+            return _grade(course, names, run)
+        finally:
+            remove_scratch(logs / SCRATCH)
     finally:
-        shutil.rmtree(course.scratch, ignore_errors=True)
+        lock.__exit__()
 
 
 @dataclass(frozen=True)
@@ -277,28 +342,60 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
     if unknown:
         raise ClassGradingError(f"no submission of {' or '.join(names)} for {', '.join(unknown)} under "
                                 f"{course.root / 'submitted'}")
-    logs = {assignment: RunLog(course.root, assignment, run.out) for assignment in names}
+    journal = Journal(course.root / LOGS / JOURNAL)
+    repaired = repair(course, journal, run.out)
+    run_id = f"{datetime.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:4]}"
+    logs = {assignment: RunLog(course.root, assignment, run.out, run_id) for assignment in names}
     rows, tasks = [], []
     for assignment, submitted in found.items():
         for student in [s for s in run.students if s in submitted] if run.students else list(submitted):
             # Before already_graded, which reads the submission's timestamp.txt: nothing reads a submission unchecked.
             files, note = preflight(submitted[student], course.ignored)
-            if files is None:
-                rows.append(logs[assignment].add(Row(student, "failed", note=note)))
+            if files is None:  # never sent: recorded as failed at once
+                refused = Executed(student, {}, "", 0.0, "", note)
+                rows.append(_record(course, logs[assignment], Task(student, {}, assignment=assignment, attempt=0),
+                                    refused, journal))
             elif not run.force and course.already_graded(assignment, student):
                 skipped = Row(student, "skipped", note="already graded (--force grades it again)")
                 rows.append(logs[assignment].add(skipped))
             else:
+                if (assignment, student) in repaired:
+                    note = "; ".join(n for n in (REPAIRED, note) if n)
                 tasks.append(Task(student, files, note, assignment=assignment))
     if tasks:
-        rows += _run_tasks(course, tasks, logs, run)
+        rows += _run_tasks(course, tasks, logs, run, journal)
     for assignment, log in logs.items():
         log.summary([row for row in rows if row.assignment == assignment])
     return rows
 
 
+REPAIRED = "its record was cut short by an earlier run's end and has been removed"
+
+
+def repair(course, journal: Journal, out) -> set[tuple[str, str]]:
+    """Remove every half record the journal names (an earlier run was killed while writing it); say so.
+
+    Returns the (assignment, student) pairs repaired. Their submissions are no longer graded, so this run grades
+    them (a run restricted to other students leaves them for the next).
+    """
+    repaired = set()
+    for assignment, student in journal.unfinished():
+        course.forget(assignment, student)
+        journal.done(assignment, student)
+        print(f"repaired: {student}'s record of {assignment} was half written when an earlier run ended; removed, to "
+              "be graded again", file=out)
+        repaired.add((assignment, student))
+    return repaired
+
+
 POLL_S = 0.2      # how often the run looks for finished tasks
+WATCH_S = 2.0     # how often it asks the scheduler what each worker is doing
 SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
+CONNECT_S = 10    # a scheduler that does not answer within this cannot be used
+NO_WORKERS_S = 30  # a scheduler with no worker for this long: the run cannot start, or has lost its cluster
+# A local cluster's scheduler removes a worker whose heartbeats (every 0.5 s, from the worker's event loop, whatever
+# its task is doing) stop for this long: a frozen worker (SIGSTOP, a hung node) is noticed in a minute, not five.
+WORKER_TTL = "60s"
 # A local cluster's housekeeping, for dashboards this run does not show: the workers' profiler samples every 10 ms,
 # the event loops tick every 20 ms, the nannies read memory every 100 ms, the scheduler looks for work to steal every
 # 100 ms (none to steal: it queues tasks itself). Together about 0.1 core on an idle 2-worker cluster, 0.01 without.
@@ -307,58 +404,115 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
                  "distributed.scheduler.work-stealing": False}
 
 
-def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run) -> list[Row]:
+def worker_timeout(timeout_s: float) -> float:
+    """The grading process's own limit: the submission's deadline less the worker's time to stop it and report, so
+    that a healthy worker always reports before the run gives up on it (Dispatch.watch)."""
+    return timeout_s - min(30.0, timeout_s / 10)
+
+
+def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, journal: Journal) -> list[Row]:
     import dask
-    from distributed import Client, LocalCluster
-    from distributed.security import Security
-    from tqdm.auto import tqdm
+    import distributed  # noqa: F401 -- before dask.config.set: it loads distributed's defaults, which set's exit
+    from tqdm.auto import tqdm  # would otherwise delete along with the values it restores
 
     # Our own retry (once, fresh process, other worker) replaces Dask's, so a task that kills its worker is not
     # re-run behind our back (a scheduler started elsewhere needs the same setting: see the README); the scheduler
     # hands a worker one task at a time, so a worker that dies takes only its own task with it. Workers must not be
     # daemons: a grading process is their child.
     settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
-                "distributed.worker.daemon": False, **QUIET_CLUSTER}
+                "distributed.worker.daemon": False, "distributed.scheduler.worker-ttl": WORKER_TTL, **QUIET_CLUSTER}
     rows = []
-    with dask.config.set(settings), StopRequest() as stop:
-        cluster = None
-        if run.scheduler is None:
-            with stop.shielding():
-                # TLS with a key and certificates made for this run, held in memory: only this process and the
-                # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
-                # or read results, whatever it reaches.
-                cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
-                                       security=Security.temporary(),
-                                       dashboard_address=None, silence_logs=40)
-        try:
-            what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
-            out = next(iter(logs.values())).out
-            with Client(cluster if run.scheduler is None else run.scheduler) as client, \
-                    tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out,
-                         dynamic_ncols=True) as bar:
-                snapshots = {a: course.snapshot(a, run.timeout_s) for a in dict.fromkeys(t.assignment for t in tasks)}
-                for task, executed, what in Dispatch(client, snapshots, run.execute).outcomes(tasks, stop):
-                    log = logs[task.assignment]
-                    if what == "retrying":
-                        bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
-                    elif what == "stopped":
-                        rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
-                    else:
-                        rows.append(_record(course, log, task, executed))
-                        bar.update(1)
-        finally:
-            if cluster is not None:
-                cluster.close()
+    what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
+    out = next(iter(logs.values())).out
+    with dask.config.set(settings), StopRequest() as stop, _client(course, run, stop) as client, \
+            tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out, dynamic_ncols=True) as bar:
+        snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s))
+                     for a in dict.fromkeys(t.assignment for t in tasks)}
+        for task, executed, what in Dispatch(client, snapshots, run.execute, run.timeout_s).outcomes(tasks, stop):
+            log = logs[task.assignment]
+            if what == "retrying":
+                bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
+            elif what == "stopped":
+                rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
+            elif what == "lost":  # its record, if it had one, stays as it was
+                rows.append(log.add(Row(task.student, "failed", note=executed.error)))
+            else:
+                rows.append(_record(course, log, task, executed, journal))
+                bar.update(1)
     return rows
 
 
-class Dispatch:
-    """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once."""
+@contextmanager
+def _client(course, run: Run, stop: "StopRequest"):
+    """A Dask client on the run's cluster: a local one started here (and closed after), or the one asked for.
 
-    def __init__(self, client, snapshots: dict[str, Snapshot], execute):
-        self.client, self.execute, self.snapshots = client, execute, snapshots
+    Raises:
+        ClassGradingError: no scheduler answers at the address given, or it has had no worker for NO_WORKERS_S.
+    """
+    import dask
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    cluster, temporary = None, None
+    if run.scheduler is None:
+        # Every temporary file of the cluster (Dask's folders, the workers' scratch courses, the fork servers' and
+        # kernels' sockets) in one folder of the run's, named in its scratch folder so that the next run removes it
+        # if this one is killed. In the temporary folder, not in the course: a socket's path has at most 107 bytes.
+        temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY_PREFIX))
+        (course.scratch / TEMPORARY).write_text(str(temporary))
+        with stop.shielding(), dask.config.set({"temporary-directory": str(temporary)}):
+            # TLS with a key and certificates made for this run, held in memory: only this process and the
+            # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
+            # or read results, whatever it reaches.
+            cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
+                                   security=Security.temporary(), env={"TMPDIR": str(temporary)},
+                                   dashboard_address=None, silence_logs=40)
+    try:
+        try:
+            client = Client(cluster or run.scheduler, timeout=CONNECT_S)
+        except Exception as error:  # OSError, TimeoutError, ValueError for a malformed address
+            raise ClassGradingError(f"no Dask scheduler answers at {run.scheduler} within {CONNECT_S} s ({error}); "
+                                    "start one, or leave out --scheduler for a local cluster") from None
+        with client:
+            if isinstance(run.scheduler, str):
+                try:
+                    client.wait_for_workers(1, timeout=NO_WORKERS_S)
+                except TimeoutError:
+                    raise ClassGradingError(f"the Dask scheduler at {run.scheduler} has had no worker for "
+                                            f"{NO_WORKERS_S} s; start some (`dask worker {run.scheduler}`)") from None
+            yield client
+    finally:
+        if cluster is not None:
+            cluster.close()
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def remove_scratch(folder: Path) -> None:
+    """Remove the scratch folders under ``folder`` and the temporary folders they name (only folders this command
+    makes: a name that was tampered with removes nothing else)."""
+    for named in folder.glob(f"*/{TEMPORARY}"):
+        temporary = Path(named.read_text().strip())
+        if temporary.name.startswith(TEMPORARY_PREFIX) and temporary.parent == Path(tempfile.gettempdir()):
+            shutil.rmtree(temporary, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class Dispatch:
+    """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once, each
+    given up on when it runs past its deadline, and all of them when the cluster is lost."""
+
+    def __init__(self, client, snapshots: dict[str, Snapshot], execute, deadline_s: float):
+        from distributed import as_completed
+
+        self.client, self.execute, self.snapshots, self.deadline_s = client, execute, snapshots, deadline_s
         self.scattered = {name: client.scatter(snapshot, broadcast=True) for name, snapshot in snapshots.items()}
         self.name, self.count = f"grade-{uuid.uuid4().hex[:8]}", 0
+        # Results are fetched in the background as tasks end: a worker that freezes while holding one must not
+        # block the run (future.result() would wait for it), only that task, which then runs past its deadline.
+        self.arrived = as_completed(with_results=True, raise_errors=False)
+        # Task key -> (when it was first seen running or ended, on which worker): the start of its deadline.
+        self.seen: dict[str, tuple[float, str]] = {}
+        self.watched, self.workerless_since = 0.0, None
 
     def submit(self, task: Task):
         if self.scattered[task.assignment].status != "finished":  # every worker holding it died: send it again
@@ -366,20 +520,35 @@ class Dispatch:
         others = [w for w in self.client.scheduler_info()["workers"] if w != task.avoid]
         where = {"workers": others, "allow_other_workers": True} if task.avoid and others else {}
         self.count += 1
-        return self.client.submit(self.execute, self.scattered[task.assignment], task, key=(self.name, self.count),
-                                  **where)
+        future = self.client.submit(guarded, self.execute, self.scattered[task.assignment], task,
+                                    key=f"{self.name}-{self.count}", **where)
+        self.arrived.add(future)
+        return future
 
     def outcomes(self, tasks: list[Task], stop: "StopRequest"):
-        """Yield (task, executed, what) as tasks end: what is "done", "retrying" (it is sent again) or "stopped"
-        (Ctrl-C came first; executed is None)."""
-        pending = {self.submit(task): task for task in tasks}
+        """Yield (task, executed, what) as tasks end: what is "done", "retrying" (it is sent again), "stopped"
+        (Ctrl-C came first; executed is None) or "lost" (the cluster is gone; executed.error says how)."""
+        pending = {}
+        try:
+            for task in tasks:
+                pending[self.submit(task)] = task
+        except Exception as error:  # the scheduler went away while the tasks were being sent
+            yield from self._lost(tasks[len(pending):], f"{type(error).__name__}: {error}")
         while pending:
             if stop.requested:
                 time.sleep(SETTLE_S)
-            done = [future for future in pending if future.done()]
-            for future in done:
+            lost, stalled = self.watch(pending)
+            if lost:
+                yield from self._lost(pending.values(), lost)
+                return
+            done = self._arrivals(pending, settle=stop.requested)
+            for future, worker in stalled:
+                future.cancel()
+                if worker:
+                    self._drop(worker)
+                done.append((future, _stalled(pending[future], worker, self.deadline_s)))
+            for future, executed in done:
                 task = pending.pop(future)
-                executed = _result(future, task)
                 if executed.error and stop.requested:  # most likely the interrupt itself
                     yield task, None, "stopped"
                 elif executed.error and task.attempt == 1:
@@ -396,15 +565,75 @@ class Dispatch:
             future.cancel()
             yield task, None, "stopped"
 
+    def _arrivals(self, pending, settle: bool) -> list[tuple[object, Executed]]:
+        """(future, Executed) of the tasks whose results have arrived. With ``settle`` (after Ctrl-C), first waits
+        a little for the results of tasks that have ended already, so that they are recorded, not stopped."""
+        # Only pending futures: one given up on (past its deadline) may still arrive, and is no longer ours.
+        arrived = [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]
+        give_up = time.monotonic() + 5 * SETTLE_S
+        while settle and {f for f in pending if f.done()} - {f for f, _ in arrived} and time.monotonic() < give_up:
+            time.sleep(POLL_S)
+            arrived += [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]
+        return [(future, _result(result, pending[future])) for future, result in arrived]
 
-def _record(course, log, task: Task, executed: Executed) -> Row:
-    """The final outcome of one submission, in the gradebook and the log."""
+    def watch(self, pending) -> tuple[str | None, list[tuple[object, str]]]:
+        """(why the cluster is lost, or None; [(future, worker)] of the tasks running past their deadline)."""
+        if self.client.status != "running":
+            return f"its scheduler stopped answering (client {self.client.status})", []
+        now = time.monotonic()
+        if now - self.watched < WATCH_S:
+            return None, []
+        self.watched = now
+        try:
+            processing = self.client.processing()
+        except Exception as error:  # the scheduler went away between the check above and this call
+            return f"its scheduler stopped answering ({type(error).__name__})", []
+        self.workerless_since = (self.workerless_since or now) if not processing else None
+        if self.workerless_since is not None and now - self.workerless_since > NO_WORKERS_S:
+            return f"no Dask worker for {NO_WORKERS_S} s", []
+        running = {key: worker for worker, keys in processing.items() for key in keys}
+        stalled = []
+        for future in pending:
+            if future.key in running or future.done():  # ended but its result not yet here counts as well
+                self.seen.setdefault(future.key, (now, running.get(future.key, "")))
+            since, worker = self.seen.get(future.key, (now, ""))
+            if now - since > self.deadline_s:
+                stalled.append((future, worker))
+        return None, stalled
+
+    def _drop(self, worker: str) -> None:
+        """Ask the scheduler to remove a worker that has gone silent, so that it is given no other task. Best
+        effort: a scheduler elsewhere may not be able to load this function (then its worker-ttl does it later)."""
+        try:
+            self.client.run_on_scheduler(_remove_worker, address=worker)
+        except Exception:  # the retry avoids that worker anyway
+            pass
+        # The snapshots were broadcast to that worker too; Dask may drop a key whose holder was removed, and with
+        # it every task that needs it, so the retries get fresh copies.
+        self.scattered = {name: self.client.scatter(snapshot, broadcast=True)
+                          for name, snapshot in self.snapshots.items()}
+
+    @staticmethod
+    def _lost(tasks, why: str):
+        for task in tasks:
+            yield task, Executed(task.student, {}, "", 0.0, "", f"not graded: the Dask cluster was lost ({why})"), "lost"
+
+
+async def _remove_worker(dask_scheduler, address: str) -> None:
+    await dask_scheduler.remove_worker(address, stimulus_id="class-run-stalled", close=True)
+
+
+def _stalled(task: Task, worker: str, deadline_s: float) -> Executed:
+    where = f"its Dask worker {worker}" if worker else "its Dask worker"
+    return Executed(task.student, {}, "", deadline_s, worker,
+                    f"no result within {deadline_s:g} s from {where} (frozen, or cut off); stopped")
+
+
+def _record(course, log, task: Task, executed: Executed, journal: Journal) -> Row:
+    """The final outcome of one submission, in the gradebook and the log: a whole record or none (the journal)."""
     recording = time.monotonic()
-    if executed.error:
-        course.forget(task.assignment, task.student)
-        row = Row(task.student, "failed", note=executed.error)
-    else:
-        row = course.record(task.assignment, executed)
+    with journal.recording(task.assignment, task.student, course.autograded(task.assignment, task.student)):
+        row = _record_or_forget(course, task, executed)
     # Grading time, not time spent queueing: the worker's run plus recording it here.
     row.seconds, row.attempts = executed.seconds + time.monotonic() - recording, task.attempt
     row.cpu_seconds = executed.cpu_seconds
@@ -412,25 +641,51 @@ def _record(course, log, task: Task, executed: Executed) -> Row:
     return log.add(row, executed.log)
 
 
-def _result(future, task: Task) -> Executed:
-    """A task's Executed; a task that raised (its worker died, say) becomes an Executed with the reason."""
+def _record_or_forget(course, task: Task, executed: Executed) -> Row:
+    """Record a graded submission; anything that did not end in a whole record leaves none."""
+    if not executed.error:
+        try:
+            row = course.record(task.assignment, executed)
+        except Exception as error:  # the gradebook or the file system refused: a failed row, not a dead run
+            row = Row(task.student, "failed", note=f"could not record it ({type(error).__name__}: {error})"[:500])
+        if row.status == "graded":
+            return row
+    else:
+        row = Row(task.student, "failed", note=executed.error)
+    course.forget(task.assignment, task.student)
     try:
-        return future.result()
-    except Exception as error:  # KilledWorker, CommClosedError, a bug in the task: all recorded, never fatal
-        worker = getattr(error, "last_worker", None)
-        return Executed(task.student, {}, "", 0.0, getattr(worker, "address", "") or "",
-                        f"its Dask worker failed ({type(error).__name__}: {str(error)[:300]})")
+        course.record_failure(task.assignment, task.student, row.note)
+    except Exception as error:  # the row still says why; the gradebook could not take it
+        row.note += f"; not in the gradebook either ({type(error).__name__}: {error})"[:300]
+    return row
+
+
+def _result(result, task: Task) -> Executed:
+    """A task's Executed from what as_completed handed back: the Executed itself, or what ended the task (its
+    worker died, it was cancelled, a bug in the task) as an Executed with the reason."""
+    if isinstance(result, Executed):
+        return result
+    error = result[1] if isinstance(result, tuple) else result  # a task's error comes as (type, exception, traceback)
+    worker = getattr(error, "last_worker", None)
+    return Executed(task.student, {}, "", 0.0, getattr(worker, "address", "") or "",
+                    f"its Dask worker failed ({type(error).__name__}: {str(error)[:300]})")
 
 
 class RunLog:
-    """The per-submission log: a line on the terminal, a row in autograde-logs/<assignment>.tsv, nbgrader's log."""
+    """The per-submission log: a line on the terminal, a row in autograde-logs/<assignment>.tsv, nbgrader's log.
 
-    def __init__(self, root: Path, assignment: str, out):
+    The table's first column is the run's id, so the lines of one run can be told from those of the runs before."""
+
+    HEADER = ["run", "time", "student", "status", "score", "max_score", "seconds", "note"]
+
+    def __init__(self, root: Path, assignment: str, out, run_id: str):
         self.folder = root / LOGS / assignment
         self.folder.mkdir(parents=True, exist_ok=True)
         self.table = root / LOGS / f"{assignment}.tsv"
-        self.out, self.assignment = out, assignment
+        self.out, self.assignment, self.run_id = out, assignment, run_id
         self.started = time.monotonic()
+        if self.table.exists() and self.table.open().readline().rstrip("\n").split("\t") != self.HEADER:
+            self.table.rename(self.table.with_suffix(".old.tsv"))  # an earlier release's columns: kept aside
 
     def add(self, row: Row, nbgrader_log: str = "") -> Row:
         from tqdm.auto import tqdm
@@ -441,8 +696,8 @@ class RunLog:
         with open(self.table, "a", newline="") as table:
             writer = csv.writer(table, delimiter="\t")
             if new:
-                writer.writerow(["time", "student", "status", "score", "max_score", "seconds", "note"])
-            writer.writerow([datetime.now().isoformat(timespec="seconds"), row.student, row.status,
+                writer.writerow(self.HEADER)
+            writer.writerow([self.run_id, datetime.now().isoformat(timespec="seconds"), row.student, row.status,
                              "" if row.score is None else row.score, "" if row.max_score is None else row.max_score,
                              f"{row.seconds:.1f}", row.note])
         if nbgrader_log:
@@ -454,6 +709,6 @@ class RunLog:
         counts = {status: sum(r.status == status for r in rows) for status in statuses}
         said = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
         print(f"{self.assignment}: {said or 'no submissions'} in {time.monotonic() - self.started:.0f} s. "
-              f"Log: {self.table}", file=self.out)
+              f"Log: {self.table} (run {self.run_id})", file=self.out)
         if counts["stopped"]:
             print("Run the same command again to grade the rest.", file=self.out)

@@ -12,6 +12,7 @@ import os
 import signal
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from autograder.grade.grading_process import _grade_here
@@ -32,6 +33,7 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
     """
     started = time.monotonic()
     worker = _worker_address()
+    # In the temporary folder, whose path must stay short: the kernel's sockets live below it (at most 107 bytes).
     with tempfile.TemporaryDirectory(prefix=f"grade-{snapshot.assignment}-") as scratch:
         root = Path(scratch)
         _write_tree(root / "source" / snapshot.assignment, snapshot.source)
@@ -47,6 +49,27 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
             error = "nbgrader finished without writing an autograded notebook"
         return Executed(task.student, notebooks if error is None else {}, found.get("log", ""),
                         time.monotonic() - started, worker, error, found.get("cpu_seconds"))
+
+
+def guarded(execute, snapshot: Snapshot, task: Task) -> Executed:
+    """``execute(snapshot, task)``, with whatever it raises turned into an Executed that says so.
+
+    An exception travels back from a Dask worker only if it pickles; one that does not (raised, say, while a scratch
+    folder is removed) would leave the task's future unfinished for good. A string always arrives.
+    """
+    try:
+        return execute(snapshot, task)
+    except BaseException as error:  # whatever ends a task must reach the run as a failed row
+        return Executed(task.student, {}, traceback.format_exc(), 0.0, _worker_address(),
+                        f"grading raised {_describe(error)}")
+
+
+def _describe(error: BaseException) -> str:
+    try:
+        said = str(error)
+    except Exception:  # an exception whose message itself raises
+        said = "(its message cannot be shown)"
+    return f"{type(error).__name__}: {said}"[:300]
 
 
 def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> str | None:

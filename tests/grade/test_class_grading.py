@@ -1,5 +1,6 @@
 """Class grading on Dask (autograder.grade.class_run): every submission gets a row, failures are retried once and
 recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
+import json
 import os
 import pickle
 import re
@@ -19,6 +20,7 @@ from autograder.tools.bench_grading import differences, gradebook_cells, synthet
 from autograder.grade.class_run import ClassGradingError, grade_class
 from autograder.grade.on_dask_worker import execute_submission
 from autograder.grade.submission import Executed, Task
+from autograder.contract import COURSE_ID
 from autograder.course import SCRATCH_COURSE_CONFIG
 from test_cpu import cpu_measurable
 from conftest import REPO, SECRET, requires_sandbox, within
@@ -48,7 +50,7 @@ def template(tmp_path_factory):
     nbgrader(root, "generate_assignment", NB)
     solved = synthetic_class(NB, root)["full-marks"]
     submit(root, {"full-marks": solved})
-    course = class_run.Course.open(root)
+    course = class_run.Course.open(root, tmp_path_factory.mktemp("scratch"))
     files, _ = class_run.preflight(course.submitted(NB)["full-marks"], course.ignored)
     executed = execute_submission(course.snapshot(NB, 600), Task("full-marks", files))
     assert not list(root.glob("tmp*")), "the grading process left temporary files behind"
@@ -152,12 +154,11 @@ def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(templa
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     course, executed = class_of(template, tmp_path, ["ann"])
-    scratch = set(Path(tempfile.gettempdir()).glob("class-grading-*"))
     with pytest.raises(ClassGradingError, match="no submission of 01_nudging for zed"):
         grade_class(course, NB, scheduler=threads, students=["zed"])
     with pytest.raises(ClassGradingError, match="nbgrader generate_assignment 02_scalar_engine"):
         grade_class(course, "02_scalar_engine", scheduler=threads)
-    assert set(Path(tempfile.gettempdir()).glob("class-grading-*")) == scratch  # nothing left behind
+    assert not (course / class_run.LOGS / class_run.SCRATCH).exists()  # nothing left behind
     done = subprocess.run([sys.executable, "-m", "autograder", "autograde", "02_scalar_engine", "--course", str(course)],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "cannot grade:" in done.stderr and "Traceback" not in done.stderr
@@ -237,6 +238,159 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
     assert (parallel / class_run.LOGS / NB / "attacker.log").is_file()
 
 
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clean_runs_gradebook(template, tmp_path):
+    """SIGKILL at each of up to 24 points spread over the recording window (every file written or removed and every
+    gradebook write, tests/grade/kill_recording.py); a rerun must end where a run never killed ends, cell by cell."""
+    course, executed = class_of(template, tmp_path, ["ann", "bob"])
+    submit(course, {"broken": b"{ not json"})  # its record, a failure scoring 0, is written first
+    for student in ("ann", "bob", "broken"):  # nbgrader stores the submission's time: the same in every copy
+        (course / "submitted" / student / NB / "timestamp.txt").write_text("2026-11-30 09:15:00.000000 UTC")
+    (tmp_path / "executed.pkl").write_bytes(pickle.dumps(executed))
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "tmp").mkdir()
+    done = subprocess.run(["unshare", "--net", sys.executable, str(Path(__file__).with_name("kill_recording.py")),
+                           str(course), str(tmp_path / "executed.pkl"), str(tmp_path / "runs"), "24"],
+                          capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": tmp_path / "tmp"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "runs" / "report.json").read_text())
+    clean = report.pop("None")
+    assert clean["first"] > 20 and len(clean["notebooks"]) == 2, clean  # a window with many points, two records
+    assert '["broken", "", "", "submission"]' in clean["cells"]  # the failed one has its row too
+    assert {value[0] for key, value in clean["cells"].items() if "grade" in key} >= {"2.0"}, clean["cells"]
+    assert len(report) == min(24, clean["first"]) and all(run["first"] == -signal.SIGKILL for run in report.values())
+    for point, run in report.items():
+        assert run["cells"] == clean["cells"], (point, differences(clean["cells"], run["cells"]))
+        assert run["notebooks"] == clean["notebooks"], point
+        assert not run["left"], (point, run["left"])  # no marker, no scratch folder
+    said = [run["rerun said"] for run in report.values()]
+    assert sum("repaired: " in text for text in said) >= len(said) // 2, said  # most points fall inside a record
+    assert all("Traceback" not in text for text in said)
+    assert not list((tmp_path / "tmp").iterdir()), "temporary files left behind by killed runs"
+
+
+def isolated(*command, timeout: float = 600, **options) -> subprocess.CompletedProcess:
+    """Run a command in a network namespace of its own with its loopback up: the ports it opens or tries are its own."""
+    return subprocess.run(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "isolated",
+                           *map(str, command)], capture_output=True, text=True, timeout=timeout, **options)
+
+
+def faulty_run(mode: str, course: Path, executed, tmp_path: Path, timeout_s: float) -> dict:
+    """tests/grade/faulty_workers.py in ``mode``, with a temporary folder of its own (tmp_path/tmp); its report."""
+    (tmp_path / "executed.pkl").write_bytes(pickle.dumps(executed))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "tmp").mkdir()
+    done = isolated(sys.executable, Path(__file__).with_name("faulty_workers.py"), mode, course,
+                    tmp_path / "executed.pkl", tmp_path / "out", timeout_s, env={**os.environ, "TMPDIR": tmp_path / "tmp"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((tmp_path / "out" / "report.json").read_text())
+
+
+def gradebook_export(course: Path) -> dict[str, str]:
+    """Student -> score, as ``nbgrader export`` writes them."""
+    import csv
+
+    nbgrader(course, "export")
+    with open(course / "grades.csv") as table:
+        return {line["student_id"]: line["score"] for line in csv.DictReader(table)}
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel; a local cluster of processes
+def test_a_frozen_worker_an_unpicklable_error_a_hidden_folder_and_a_broken_notebook_each_end_with_a_row(template,
+                                                                                                     tmp_path):
+    """One run on the run's own local cluster: a worker stopped by SIGSTOP is given up on at the deadline and its
+    submission graded elsewhere; an exception Dask cannot send back fails its submission instead of hanging the run;
+    a student folder whose name starts with a dot is graded; an unreadable notebook scores 0 in the gradebook."""
+    course, executed = class_of(template, tmp_path, ["ann", "frozen", "does-not-pickle", ".hidden"])
+    submit(course, {"broken": b"{ not json"})
+    try:
+        report = faulty_run("local", course, executed, tmp_path, timeout_s=25)
+    finally:
+        frozen = tmp_path / "out" / "frozen.pid"
+        if frozen.exists():  # the helper's cluster should have ended it already
+            subprocess.run(["kill", "-KILL", frozen.read_text()], capture_output=True)
+    rows, said = report["rows"], report["said"]
+    assert rows["ann"][:2] == rows[".hidden"][:2] == ["graded", 10.0], rows
+    assert rows["frozen"][0] == "graded" and rows["frozen"][3] == 2, rows["frozen"]
+    assert re.search(r"frozen: no result within 25 s from its Dask worker tls://\S+ \(frozen, or cut off\)", said), said
+    assert rows["does-not-pickle"][0] == "failed" and rows["does-not-pickle"][3] == 2, rows["does-not-pickle"]
+    # its second attempt may meet the frozen worker before the deadline gives up on it: the first reason is printed
+    assert "grading raised DoesNotPickle: raised while removing the scratch folder" in said, said
+    assert rows["broken"][0] == "failed" and "not a readable notebook" in rows["broken"][2], rows["broken"]
+    assert report["seconds"] < 150, report["seconds"]  # about 10 s to start, the 25 s deadline, the rest quick
+    assert gradebook_export(course) == {"ann": "10.0", ".hidden": "10.0", "frozen": "10.0", "does-not-pickle": "0.0",
+                                        "broken": "0.0"}
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gradebook:
+        comments = [c.auto_comment for n in gradebook.find_submission(NB, "broken").notebooks for c in n.comments]
+    assert comments[0].startswith("Not graded: 01_nudging.ipynb is not a readable notebook"), comments
+    table = (course / class_run.LOGS / f"{NB}.tsv").read_text().splitlines()
+    assert table[0].split("\t")[0] == "run" and len({line.split("\t")[0] for line in table[1:]}) == 1
+    assert sorted(line.split("\t")[2] for line in table[1:]) == sorted(rows)
+    assert not list((tmp_path / "tmp").iterdir()), "temporary files left behind"
+    assert not (course / class_run.LOGS / class_run.SCRATCH).exists()
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel; a scheduler and a worker of processes
+def test_a_run_whose_cluster_goes_away_ends_with_a_line_for_every_submission_and_its_log(template, tmp_path):
+    course, executed = class_of(template, tmp_path, ["ann", "bob-ends-cluster", "cat", "dan"])
+    report = faulty_run("lost", course, executed, tmp_path, timeout_s=120)
+    assert "has had no worker for 3 s" in report["refused"] and report["refused after"] < 20, report
+    rows = report["rows"]
+    assert rows["ann"][:2] == ["graded", 10.0], rows
+    for student in ("bob-ends-cluster", "cat", "dan"):
+        assert rows[student][0] == "failed" and "the Dask cluster was lost" in rows[student][2], rows[student]
+    assert "1 graded, 3 failed" in report["said"] and report["seconds"] < 120, report
+    table = (course / class_run.LOGS / f"{NB}.tsv").read_text()
+    assert all(f"\t{student}\t" in table for student in rows)
+
+
+@pytest.mark.slow  # each case starts the command, which imports nbgrader
+def test_every_run_that_cannot_start_exits_2_within_seconds_with_one_reason(template, tmp_path):
+    import sqlite3
+
+    from autograder.grade.journal import CourseLock
+
+    course, _ = class_of(template, tmp_path, ["ann"])
+    gradebook = course / "gradebook.db"
+
+    def refused(*args) -> str:
+        started = time.monotonic()
+        done = isolated(sys.executable, "-m", "autograder", "autograde", NB, "--course", course, *args, timeout=120)
+        reasons = [line for line in done.stderr.splitlines() if line.startswith("cannot grade: ")]
+        assert done.returncode == 2 and len(reasons) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert time.monotonic() - started < 40, done.stderr  # the import of nbgrader, and at most 10 s of waiting
+        return reasons[0]
+
+    assert "no Dask scheduler answers at tcp://127.0.0.1:8786" in refused("--scheduler", "tcp://127.0.0.1:8786")
+    assert "--workers must be 1 or more, not -1" in refused("--workers", "-1")
+    with CourseLock(course / class_run.LOGS / class_run.LOCK):
+        assert f"another class run is grading this course (pid {os.getpid()}" in refused()
+    writer = sqlite3.connect(gradebook, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        assert "database is locked" in refused()
+    finally:
+        writer.close()
+    shutil.copy(gradebook, tmp_path / "good.db")
+    gradebook.write_bytes(b"not an SQLite file " * 100)
+    assert "file is not a database" in refused()
+
+
+def test_a_killed_runs_scratch_goes_with_the_temporary_folder_it_names_and_nothing_else(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    ours, stranger = tmp_path / "tmp" / f"{class_run.TEMPORARY_PREFIX}abc", tmp_path / "tmp" / "someone-elses"
+    for folder in (ours, stranger):
+        (folder / "inside").mkdir(parents=True)
+    scratch = tmp_path / class_run.SCRATCH
+    for run, named in (("run1", ours), ("run2", stranger)):
+        (scratch / run).mkdir(parents=True)
+        (scratch / run / class_run.TEMPORARY).write_text(str(named))
+    class_run.remove_scratch(scratch)
+    assert not scratch.exists() and not ours.exists() and (stranger / "inside").is_dir()
+
+
 def test_widgets_wait_for_nobody_while_nbgrader_runs_the_notebook(monkeypatch, capsys):
     """A learner's own call of a widget (the course's cells are skipped by tag) shows a line instead of waiting."""
     from labtools import h_explorer
@@ -275,14 +429,14 @@ def test_the_local_cluster_talks_tls_and_refuses_a_client_without_its_credential
     seen = {}
     original = class_run.Dispatch.__init__
 
-    def watched(self, client, snapshots, execute):
+    def watched(self, client, snapshots, execute, deadline_s):
         seen["address"] = client.scheduler.address
         try:
             with Client(seen["address"], timeout=5):
                 seen["stranger"] = "connected"
         except Exception as refused:  # a TLS handshake refused, or a timeout
             seen["stranger"] = type(refused).__name__
-        original(self, client, snapshots, execute)
+        original(self, client, snapshots, execute, deadline_s)
 
     monkeypatch.setattr(class_run.Dispatch, "__init__", watched)
     fake = FakeWorkers(executed, tmp_path / "attempts", fail={})
