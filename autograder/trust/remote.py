@@ -54,6 +54,7 @@ MESSAGE_LIMIT = 300  # of a learner exception's text quoted in a diagnosis (it i
 
 _OPEN_WORKERS = 0
 _WRITE_BACK: list[bool] = []  # non-empty inside writing_back()
+_LIMIT_RAISES = 0  # replies so far that said learner code raised its worker's recursion limit (limit_raises())
 
 
 @contextlib.contextmanager
@@ -69,6 +70,12 @@ def writing_back():
         yield
     finally:
         _WRITE_BACK.pop()
+
+
+def limit_raises() -> int:
+    """How many replies of any worker in this process have said that learner code raised its recursion limit: a
+    check compares the count before and after it runs (diagnostics.recursion_limit_kept)."""
+    return _LIMIT_RAISES
 
 
 def in_use() -> bool:
@@ -539,6 +546,9 @@ class Worker:
                     self._deadline.wall_end += time.monotonic() - served  # the trusted side's time, not the worker's
                     continue
                 raise ProtocolError("a reply to no request")
+            if type(frame.get("raised_recursion_limit")) is int:
+                global _LIMIT_RAISES
+                _LIMIT_RAISES += 1
             if "stopped" in frame:
                 raise self._stop(str(frame["stopped"])[:500])
             if "error" not in frame:
