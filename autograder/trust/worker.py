@@ -370,8 +370,11 @@ LIMITS_ASKED: list[int] = []  # every sys.setrecursionlimit(n) of learner code, 
 
 
 def watched_recursion_limit(limit):
-    """sys.setrecursionlimit for learner code: it does what it always does, and the request's reply says so."""
-    SET_RECURSION_LIMIT(limit)
+    """sys.setrecursionlimit for learner code: a lower limit is set, a higher one refused (the deep recursion it is
+    for would overflow the C stack and kill this process, instead of failing with a reason), and the request's reply
+    says it was asked for, as a check in a learner's kernel refuses and fails it."""
+    if limit <= RECURSION_LIMIT:
+        SET_RECURSION_LIMIT(limit)
     LIMITS_ASKED.append(limit)
 BASELINE_THREADS = running_threads()
 LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __main__ (dataclasses look it up)

@@ -10,11 +10,16 @@ the trusted grader, and the whole headline (the diagnosis's first line) between 
 from __future__ import annotations
 
 import functools
+import re
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
 
+from autograder.course import KERNEL_ARGS
 from autograder.trust import remote, verdicts
-from catalogue import Case, harvest, program_cells
+from catalogue import Case, Recipe, harvest, program_cells
 from conftest import ASSIGNMENTS
 
 # What the harvest cannot copy, and why: each of these tests changes a check's own constants (monkeypatch) or tests
@@ -68,14 +73,17 @@ def disagreements(cases: list[Case], found: dict[str, verdicts.Verdict]) -> list
     wrong = []
     for case in cases:
         verdict = found[case.id]
-        by_design = next((why for test, why in BY_DESIGN.items() if case.id.startswith(test + "[")), None)
         if verdict.passed != case.passes:
             wrong.append(f"{case.id} ({case.exercise}): the tests say {'pass' if case.passes else 'fail'}, the "
                          f"trusted grader {'passes' if verdict.passed else 'fails'}: {verdict.message[:300]}")
-        elif not verdict.passed and by_design is None and not all(p in verdict.message for p in case.phrases):
+        elif not verdict.passed and not _by_design(case) and not all(p in verdict.message for p in case.phrases):
             missing = [p for p in case.phrases if p not in verdict.message]
             wrong.append(f"{case.id} ({case.exercise}): the trusted diagnosis lacks {missing}: {verdict.message[:300]}")
     return wrong
+
+
+def _by_design(case: Case) -> bool:
+    return any(case.id.startswith(test + "[") for test in BY_DESIGN)
 
 
 def test_the_catalogue_holds_every_case_of_the_check_tests():
@@ -93,3 +101,115 @@ def test_the_trusted_grader_gives_every_case_the_verdict_the_check_tests_give(no
     cases = cases_of(notebook)
     wrong = disagreements(cases, trusted(cases))
     assert not wrong, f"{len(wrong)} of {len(cases)} cases differ:\n" + "\n".join(wrong)
+
+
+# ------------------------------------------------------------------------------------------------ in a kernel
+
+SAMPLE_EVERY = 12  # of the catalogue's cases, in its order: about 30, with every notebook and both verdicts
+# Cases that once got one verdict in a kernel and another in grading, kept in the sample whatever its size.
+ALWAYS = ("test_topological_order_rejects_recursive_walks", "test_backward_rejects_other_walks[3]",
+          "test_apply_op_rejects")
+CENTRAL = "def central_difference(f, x, h):"
+# An answer cell under a cell magic that does not run Python: the kernel defines nothing, so neither may grading.
+WRITEFILE = Case("parity::writefile", "central_difference",
+                 Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%writefile central.py\n" + CENTRAL)]}),
+                 passes=False, phrases=("`central_difference` is not defined",))
+# and one under %%time, which runs it.
+TIMED = Case("parity::time", "central_difference",
+             Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%time\n" + CENTRAL)]}), passes=True)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def sample() -> list[Case]:
+    cases = catalogue().cases
+    return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
+        + [WRITEFILE, TIMED]
+
+
+def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:
+    """Each case run in one kernel as a learner runs a notebook: its cells, then the test cell's ``run_check``
+    line; ``%reset -f`` between cases, as a learner who starts over without restarting the kernel. A case that kills
+    the kernel fails, saying so, and a new kernel takes the cases after it."""
+    found = {}
+    while len(found) < len(cases):
+        left = [c for c in cases if c.id not in found]
+        nb, checks = nbformat.v4.new_notebook(), {}
+        for case in left:
+            nb.cells.append(nbformat.v4.new_code_cell("%reset -f"))
+            nb.cells += [nbformat.v4.new_code_cell(cell.code) for cell in program_cells(case.recipe)]
+            checks[case.id] = len(nb.cells)
+            nb.cells.append(nbformat.v4.new_code_cell(f"run_check({case.exercise!r}, globals())"))
+        try:
+            NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True, extra_arguments=KERNEL_ARGS,
+                           resources={"metadata": {"path": str(folder)}}).execute()
+        except DeadKernelError:
+            unrun = next(i for i, cell in enumerate(nb.cells) if cell.get("execution_count") is None)
+            died = next(case_id for case_id, index in checks.items() if index >= unrun)
+            checks = {case_id: index for case_id, index in checks.items() if index < unrun}
+            found[died] = verdicts.Verdict("", False, "the kernel died")
+        found.update({case_id: _verdict(nb.cells[index]) for case_id, index in checks.items()})
+    return found
+
+
+def _verdict(cell) -> verdicts.Verdict:
+    """What a test cell showed: the CheckFailure's diagnosis (as its traceback renders it), or the passed line."""
+    errors = [o for o in cell.outputs if o.output_type == "error"]
+    if errors:
+        lines = [ANSI.sub("", line) for line in errors[0].traceback]
+        message = "\n".join(lines[1:]) if errors[0].ename == "CheckFailure" else f"{errors[0].ename}: {errors[0].evalue}"
+        return verdicts.Verdict("", False, message)
+    shown = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    return verdicts.Verdict("", "all hidden checks passed" in shown, shown)
+
+
+@pytest.mark.slow  # one kernel runs about 30 cases, and the trusted grader the same ones
+def test_run_check_in_a_kernel_gives_a_sample_the_trusted_verdict_and_headline(tmp_path):
+    cases = sample()
+    kernel, graded = in_a_kernel(cases, tmp_path), trusted(cases)
+    wrong = disagreements(cases, kernel)
+    for case in cases:
+        mine, theirs = kernel[case.id], graded[case.id]
+        if mine.passed != theirs.passed or not mine.passed and not _by_design(case) \
+                and headline(mine.message) != headline(theirs.message):
+            wrong.append(f"{case.id}: the kernel says {mine.message[:200]!r}, the trusted grader "
+                         f"{theirs.message[:200]!r}")
+    assert not wrong, f"{len(wrong)} of {len(cases)} cases differ:\n" + "\n".join(wrong)
+
+
+# ------------------------------------------------------------------------------------------------ no trace
+
+# The exercises whose checks enter state in the learner's process: grad mode (apply_op's with-block probes), the
+# recursion limit (topological_order's deep graphs), the random states (mlp's and linear's seeded draws).
+STATEFUL = ("apply_op", "topological_order", "mlp", "linear")
+
+
+def one_cell_slips(exercise: str) -> list[Case]:
+    """The rejection cases of ``exercise`` that edit its answer cell alone or add code after it: what a learner
+    types into that cell, runs, and later corrects."""
+    return [c for c in catalogue().cases if c.exercise == exercise and not c.passes and not c.recipe.objects
+            and set(c.recipe.edits) <= {exercise}]
+
+
+@pytest.mark.slow  # every one-cell slip of four exercises, checked in this process (a minute)
+@pytest.mark.parametrize("exercise", STATEFUL)
+def test_after_every_slip_the_corrected_answer_passes_in_the_same_namespace(exercise):
+    """As a learner works: one kernel, the answer cell run with a slip and checked (rejects: it fails, and leaves
+    the process and the notebook's classes as they were), the next slip run over it, ..., then the solution's cell
+    run again, which must pass."""
+    from autograder import check
+    from autograder.tools.solutions import solution_namespace
+    from conftest import rejects, traces
+
+    slips = one_cell_slips(exercise)
+    assert slips, f"no one-cell slip of {exercise} in the check tests"
+    namespace = solution_namespace(slips[0].recipe.notebook)
+    start = traces(namespace)
+    solution = next(c for c in program_cells(Recipe(slips[0].recipe.notebook)) if c.name == exercise)
+    for slip in slips:
+        for cell in program_cells(slip.recipe):
+            if cell.name in (exercise, "your answer"):
+                exec(compile(cell.code, f"<{slip.id}>", "exec"), namespace)
+        rejects(exercise, namespace, *slip.phrases)
+    exec(compile(solution.code, f"<{exercise}>", "exec"), namespace)
+    check(exercise, namespace)
+    assert traces(namespace) == start

@@ -84,17 +84,17 @@ def test_a_recursion_limit_raised_in_the_worker_fails_the_check_as_in_a_kernel()
     """The check's recursion watch is in this process; learner code in the worker is watched there, and the reply
     says so (a kernel's check sees the same call directly)."""
     from autograder import CheckFailure
-    from autograder.checks.harness.diagnostics import recursion_limit_kept
+    from autograder.checks.harness.diagnostics import call_learner, recursion_limit_kept
 
     with remote.Worker() as worker:
         worker.run("import sys\nsys.setrecursionlimit(5000)\n"  # at the top of a cell, before any check runs
                    "def deep(n):\n    return 0 if n == 0 else 1 + deep(n - 1)\n"
                    "def raising(n):\n    sys.setrecursionlimit(100_000)\n    return deep(n)\n", "<cell>")
-        with recursion_limit_kept("topological_order"):
-            assert worker.evaluate("deep")(3000) == 3000  # the limit the cell set, outside any check, is not held
+        with recursion_limit_kept("topological_order"):  # a raise outside any check is refused, not failed
+            assert call_learner("topological_order", worker.evaluate("deep"), 500) == 500
         with pytest.raises(CheckFailure, match="raised Python's recursion limit"):
-            with recursion_limit_kept("topological_order"):
-                assert worker.evaluate("raising")(20_000) == 20_000
+            with recursion_limit_kept("topological_order"):  # refused: the recursion fails, and the check says why
+                call_learner("topological_order", worker.evaluate("raising"), 20_000)
 
 
 @pytest.mark.parametrize("frame", [
