@@ -219,7 +219,7 @@ def _define_helpers(function, module, lines: list[str], defined: set) -> None:
     """The module-level names ``function`` reads from its test module: imports and functions, defined first."""
     for name in sorted(_global_names(function.__code__)):
         value = vars(module).get(name)
-        if name in defined or value is None:
+        if name in defined or value is None or not name.isidentifier():  # pytest's assert rewriting adds "@py_..."
             continue
         if isinstance(value, types.ModuleType):
             lines.append(f"import {value.__name__} as {name}")

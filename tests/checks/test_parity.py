@@ -9,6 +9,7 @@ the trusted grader, and the whole headline (the diagnosis's first line) between 
 """
 from __future__ import annotations
 
+import ast
 import functools
 import re
 
@@ -34,9 +35,10 @@ UNREAD = {
     "test_checks_modules_mnist::"
     "test_torchs_default_initialisation_leaves_a_third_of_the_variance_as_section_5_2_says[0]": "prose",
 }
-# Where the trusted grader differs on purpose: it fails these too, for its own stated reason.
+# Where the trusted grader differs on purpose (a test, or one case of it): it fails these, for its own reason.
 BY_DESIGN = {
     "test_checks_nudging::test_tanh_network_gradients_rejects_torch": "torch cannot be imported while grading",
+    "test_checks_backward_functions::test_unbroadcast_accepts_correct_alternatives[2]": "the same: it calls torch",
 }
 PREFIX = "While running your notebook's cells: "
 
@@ -73,17 +75,24 @@ def disagreements(cases: list[Case], found: dict[str, verdicts.Verdict]) -> list
     wrong = []
     for case in cases:
         verdict = found[case.id]
-        if verdict.passed != case.passes:
+        if _by_design(case):
+            if verdict.passed:
+                wrong.append(f"{case.id} ({case.exercise}): graded as passing, but {BY_DESIGN[_design_key(case)]}")
+        elif verdict.passed != case.passes:
             wrong.append(f"{case.id} ({case.exercise}): the tests say {'pass' if case.passes else 'fail'}, the "
                          f"trusted grader {'passes' if verdict.passed else 'fails'}: {verdict.message[:300]}")
-        elif not verdict.passed and not _by_design(case) and not all(p in verdict.message for p in case.phrases):
+        elif not verdict.passed and not all(p in verdict.message for p in case.phrases):
             missing = [p for p in case.phrases if p not in verdict.message]
             wrong.append(f"{case.id} ({case.exercise}): the trusted diagnosis lacks {missing}: {verdict.message[:300]}")
     return wrong
 
 
+def _design_key(case: Case) -> str | None:
+    return next((key for key in BY_DESIGN if case.id == key or case.id.startswith(key + "[")), None)
+
+
 def _by_design(case: Case) -> bool:
-    return any(case.id.startswith(test + "[") for test in BY_DESIGN)
+    return _design_key(case) is not None
 
 
 def test_the_catalogue_holds_every_case_of_the_check_tests():
@@ -166,11 +175,12 @@ def _verdict(cell) -> verdicts.Verdict:
 def test_run_check_in_a_kernel_gives_a_sample_the_trusted_verdict_and_headline(tmp_path):
     cases = sample()
     kernel, graded = in_a_kernel(cases, tmp_path), trusted(cases)
-    wrong = disagreements(cases, kernel)
+    wrong = disagreements([c for c in cases if not _by_design(c)], kernel)  # torch is there in a kernel
     for case in cases:
         mine, theirs = kernel[case.id], graded[case.id]
-        if mine.passed != theirs.passed or not mine.passed and not _by_design(case) \
-                and headline(mine.message) != headline(theirs.message):
+        if _by_design(case):
+            continue
+        if mine.passed != theirs.passed or not mine.passed and headline(mine.message) != headline(theirs.message):
             wrong.append(f"{case.id}: the kernel says {mine.message[:200]!r}, the trusted grader "
                          f"{theirs.message[:200]!r}")
     assert not wrong, f"{len(wrong)} of {len(cases)} cases differ:\n" + "\n".join(wrong)
@@ -184,10 +194,16 @@ STATEFUL = ("apply_op", "topological_order", "mlp", "linear")
 
 
 def one_cell_slips(exercise: str) -> list[Case]:
-    """The rejection cases of ``exercise`` that edit its answer cell alone or add code after it: what a learner
-    types into that cell, runs, and later corrects."""
+    """The rejection cases of ``exercise`` that edit its answer cell alone, or add code that only defines its
+    answer's names: what a learner types into that cell, runs, and later corrects."""
+    from autograder.checks import answer_names
+
+    def own(extra: str) -> bool:
+        defined = [node.name for node in ast.parse(extra).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+        return len(defined) == len(ast.parse(extra).body) and set(defined) <= set(answer_names(exercise))
+
     return [c for c in catalogue().cases if c.exercise == exercise and not c.passes and not c.recipe.objects
-            and set(c.recipe.edits) <= {exercise}]
+            and set(c.recipe.edits) <= {exercise} and own(c.recipe.extra)]
 
 
 @pytest.mark.slow  # every one-cell slip of four exercises, checked in this process (a minute)
@@ -213,3 +229,31 @@ def test_after_every_slip_the_corrected_answer_passes_in_the_same_namespace(exer
     exec(compile(solution.code, f"<{exercise}>", "exec"), namespace)
     check(exercise, namespace)
     assert traces(namespace) == start
+
+
+# ------------------------------------------------------------------------------------------------ drawn cases
+
+DRAWS = """
+import sys
+for name in sys.argv[1:]:
+    __import__(name)
+from hypothesis import given, strategies as st
+from autograder.checks.harness.diagnostics import RANDOM_CASES
+seen = []
+RANDOM_CASES(given(st.floats(-10, 10), st.integers(0, 1000))(lambda x, n: seen.append((x, n))))()
+print(seen)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="hypothesis (6.131 on) mixes the literal constants of every module it deems "
+                   "local in sys.modules into its draws, and offers no setting to stop it: a kernel, a grade and the "
+                   "test suite load different modules, so one seed can give them different cases")
+def test_the_cases_drawn_for_a_seed_do_not_depend_on_the_modules_loaded():
+    import subprocess
+    import sys
+
+    def drawn(*modules):
+        return subprocess.run([sys.executable, "-c", DRAWS, *modules], capture_output=True, text=True,
+                              check=True).stdout
+
+    assert drawn() == drawn("autograder.course.preprocessors", "autograder.grade.class_run")
