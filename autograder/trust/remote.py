@@ -440,6 +440,7 @@ class Worker:
         self._codec = _Codec(self)
         self._installed: dict[str, Remote] = {}
         self.stopped: Stopped | None = None
+        self._unsent: Exception | None = None  # a trusted callback's exception that crossed as a RuntimeError
         self._cpu_start, self._cpu, self._sampled_at = cputime.tree_cpu_seconds(self._root), 0.0, time.monotonic()
         global _OPEN_WORKERS
         _OPEN_WORKERS += 1
@@ -529,6 +530,7 @@ class Worker:
             if time.monotonic() - self._sampled_at >= SLICE_S:  # many short requests add up too
                 self._check()
             self._deadline = _Deadline(self._cpu, timeout, time.monotonic() + WALL_FACTOR * timeout)
+            self._unsent = None
         self._next_id += 1
         request_id = self._next_id
         encoded = {**message, "id": request_id, **self._encoded(message)}  # a failure here is ours, not the learner's
@@ -560,7 +562,15 @@ class Worker:
         finally:
             if outermost:
                 self._deadline = None
-        raise failure
+        raise self._original(failure)
+
+    def _original(self, failure: BaseException) -> BaseException:
+        """The exception a trusted callback raised, when learner code let it through (it crossed as a RuntimeError,
+        a CheckFailure of a probe's own function, say): in one process it would have reached the check as itself."""
+        unsent, self._unsent = self._unsent, None
+        if unsent is not None and type(failure) is RuntimeError and str(unsent).startswith(str(failure)):
+            return unsent
+        return failure
 
     def _outcome(self, op: str, value, call_args: tuple):
         if op != "call":
@@ -595,6 +605,8 @@ class Worker:
             raise
         except Exception as error:  # the trusted function rejected the learner's input: an answer, like any other
             kind = type(error).__name__ if type(error).__name__ in MAPPED_ERRORS else "RuntimeError"
+            if kind == "RuntimeError":
+                self._unsent = error
             return {"reply": frame["id"], "error": {"type": kind, "message": str(error)[:500], "builtin": True}}
 
     def _exception(self, error: dict) -> BaseException:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.contract import assignments
+from autograder.contract import assignments, exercise_id
 from autograder.course import solution_version
 from autograder.tools.exercise_tests import assignment_of
 from autograder.trust.verdicts import Cell, definitions, python
@@ -154,22 +154,24 @@ def _recording(module, calls: list):
 
 # ------------------------------------------------------------------------------------------------ programs
 
-def program_cells(recipe: Recipe) -> list[Cell]:
+def program_cells(recipe: Recipe, exercise: str | None = None) -> list[Cell]:
     """The learner program of a case, cell by cell, as the trusted grader and a kernel both run it.
 
     Given cells keep only their definitions (``autograder.trust.verdicts.definitions``: no demonstration, no training
     run); answer cells run whole, with the recipe's edits; the extra code or the answer objects come last, in an
-    answer cell of their own.
+    answer cell of their own. With ``exercise``, the program stops at that exercise's test cell, as a grade's does
+    (``autograder.trust.verdicts.program``).
 
     Raises:
         ValueError: an edit no longer matches the solution (the check test itself fails the same way).
     """
     nb = solution_version(nbformat.read(assignments()[recipe.notebook], as_version=4))
     edits = {k: list(v) for k, v in recipe.edits.items()}
-    cells = []
+    cells, cut = [], False
     for index, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or meta.get("grade"):
+        cut = cut or (meta.get("grade") and not meta.get("solution") and exercise_id(meta["grade_id"]) == exercise)
+        if cell.cell_type != "code" or meta.get("grade") and not meta.get("solution"):
             continue
         source = cell.source
         if meta.get("solution"):
@@ -177,11 +179,11 @@ def program_cells(recipe: Recipe) -> list[Cell]:
                 if right not in source:
                     raise ValueError(f"edit no longer matches the solution of {meta['grade_id']}: {right!r}")
                 source = source.replace(right, wrong)
-            cells.append(Cell(meta["grade_id"], python(source), answer=True))
+            code, answer, name = python(source), True, meta["grade_id"]
         else:
-            code = definitions(python(source))
-            if code:
-                cells.append(Cell(f"cell {index + 1}", code, answer=False))
+            code, answer, name = definitions(python(source)), False, f"cell {index + 1}"
+        if code and not cut:
+            cells.append(Cell(name, code, answer))
     if edits:
         raise ValueError(f"edits for unknown answer cells: {sorted(edits)}")
     added = recipe.extra + (answer_source(recipe.objects, recipe.source) if recipe.objects else "")

@@ -80,6 +80,24 @@ def test_a_cell_magic_runs_its_body_as_python_only_where_the_kernel_does(magic, 
         assert worker.evaluate("'local' in globals()") is defined["local"]
 
 
+def test_a_check_failure_raised_by_a_probe_function_reaches_the_check_as_itself():
+    """A probe's own function (a forward that refuses a Tensor) raises CheckFailure; learner code that lets it
+    through gives the check that failure, as in one process, not "your code raised RuntimeError"."""
+    from autograder import CheckFailure
+
+    def refusing(v):
+        raise CheckFailure("apply_op", "forward received a Tensor")
+
+    with remote.Worker() as worker:
+        worker.run("def through(f):\n    return f(1)\n"
+                   "def swallowing(f):\n    try:\n        return f(1)\n    except Exception:\n        return 2\n", "<c>")
+        with pytest.raises(CheckFailure, match="forward received a Tensor"):
+            worker.evaluate("through")(refusing)
+        assert worker.evaluate("swallowing")(refusing) == 2  # caught in learner code: an answer like any other
+        with pytest.raises(ZeroDivisionError):  # a later error of learner code's own is not taken for it
+            worker.run("1 / 0", "<c>")
+
+
 def test_a_recursion_limit_raised_in_the_worker_fails_the_check_as_in_a_kernel():
     """The check's recursion watch is in this process; learner code in the worker is watched there, and the reply
     says so (a kernel's check sees the same call directly)."""
