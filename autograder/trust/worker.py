@@ -376,6 +376,8 @@ def watched_recursion_limit(limit):
     if limit <= RECURSION_LIMIT:
         SET_RECURSION_LIMIT(limit)
     LIMITS_ASKED.append(limit)
+
+
 BASELINE_THREADS = running_threads()
 LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __main__ (dataclasses look it up)
 NAMESPACE = LEARNER.__dict__
