@@ -65,14 +65,34 @@ def assignment(request) -> str:
 
 
 def rejects(exercise_id, namespace, *phrases):
-    """Run a check that must fail; every phrase must appear in its diagnosis. Returns the diagnosis."""
+    """Run a check that must fail; every phrase must appear in its diagnosis, and the check must leave no trace in
+    the process or the namespace's classes (what a learner's kernel keeps for its next cell). Returns the diagnosis."""
     from autograder import CheckFailure, check
 
+    before = traces(namespace)
     with pytest.raises(CheckFailure) as info:
         check(exercise_id, namespace)
     for phrase in phrases:
         assert phrase in info.value.message, info.value.message
+    assert traces(namespace) == before, f"{exercise_id}'s check left a trace: {info.value.message}"
     return info.value.message
+
+
+def traces(namespace) -> dict:
+    """What a check run in a learner's kernel could leave behind for the cells after it: the recursion limit, numpy's
+    error state, both random states, running threads, and the plain class attributes (switches such as
+    GradMode.enabled, counters) of the classes the notebook defined."""
+    import random
+    import threading
+
+    import numpy as np
+
+    kind, keys, position, gauss, cached = np.random.get_state()
+    own = [v for v in namespace.values() if isinstance(v, type) and v.__module__ == namespace.get("__name__")]
+    return {"recursion limit": sys.getrecursionlimit(), "numpy errors": np.geterr(), "random": random.getstate(),
+            "np.random": (kind, keys.tobytes(), position, gauss, cached), "threads": threading.active_count(),
+            "classes": {f"{cls.__qualname__}.{name}": value for cls in own for name, value in vars(cls).items()
+                        if type(value) in (bool, int, float, str, type(None)) and not name.startswith("__")}}
 
 
 @functools.lru_cache(maxsize=None)

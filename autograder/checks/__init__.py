@@ -19,6 +19,7 @@ from autograder.trust import remote
 from autograder.contract import TRUSTED_GRADING_ENV
 from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, exercise_ids, has_check, prerequisites  # noqa: F401 (the public API)
 from autograder.checks.harness.diagnostics import Abandon, CheckFailure, recursion_limit_kept
+from autograder.checks.harness.traces import left_as_found
 
 
 def skipped_in_kernel(exercise_id: str) -> bool:
@@ -133,7 +134,8 @@ def _run(spec: Check, namespace: Mapping) -> None:
     exercise_id = spec.exercise_id
     try:
         # nbgrader scores a test cell that writes to stderr as failed, so warnings must not escape.
-        with warnings.catch_warnings(), np.errstate(all="ignore"), recursion_limit_kept(exercise_id):
+        with warnings.catch_warnings(), np.errstate(all="ignore"), recursion_limit_kept(exercise_id), \
+                left_as_found(namespace):
             warnings.simplefilter("ignore")
             spec.run(**_bind(spec, namespace))
     except CheckFailure:

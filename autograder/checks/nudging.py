@@ -196,30 +196,20 @@ def _check_default_nudge(ex, numerical_gradient) -> None:
 
 
 def _check_callers_x_untouched(ex, numerical_gradient) -> None:
-    """The caller's x is never written into: f must not receive it (an alias nudged in place, then put back), and a
-    read-only x must work, as it does on a copy."""
-    x = np.array([1.0, 2.0])
-    aliased = []
-
-    def watching(v):  # the caller's own x, with an element moved (reading the untouched x is no harm)
-        aliased.append(isinstance(v, np.ndarray) and np.shares_memory(v, x) and not np.array_equal(v, [1.0, 2.0]))
-        return float((np.asarray(v) ** 2).sum())
-
-    _gradient_returned(ex, numerical_gradient, watching, x, "f(x) = sum(x**2), x = [1, 2]", h=1e-5)
+    """The caller's x is never written into, not even nudged and put back: a read-only x must work, as it does on a
+    copy. (Watching f for the caller's own array instead would see it only in one process: under trusted grading f
+    runs on the other side of the sandbox and receives a copy.)"""
     read_only = np.array([1.0, 2.0])
     read_only.flags.writeable = False
-    copy_needed = ("work on a float64 copy and leave the caller's x alone: `work = x` (and np.asarray(x, "
-                   "dtype=np.float64) of a float64 x) is the same array, while x.astype(np.float64) is a new one.")
-    if any(aliased):
-        raise CheckFailure(ex, "f received the caller's own array x, nudged in place (f(x) = sum(x**2), x = [1, 2]): "
-                               + copy_needed)
     try:
         _gradient_returned(ex, numerical_gradient, lambda v: float((np.asarray(v) ** 2).sum()), read_only,
                            "a read-only x = [1, 2]", h=1e-5)
     except CheckFailure as failure:
         if isinstance(failure.cause, ValueError) and "read-only" in str(failure.cause):
-            raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: "
-                                   + copy_needed) from None
+            raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: work on a float64 "
+                                   "copy and leave the caller's x alone: `work = x` (and np.asarray(x, "
+                                   "dtype=np.float64) of a float64 x) is the same array, while x.astype(np.float64) "
+                                   "is a new one.") from None
         raise
 
 

@@ -54,6 +54,7 @@ MESSAGE_LIMIT = 300  # of a learner exception's text quoted in a diagnosis (it i
 
 _OPEN_WORKERS = 0
 _WRITE_BACK: list[bool] = []  # non-empty inside writing_back()
+_LIMIT_RAISES = 0  # replies so far that said learner code raised its worker's recursion limit (limit_raises())
 
 
 @contextlib.contextmanager
@@ -69,6 +70,12 @@ def writing_back():
         yield
     finally:
         _WRITE_BACK.pop()
+
+
+def limit_raises() -> int:
+    """How many replies of any worker in this process have said that learner code raised its recursion limit: a
+    check compares the count before and after it runs (diagnostics.recursion_limit_kept)."""
+    return _LIMIT_RAISES
 
 
 def in_use() -> bool:
@@ -433,6 +440,7 @@ class Worker:
         self._codec = _Codec(self)
         self._installed: dict[str, Remote] = {}
         self.stopped: Stopped | None = None
+        self._unsent: Exception | None = None  # a trusted callback's exception that crossed as a RuntimeError
         self._cpu_start, self._cpu, self._sampled_at = cputime.tree_cpu_seconds(self._root), 0.0, time.monotonic()
         global _OPEN_WORKERS
         _OPEN_WORKERS += 1
@@ -522,6 +530,7 @@ class Worker:
             if time.monotonic() - self._sampled_at >= SLICE_S:  # many short requests add up too
                 self._check()
             self._deadline = _Deadline(self._cpu, timeout, time.monotonic() + WALL_FACTOR * timeout)
+            self._unsent = None
         self._next_id += 1
         request_id = self._next_id
         encoded = {**message, "id": request_id, **self._encoded(message)}  # a failure here is ours, not the learner's
@@ -539,6 +548,9 @@ class Worker:
                     self._deadline.wall_end += time.monotonic() - served  # the trusted side's time, not the worker's
                     continue
                 raise ProtocolError("a reply to no request")
+            if type(frame.get("raised_recursion_limit")) is int:
+                global _LIMIT_RAISES
+                _LIMIT_RAISES += 1
             if "stopped" in frame:
                 raise self._stop(str(frame["stopped"])[:500])
             if "error" not in frame:
@@ -550,7 +562,15 @@ class Worker:
         finally:
             if outermost:
                 self._deadline = None
-        raise failure
+        raise self._original(failure)
+
+    def _original(self, failure: BaseException) -> BaseException:
+        """The exception a trusted callback raised, when learner code let it through (it crossed as a RuntimeError,
+        a CheckFailure of a probe's own function, say): in one process it would have reached the check as itself."""
+        unsent, self._unsent = self._unsent, None
+        if unsent is not None and type(failure) is RuntimeError and str(unsent).startswith(str(failure)):
+            return unsent
+        return failure
 
     def _outcome(self, op: str, value, call_args: tuple):
         if op != "call":
@@ -585,6 +605,8 @@ class Worker:
             raise
         except Exception as error:  # the trusted function rejected the learner's input: an answer, like any other
             kind = type(error).__name__ if type(error).__name__ in MAPPED_ERRORS else "RuntimeError"
+            if kind == "RuntimeError":
+                self._unsent = error
             return {"reply": frame["id"], "error": {"type": kind, "message": str(error)[:500], "builtin": True}}
 
     def _exception(self, error: dict) -> BaseException:

@@ -50,6 +50,9 @@ Messages
           when it is not builtin (300), and the function it was raised in (80). On the trusted side a builtin type
           in MAPPED_ERRORS is raised as itself, any other type as LearnerError naming it.
       {"reply": n, "stopped": str}: the answer cannot count (learner code left a thread or process running).
+      Any reply may also carry "raised_recursion_limit": int, the highest recursion limit above the worker's own
+      that learner code asked for (sys.setrecursionlimit) while the request ran: the checks fail that, as they do
+      in a learner's kernel, where they watch the same call.
 
     The trusted side raises Stopped for "stopped" (its reason cut to 500 characters) and quotes at most 300
     characters of an error's message.
@@ -68,14 +71,18 @@ Values
 
       null, true, false, int, str           themselves (exactly these types: a subclass is not plain data)
       float                                 a JSON number when finite, else {"__float__": "nan" | "inf" | "-inf"}
-      {"__nd__": [dtype, shape, data, writeable]}
+      {"__nd__": [dtype, shape, data, writeable, order]}
                                             a numpy array: dtype one of ARRAY_TYPES (a type of ARRAY_DTYPES as its
                                             ``dtype.str``: byte order, kind and size, e.g. "<f8", "|b1", ">i4"),
                                             shape a list of at most MAX_DIMS non-negative ints, data the base64
-                                            (standard, padded) of its bytes in C order, exactly itemsize * prod(shape)
-                                            of them, writeable a bool. Decoded as a new array that owns its data; its
-                                            dtype is equal to the one sent, though not always of the same scalar
-                                            class (np.longlong is "<i8" like np.int64, and is read as np.int64).
+                                            (standard, padded) of its bytes in ``order``, exactly
+                                            itemsize * prod(shape) of them, writeable a bool, order "F" for an array
+                                            laid out in Fortran order only (a transposed view: code that copies it
+                                            with np.array keeps that layout, and reshape(-1) of it is a copy, as in
+                                            one process) and "C" for any other. Decoded as a new array that owns its
+                                            data, in that layout; its dtype is equal to the one sent, though not
+                                            always of the same scalar class (np.longlong is "<i8" like np.int64, and
+                                            is read as np.int64).
       {"__np__": [dtype, item]}             a numpy scalar of SCALAR_TYPES (no complex): item a bool for "|b1", an
                                             int in range for integers, a float or "nan" | "inf" | "-inf" for floats
       [value, ...]                          a list
@@ -219,8 +226,9 @@ class Codec:
         if kind is float:
             return value if math.isfinite(value) else {"__float__": repr(value)}
         if isinstance(value, np.ndarray) and value.dtype.char in ARRAY_DTYPES:
-            return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes()).decode(),
-                               bool(value.flags.writeable)]}
+            order = "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"
+            return {"__nd__": [value.dtype.str, list(value.shape), base64.b64encode(value.tobytes(order)).decode(),
+                               bool(value.flags.writeable), order]}
         if isinstance(value, np.generic) and value.dtype.char in SCALAR_DTYPES:
             item = value.item()
             return {"__np__": [value.dtype.str, item if not isinstance(item, float) or math.isfinite(item) else repr(item)]}
@@ -313,13 +321,14 @@ class StrictCodec(Codec):
 
 
 def decode_array(body) -> np.ndarray:
-    """The array of an ``__nd__`` tag's body: a new, C-contiguous array that owns its data. Raises ProtocolError."""
-    dtype, shape, data, writeable = fields(body, 4)
+    """The array of an ``__nd__`` tag's body: a new array that owns its data, in the layout sent (C or Fortran
+    order). Raises ProtocolError."""
+    dtype, shape, data, writeable, order = fields(body, 5)
     dtype = _dtype(dtype, ARRAY_TYPES)
     shape = fields(shape)
     if len(shape) > MAX_DIMS or not all(type(n) is int and n >= 0 for n in shape):
         raise ProtocolError("array shape")
-    if type(data) is not str or type(writeable) is not bool:
+    if type(data) is not str or type(writeable) is not bool or order not in ("C", "F"):
         raise ProtocolError("array data")
     try:
         raw = base64.b64decode(data, validate=True)
@@ -328,7 +337,7 @@ def decode_array(body) -> np.ndarray:
     if len(raw) != dtype.itemsize * math.prod(shape):  # exact: no int64 product to wrap round
         raise ProtocolError("array size")
     try:
-        array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        array = np.frombuffer(raw, dtype=dtype).reshape(shape, order=order).copy(order=order)
     except (ValueError, OverflowError):  # an empty array with a dimension past what numpy indexes
         raise ProtocolError("array shape") from None
     array.flags.writeable = writeable

@@ -140,15 +140,19 @@ class Connection(wire.Codec):
             self.send(self.answer(message, namespace))
 
     def answer(self, message: dict, namespace: dict) -> dict:
+        asked_before = len(LIMITS_ASKED)
         try:
             reply = {"reply": message["id"], "ok": self.perform(message, namespace)}
         except BaseException as error:  # noqa: B036 -- SystemExit and KeyboardInterrupt from learner code are answers too
             if isinstance(error, RecursionError):
-                sys.setrecursionlimit(RECURSION_LIMIT)
+                SET_RECURSION_LIMIT(RECURSION_LIMIT)
             reply = {"reply": message["id"], "error": describe(error)}
         if not threads_ended():  # they could change results after we answer: the answer is void
             reply = {"reply": message["id"], "stopped": "your code started a thread (or process) that was still "
                                                         "running when it returned; an exercise must not leave any"}
+        raised = [n for n in LIMITS_ASKED[asked_before:] if n > RECURSION_LIMIT]
+        if raised:
+            reply["raised_recursion_limit"] = max(raised)
         return reply
 
     def perform(self, message: dict, namespace: dict):
@@ -262,15 +266,25 @@ class Missing:
         raise Unavailable(self._why)
 
 
+# IPython's cell magics whose body the kernel runs as Python in the notebook's namespace; %%timeit runs it in a
+# function's scope of its own (its assignments do not stay). Every other cell magic (%%writefile, %%script, %%bash,
+# %%html, ...) hands its body to something else, so here it runs nothing, as in the kernel.
+CELL_MAGICS_IN_NAMESPACE = ("time", "capture", "prun")
+CELL_MAGICS_IN_SCOPE = ("timeit",)
+
+
 class Shell:
     """What ``get_ipython()`` returns here: notebook magics (already turned into calls by the trusted side) do
-    nothing, except that a cell magic such as %%time still runs its cell's code."""
+    nothing, except that a cell magic that runs Python (%%time, %%capture, ...) runs its cell's code."""
 
     def run_line_magic(self, name, line, *args):
         return None
 
     def run_cell_magic(self, name, line, cell):
-        exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE)
+        if name in CELL_MAGICS_IN_NAMESPACE:
+            exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE)
+        elif name in CELL_MAGICS_IN_SCOPE:
+            exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE, {})
 
     def system(self, *args, **kwargs):
         return None
@@ -352,6 +366,19 @@ def threads_ended(grace_s: float = 0.2) -> bool:
 
 
 RECURSION_LIMIT = sys.getrecursionlimit()
+SET_RECURSION_LIMIT = sys.setrecursionlimit
+LIMITS_ASKED: list[int] = []  # every sys.setrecursionlimit(n) of learner code, in order (answer() reports them)
+
+
+def watched_recursion_limit(limit):
+    """sys.setrecursionlimit for learner code: a lower limit is set, a higher one refused (the deep recursion it is
+    for would overflow the C stack and kill this process, instead of failing with a reason), and the request's reply
+    says it was asked for, as a check in a learner's kernel refuses and fails it."""
+    if limit <= RECURSION_LIMIT:
+        SET_RECURSION_LIMIT(limit)
+    LIMITS_ASKED.append(limit)
+
+
 BASELINE_THREADS = running_threads()
 LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __main__ (dataclasses look it up)
 NAMESPACE = LEARNER.__dict__
@@ -365,6 +392,7 @@ def main() -> None:
     if os.environ.get("WORKER_FILTER"):
         forbid_new_processes(os.environ["WORKER_FILTER"])
     sys.meta_path.insert(0, _Blocker())
+    sys.setrecursionlimit = watched_recursion_limit
     sys.modules["__main__"] = LEARNER
     os.chdir(os.environ.get("WORKER_HOME", "/tmp"))
     connection = Connection(socket.socket(fileno=int(os.environ["WORKER_FD"])))

@@ -62,9 +62,61 @@ def test_learner_exceptions_keep_builtin_types_and_name_their_own():
             f(0)
 
 
+@pytest.mark.parametrize("magic, defined", [
+    ("%%time", {"kept": True, "local": True}),
+    ("%%capture", {"kept": True, "local": True}),
+    ("%%timeit", {"kept": True, "local": False}),  # its body runs in a function's scope of its own, as IPython's
+    ("%%writefile helper.py", {"kept": False, "local": False}),  # the kernel writes the body to a file
+    ("%%script bash", {"kept": False, "local": False}),
+    ("%%html", {"kept": False, "local": False}),
+])
+def test_a_cell_magic_runs_its_body_as_python_only_where_the_kernel_does(magic, defined):
+    body = "import builtins\nlocal = 1\nbuiltins.__dict__.setdefault('_seen', []).append(1)\n"
+    with remote.Worker() as worker:
+        worker.run("kept = False\n" + verdicts.python(f"{magic}\n{body}"), "<cell>")
+        worker.run("import builtins\nkept = bool(getattr(builtins, '_seen', []))", "<cell>")
+        assert worker.evaluate("kept") is defined["kept"]
+        assert worker.evaluate("'local' in globals()") is defined["local"]
+
+
+def test_a_check_failure_raised_by_a_probe_function_reaches_the_check_as_itself():
+    """A probe's own function (a forward that refuses a Tensor) raises CheckFailure; learner code that lets it
+    through gives the check that failure, as in one process, not "your code raised RuntimeError"."""
+    from autograder import CheckFailure
+
+    def refusing(v):
+        raise CheckFailure("apply_op", "forward received a Tensor")
+
+    with remote.Worker() as worker:
+        worker.run("def through(f):\n    return f(1)\n"
+                   "def swallowing(f):\n    try:\n        return f(1)\n    except Exception:\n        return 2\n", "<c>")
+        with pytest.raises(CheckFailure, match="forward received a Tensor"):
+            worker.evaluate("through")(refusing)
+        assert worker.evaluate("swallowing")(refusing) == 2  # caught in learner code: an answer like any other
+        with pytest.raises(ZeroDivisionError):  # a later error of learner code's own is not taken for it
+            worker.run("1 / 0", "<c>")
+
+
+def test_a_recursion_limit_raised_in_the_worker_fails_the_check_as_in_a_kernel():
+    """The check's recursion watch is in this process; learner code in the worker is watched there, and the reply
+    says so (a kernel's check sees the same call directly)."""
+    from autograder import CheckFailure
+    from autograder.checks.harness.diagnostics import call_learner, recursion_limit_kept
+
+    with remote.Worker() as worker:
+        worker.run("import sys\nsys.setrecursionlimit(5000)\n"  # at the top of a cell, before any check runs
+                   "def deep(n):\n    return 0 if n == 0 else 1 + deep(n - 1)\n"
+                   "def raising(n):\n    sys.setrecursionlimit(100_000)\n    return deep(n)\n", "<cell>")
+        with recursion_limit_kept("topological_order"):  # a raise outside any check is refused, not failed
+            assert call_learner("topological_order", worker.evaluate("deep"), 500) == 500
+        with pytest.raises(CheckFailure, match="raised Python's recursion limit"):
+            with recursion_limit_kept("topological_order"):  # refused: the recursion fails, and the check says why
+                call_learner("topological_order", worker.evaluate("raising"), 20_000)
+
+
 @pytest.mark.parametrize("frame", [
-    {"__nd__": ["|O", [1], "AAAAAAAAAAA=", True]},          # an object array would unpickle on this side
-    {"__nd__": ["<f8", [2], "AAAAAAAAAAA=", True]},          # size does not match the shape
+    {"__nd__": ["|O", [1], "AAAAAAAAAAA=", True, "C"]},          # an object array would unpickle on this side
+    {"__nd__": ["<f8", [2], "AAAAAAAAAAA=", True, "C"]},          # size does not match the shape
     {"__pickle__": "gASV"},                                  # no such tag
     {"__np__": ["<f8", "1e308*10"]},                          # only nan/inf spelled as text
     {"__dict__": [[["a"], 1]]},                              # keys must be plain

@@ -144,6 +144,16 @@ def test_a_received_array_is_its_own_c_contiguous_copy(connection):
     assert received.flags.c_contiguous and received.flags.owndata and received.tolist() == view.tolist()
 
 
+def test_a_transposed_array_keeps_its_fortran_layout_across(connection):
+    """np.array(x) of a transposed x keeps its layout and reshape(-1) of that is a copy: a learner's flat-view trick
+    that fails on a transposed view in one process must fail in the worker too (the parity harness found it pass)."""
+    transposed = np.arange(6.0).reshape(2, 3).T
+    for received in (across(transposed, connection, trusted()), across(transposed, trusted(), connection)):
+        assert received.flags.f_contiguous and not received.flags.c_contiguous and received.flags.owndata
+        assert received.tolist() == transposed.tolist()
+        assert not np.shares_memory(np.array(received).reshape(-1), received)
+
+
 # ---------------------------------------------------------------------------- what stays behind a handle
 
 def test_the_worker_keeps_what_is_not_plain_data_and_sends_handles(connection, monkeypatch):
@@ -217,24 +227,25 @@ REFUSED = [
     {"__exctype__": "ValueError"},
     math.inf,                                                    # what 1e999 parses as
     [1, {"__pickle__": 1}],                                      # anywhere inside
-    {"__nd__": ["|O", [1], "AAAAAAAAAAA=", True]},               # an object array would unpickle on this side
-    {"__nd__": ["<M8[s]", [1], "AAAAAAAAAAA=", True]},           # datetimes are not numbers
-    {"__nd__": ["<f8,<f8", [1], "AAAAAAAAAAAAAAAAAAAAAA==", True]},  # nor records
-    {"__nd__": ["f8", [1], "AAAAAAAAAAA=", True]},               # dtype texts are spelled as dtype.str
-    {"__nd__": ["<f16", [1], "AAAAAAAAAAAAAAAAAAAAAA==", True]},
-    {"__nd__": ["<f8", [2], "AAAAAAAAAAA=", True]},              # size does not match the shape
-    {"__nd__": ["<f8", [1], "AAAAAAAAAAA", True]},               # not base64
-    {"__nd__": ["<f8", [1], "AAAAAAAA!AA=", True]},
-    {"__nd__": ["<f8", ["1"], "AAAAAAAAAAA=", True]},            # dimensions are ints
-    {"__nd__": ["<f8", [1.0], "AAAAAAAAAAA=", True]},
-    {"__nd__": ["<f8", [True], "AAAAAAAAAAA=", True]},
-    {"__nd__": ["<f8", [-1], "", True]},
-    {"__nd__": ["<f8", [0, 2 ** 70], "", True]},                 # empty, but past what numpy indexes
-    {"__nd__": ["<f8", [1] * (wire.MAX_DIMS + 1), "AAAAAAAAAAA=", True]},
-    {"__nd__": ["<f8", [1], "AAAAAAAAAAA=", 1]},                 # writeable is a bool
-    {"__nd__": ["<f8", [1], "AAAAAAAAAAA="]},                    # four fields
+    {"__nd__": ["|O", [1], "AAAAAAAAAAA=", True, "C"]},               # an object array would unpickle on this side
+    {"__nd__": ["<M8[s]", [1], "AAAAAAAAAAA=", True, "C"]},           # datetimes are not numbers
+    {"__nd__": ["<f8,<f8", [1], "AAAAAAAAAAAAAAAAAAAAAA==", True, "C"]},  # nor records
+    {"__nd__": ["f8", [1], "AAAAAAAAAAA=", True, "C"]},               # dtype texts are spelled as dtype.str
+    {"__nd__": ["<f16", [1], "AAAAAAAAAAAAAAAAAAAAAA==", True, "C"]},
+    {"__nd__": ["<f8", [2], "AAAAAAAAAAA=", True, "C"]},              # size does not match the shape
+    {"__nd__": ["<f8", [1], "AAAAAAAAAAA", True, "C"]},               # not base64
+    {"__nd__": ["<f8", [1], "AAAAAAAA!AA=", True, "C"]},
+    {"__nd__": ["<f8", ["1"], "AAAAAAAAAAA=", True, "C"]},            # dimensions are ints
+    {"__nd__": ["<f8", [1.0], "AAAAAAAAAAA=", True, "C"]},
+    {"__nd__": ["<f8", [True], "AAAAAAAAAAA=", True, "C"]},
+    {"__nd__": ["<f8", [-1], "", True, "C"]},
+    {"__nd__": ["<f8", [0, 2 ** 70], "", True, "C"]},                 # empty, but past what numpy indexes
+    {"__nd__": ["<f8", [1] * (wire.MAX_DIMS + 1), "AAAAAAAAAAA=", True, "C"]},
+    {"__nd__": ["<f8", [1], "AAAAAAAAAAA=", 1, "C"]},                 # writeable is a bool
+    {"__nd__": ["<f8", [1], "AAAAAAAAAAA=", True]},              # five fields
+    {"__nd__": ["<f8", [1], "AAAAAAAAAAA=", True, "K"]},         # the layout is C or F
     {"__nd__": "abcd"},
-    {"__nd__": ["<f8", [1], "AAAAAAAAAAA=", True], "more": 1},   # a plain tag's object has one key
+    {"__nd__": ["<f8", [1], "AAAAAAAAAAA=", True, "C"], "more": 1},   # a plain tag's object has one key
     {"__np__": ["<f8", "1e308*10"]},                             # only nan/inf spelled as text
     {"__np__": ["<c16", 1.0]},                                   # numbers stay real
     {"__np__": ["|i1", 300]},                                    # out of range
@@ -314,7 +325,7 @@ def test_frames_are_bounded_json_objects_without_nan():
 
 
 def test_the_worker_decodes_plain_data_with_the_same_checks(connection):
-    for value in ({"__nd__": ["|O", [1], "AAAAAAAAAAA=", True]}, {"__np__": ["|i1", 300]}, {"__pickle__": 1},
+    for value in ({"__nd__": ["|O", [1], "AAAAAAAAAAA=", True, "C"]}, {"__np__": ["|i1", 300]}, {"__pickle__": 1},
                   {"__exc__": ["SystemExit", "x"]}, {"__exctype__": "print"}, {"__dict__": [[["a"], 1]]}):
         with pytest.raises(WORKER_ERROR):
             connection.decode(value)

@@ -210,18 +210,27 @@ def recursion_limit_kept(exercise: str):
     """Fail a check whose learner code raised Python's recursion limit, even if it put it back; restore it always.
 
     Raising the limit only moves a recursive walk's crash to a deeper graph, where the C stack overflows and the
-    kernel dies; and a limit left raised would hide the RecursionError of every later probe.
+    kernel dies (it did, in a kernel running a probe's 10,000-node graph); and a limit left raised would hide the
+    RecursionError of every later probe. So a raise is refused as well as failed: the recursion it was for stops at
+    the usual limit, and the check can say why. Learner code in this process is watched here; learner code in a
+    sandboxed worker is watched there, the same way, and the worker's replies say what it asked for
+    (remote.limit_raises).
     """
     limit, set_limit = sys.getrecursionlimit(), sys.setrecursionlimit
     requested = []
+    raises_before = remote.limit_raises()
 
     def watched(n):
-        if not sys._getframe(1).f_globals.get("__name__", "").startswith("hypothesis"):  # hypothesis adjusts it too
-            requested.append(n)
-        set_limit(n)
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("hypothesis"):  # hypothesis adjusts it too
+            set_limit(n)
+            return
+        requested.append(n)
+        if n <= limit:  # a raise is refused: the deep recursion it was for fails now instead of killing the kernel
+            set_limit(n)
 
     def verdict():
-        if any(n > limit for n in requested):  # the root cause: it wins over whatever else went wrong
+        # the root cause: it wins over whatever else went wrong
+        if any(n > limit for n in requested) or remote.limit_raises() > raises_before:
             raise CheckFailure(exercise, "your code raised Python's recursion limit. That only moves the crash: a "
                                          "deeper graph overflows the C stack and kills the kernel. Keep your own stack "
                                          "(a list) instead.") from None

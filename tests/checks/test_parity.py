@@ -1,0 +1,232 @@
+"""One verdict everywhere: every case of the check tests gets the same verdict, for the same cause, from the trusted
+grader (the sandboxed worker that ``python -m autograder grade`` uses) as in the tests' own process, and a sample of
+them the same again from ``run_check`` in a real kernel, run as a learner runs a notebook.
+
+The cases are read out of tests/checks/test_checks_*.py (``catalogue.harvest``). In the worker each case is one
+learner program judged by ``autograder.trust.verdicts.judged``, as one exercise of a grade is: a fresh worker forked
+from one zygote per notebook. "The same cause" is what the check test asserts of the diagnosis (its phrases) against
+the trusted grader, and the whole headline (the diagnosis's first line) between the kernel and the trusted grader.
+Both run a case's program up to its exercise's test cell, as a grade does, then the case's own extra code.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import re
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import DeadKernelError
+
+from autograder.course import KERNEL_ARGS
+from autograder.trust import remote, verdicts
+from catalogue import Case, Recipe, harvest, program_cells
+from conftest import ASSIGNMENTS
+
+# What the harvest cannot copy, and why: each of these tests changes a check's own constants (monkeypatch) or tests
+# a piece of a check on a namespace it changes first. A test not listed here that yields no case fails the harness.
+UNREAD = {
+    "test_checks_scalar_engine::test_endless_walk_is_stopped_with_a_diagnosis[0]": "shortens the call timeout",
+    "test_checks_scalar_engine::test_central_differences_run_the_program_that_was_graded[0]": "one program's replay",
+    "test_checks_backward_functions::test_a_name_missing_from_the_notebook_is_named[0]#0": "a hand-made namespace",
+    "test_checks_tensor_engine::test_whole_engine_programs_catch_what_they_run[0]": "one phase of a check",
+    "test_checks_tensor_engine::test_the_drawn_graphs_prose_states_the_gradients_torch_computes[0]": "prose",
+    "test_checks_modules_mnist::test_training_run_must_reach_the_floor[0]": "raises the accuracy floor",
+    "test_checks_modules_mnist::"
+    "test_torchs_default_initialisation_leaves_a_third_of_the_variance_as_section_5_2_says[0]": "prose",
+}
+# Where the trusted grader differs on purpose (a test, or one case of it): it fails these, for its own reason.
+BY_DESIGN = {
+    "test_checks_nudging::test_tanh_network_gradients_rejects_torch": "torch cannot be imported while grading",
+    "test_checks_backward_functions::test_unbroadcast_accepts_correct_alternatives[2]": "the same: it calls torch",
+    # exit() in a kernel is IPython's: it returns None and shuts the kernel down after the cell, no SystemExit
+    "test_checks_backward_functions::test_backward_rules_reject_red_team_answers[5]": "it calls exit()",
+}
+PREFIX = "While running your notebook's cells: "
+
+
+@functools.lru_cache(maxsize=None)
+def catalogue():
+    return harvest()
+
+
+def cases_of(notebook: str) -> list[Case]:
+    return [c for c in catalogue().cases if c.recipe.notebook == notebook]
+
+
+def headline(message: str) -> str:
+    """The diagnosis's first line: the cause it names (past what the trusted grader says of the cells first)."""
+    if message.startswith(PREFIX):
+        message = message.partition("\n")[2]
+    return message.partition("\n")[0]
+
+
+def trusted(cases: list[Case]) -> dict[str, verdicts.Verdict]:
+    """Each case's verdict from a worker of its own, all forked from one zygote."""
+    found = {}
+    with remote.Zygote() as zygote:
+        for case in cases:
+            budget = remote.Budget(remote.SUBMISSION_BUDGET_S, "the checks of this notebook")
+            run = verdicts.Judging(program_cells(case.recipe, case.exercise), {}, {}, zygote, budget)
+            found[case.id] = verdicts.judged(case.exercise, run)
+    return found
+
+
+def disagreements(cases: list[Case], found: dict[str, verdicts.Verdict]) -> list[str]:
+    """What the trusted grader said that the check tests do not: another verdict, or a diagnosis without a phrase."""
+    wrong = []
+    for case in cases:
+        verdict = found[case.id]
+        if _by_design(case):
+            if verdict.passed:
+                wrong.append(f"{case.id} ({case.exercise}): graded as passing, but {BY_DESIGN[_design_key(case)]}")
+        elif verdict.passed != case.passes:
+            wrong.append(f"{case.id} ({case.exercise}): the tests say {'pass' if case.passes else 'fail'}, the "
+                         f"trusted grader {'passes' if verdict.passed else 'fails'}: {verdict.message[:300]}")
+        elif not verdict.passed and not all(p in verdict.message for p in case.phrases):
+            missing = [p for p in case.phrases if p not in verdict.message]
+            wrong.append(f"{case.id} ({case.exercise}): the trusted diagnosis lacks {missing}: {verdict.message[:300]}")
+    return wrong
+
+
+def _design_key(case: Case) -> str | None:
+    return next((key for key in BY_DESIGN if case.id == key or case.id.startswith(key + "[")), None)
+
+
+def _by_design(case: Case) -> bool:
+    return _design_key(case) is not None
+
+
+def test_the_catalogue_holds_every_case_of_the_check_tests():
+    found = catalogue()
+    assert found.unread.keys() == UNREAD.keys(), {k: v for k, v in found.unread.items() if k not in UNREAD}
+    for notebook in ASSIGNMENTS:
+        kinds = {c.passes for c in cases_of(notebook)}
+        assert kinds == {True, False}, f"{notebook}: no {'rejection' if True in kinds else 'acceptance'} case read"
+    assert len(found.cases) >= 370  # what the check tests held when the harness was written
+
+
+@pytest.mark.slow  # grades every case of one notebook through the sandboxed workers (half a minute to a minute)
+@pytest.mark.parametrize("notebook", ASSIGNMENTS)
+def test_the_trusted_grader_gives_every_case_the_verdict_the_check_tests_give(notebook):
+    cases = cases_of(notebook)
+    wrong = disagreements(cases, trusted(cases))
+    assert not wrong, f"{len(wrong)} of {len(cases)} cases differ:\n" + "\n".join(wrong)
+
+
+# ------------------------------------------------------------------------------------------------ in a kernel
+
+SAMPLE_EVERY = 12  # of the catalogue's cases, in its order: about 30, with every notebook and both verdicts
+# Cases that once got one verdict in a kernel and another in grading, kept in the sample whatever its size.
+ALWAYS = ("test_topological_order_rejects_recursive_walks", "test_backward_rejects_other_walks[3]",
+          "test_apply_op_rejects")
+CENTRAL = "def central_difference(f, x, h):"
+# An answer cell under a cell magic that does not run Python: the kernel defines nothing, so neither may grading.
+WRITEFILE = Case("parity::writefile", "central_difference",
+                 Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%writefile central.py\n" + CENTRAL)]}),
+                 passes=False, phrases=("`central_difference` is not defined",))
+# and one under %%time, which runs it.
+TIMED = Case("parity::time", "central_difference",
+             Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%time\n" + CENTRAL)]}), passes=True)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def sample() -> list[Case]:
+    cases = catalogue().cases
+    return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
+        + [WRITEFILE, TIMED]
+
+
+def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:
+    """Each case run in one kernel as a learner runs a notebook: its cells, then the test cell's ``run_check``
+    line; ``%reset -f`` between cases, as a learner who starts over without restarting the kernel. A case that kills
+    the kernel fails, saying so, and a new kernel takes the cases after it."""
+    found = {}
+    while len(found) < len(cases):
+        left = [c for c in cases if c.id not in found]
+        nb, checks = nbformat.v4.new_notebook(), {}
+        for case in left:
+            nb.cells.append(nbformat.v4.new_code_cell("%reset -f"))
+            nb.cells += [nbformat.v4.new_code_cell(cell.code) for cell in program_cells(case.recipe, case.exercise)]
+            checks[case.id] = len(nb.cells)
+            nb.cells.append(nbformat.v4.new_code_cell(f"run_check({case.exercise!r}, globals())"))
+        try:
+            NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True, extra_arguments=KERNEL_ARGS,
+                           resources={"metadata": {"path": str(folder)}}).execute()
+        except DeadKernelError:
+            unrun = next(i for i, cell in enumerate(nb.cells) if cell.get("execution_count") is None)
+            died = next(case_id for case_id, index in checks.items() if index >= unrun)
+            checks = {case_id: index for case_id, index in checks.items() if index < unrun}
+            found[died] = verdicts.Verdict("", False, "the kernel died")
+        found.update({case_id: _verdict(nb.cells[index]) for case_id, index in checks.items()})
+    return found
+
+
+def _verdict(cell) -> verdicts.Verdict:
+    """What a test cell showed: the CheckFailure's diagnosis (as its traceback renders it), or the passed line."""
+    errors = [o for o in cell.outputs if o.output_type == "error"]
+    if errors:
+        lines = [ANSI.sub("", line) for line in errors[0].traceback]
+        message = "\n".join(lines[1:]) if errors[0].ename == "CheckFailure" else f"{errors[0].ename}: {errors[0].evalue}"
+        return verdicts.Verdict("", False, message)
+    shown = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    return verdicts.Verdict("", "all hidden checks passed" in shown, shown)
+
+
+@pytest.mark.slow  # one kernel runs about 30 cases, and the trusted grader the same ones
+def test_run_check_in_a_kernel_gives_a_sample_the_trusted_verdict_and_headline(tmp_path):
+    cases = [c for c in sample() if not _by_design(c)]  # torch is there in a kernel, exit() stops it
+    kernel, graded = in_a_kernel(cases, tmp_path), trusted(cases)
+    wrong = disagreements(cases, kernel)
+    for case in cases:
+        mine, theirs = kernel[case.id], graded[case.id]
+        if mine.passed != theirs.passed or not mine.passed and headline(mine.message) != headline(theirs.message):
+            wrong.append(f"{case.id}: the kernel says {mine.message[:200]!r}, the trusted grader "
+                         f"{theirs.message[:200]!r}")
+    assert not wrong, f"{len(wrong)} of {len(cases)} cases differ:\n" + "\n".join(wrong)
+
+
+# ------------------------------------------------------------------------------------------------ no trace
+
+# The exercises whose checks enter state in the learner's process: grad mode (apply_op's with-block probes), the
+# recursion limit (topological_order's deep graphs), the random states (mlp's and linear's seeded draws).
+STATEFUL = ("apply_op", "topological_order", "mlp", "linear")
+
+
+def one_cell_slips(exercise: str) -> list[Case]:
+    """The rejection cases of ``exercise`` that edit its answer cell alone, or add code that only defines its
+    answer's names: what a learner types into that cell, runs, and later corrects."""
+    from autograder.checks import answer_names
+
+    def own(extra: str) -> bool:
+        defined = [node.name for node in ast.parse(extra).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+        return len(defined) == len(ast.parse(extra).body) and set(defined) <= set(answer_names(exercise))
+
+    return [c for c in catalogue().cases if c.exercise == exercise and not c.passes and not c.recipe.objects
+            and set(c.recipe.edits) <= {exercise} and own(c.recipe.extra)]
+
+
+@pytest.mark.slow  # every one-cell slip of four exercises, checked in this process (a minute)
+@pytest.mark.parametrize("exercise", STATEFUL)
+def test_after_every_slip_the_corrected_answer_passes_in_the_same_namespace(exercise):
+    """As a learner works: one kernel, the answer cell run with a slip and checked (rejects: it fails, and leaves
+    the process and the notebook's classes as they were), the next slip run over it, ..., then the solution's cell
+    run again, which must pass."""
+    from autograder import check
+    from autograder.tools.solutions import solution_namespace
+    from conftest import rejects, traces
+
+    slips = one_cell_slips(exercise)
+    assert slips, f"no one-cell slip of {exercise} in the check tests"
+    namespace = solution_namespace(slips[0].recipe.notebook)
+    start = traces(namespace)
+    solution = next(c for c in program_cells(Recipe(slips[0].recipe.notebook)) if c.name == exercise)
+    for slip in slips:
+        for cell in program_cells(slip.recipe):
+            if cell.name in (exercise, "your answer"):
+                exec(compile(cell.code, f"<{slip.id}>", "exec"), namespace)
+        rejects(exercise, namespace, *slip.phrases)
+    exec(compile(solution.code, f"<{exercise}>", "exec"), namespace)
+    check(exercise, namespace)
+    assert traces(namespace) == start
