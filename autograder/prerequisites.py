@@ -19,8 +19,9 @@ import subprocess
 import sys
 
 MIN_PYTHON = (3, 11)  # pyproject.toml's requires-python; tests/test_prerequisites.py keeps the two the same
-# The sandbox's probe: what bubblewrap must do for grading to use it (autograder.trust.sandbox.unusable).
-BWRAP_PROBE = ["--unshare-all", "--as-pid-1", "--clearenv", "--ro-bind", "/", "/", "--", "true"]  # every option the sandbox needs of it
+# The sandbox's probe: what bubblewrap must do for grading to use it, with every option the sandbox needs of it
+# (autograder.trust.sandbox.unusable).
+BWRAP_PROBE = ["--unshare-all", "--as-pid-1", "--clearenv", "--ro-bind", "/", "/", "--", "true"]
 # Package names: Debian's (apt), Fedora's (dnf), Homebrew's; None where that system has no such package.
 PACKAGES = {
     "python": ("python3.11", "python3.11", "python@3.11"),

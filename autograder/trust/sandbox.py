@@ -127,7 +127,13 @@ CLONE_THREAD = 0x10000  # linux/sched.h: clone() making a thread of the same pro
 REFUSED = {**dict.fromkeys(("chmod", "fchmod", "fchmodat", "fchmodat2"), 0),
            **dict.fromkeys(("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"),
                            errno.ENOTSUP),
-           **dict.fromkeys(("memfd_create", "memfd_secret", "shmget"), errno.ENOSYS)}
+           **dict.fromkeys(("memfd_create", "memfd_secret", "shmget"), errno.ENOSYS),
+           # io_uring runs file operations (a chmod by ACL, say) that the filter never sees: as if the kernel had none.
+           **dict.fromkeys(("io_uring_setup", "io_uring_enter", "io_uring_register"), errno.ENOSYS),
+           # A namespace of its own would give learner code every capability in it again, and mounts (an unsized tmpfs
+           # is memory no limit counts).
+           **dict.fromkeys(("unshare", "setns", "mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount",
+                            "move_mount", "open_tree", "mount_setattr"), errno.EPERM)}
 
 
 @functools.lru_cache(maxsize=1)

@@ -261,6 +261,10 @@ if libc.memfd_create(b"probe", 0) >= 0:
     found.append("memfd")
 if libc.shmget(0, 1 << 20, 0o1600) >= 0:  # IPC_PRIVATE, IPC_CREAT | 0600
     found.append("System V memory")
+if libc.syscall(425, 8, bytes(120)) >= 0:  # io_uring_setup(8 entries): its operations bypass the filter
+    found.append("io_uring")
+if libc.unshare(0x10000000 | 0x20000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS: every capability again, in there
+    found.append("namespace")
 found += sorted(name for name in os.environ if name.startswith("HOST_SECRET"))
 print(found)
 """
@@ -269,7 +273,8 @@ print(found)
 def test_learner_code_reaches_neither_the_init_nor_memory_or_modes_outside_the_limits(tmp_path, monkeypatch):
     """In the kernel's sandbox and in a check worker's: process 1 (ours, sandbox_init.py) is not dumpable, a mode
     change does nothing (the kernel owns its private host folder), no attribute is set, no memory is held that no
-    limit counts, and nothing of the caller's environment is inside."""
+    limit counts, no io_uring runs operations the filter cannot see, no namespace of its own gives capabilities
+    back, and nothing of the caller's environment is inside."""
     from autograder.trust import remote
 
     monkeypatch.setenv("HOST_SECRET_TOKEN", "instructor-secret")
@@ -285,7 +290,8 @@ def test_learner_code_reaches_neither_the_init_nor_memory_or_modes_outside_the_l
         assert worker.evaluate("found") == []
     unfiltered = subprocess.run(sandbox.wrap([sys.executable, "-c", BREAK_OUT]), capture_output=True, text=True,
                                 timeout=120)
-    assert ast.literal_eval(unfiltered.stdout) == ["chmod", "xattr", "memfd", "System V memory"], unfiltered.stderr
+    assert ast.literal_eval(unfiltered.stdout) == ["chmod", "xattr", "memfd", "System V memory", "io_uring",
+                                                   "namespace"], unfiltered.stderr
 
 
 def test_a_sandbox_ends_whole_with_its_parent_even_when_learner_code_clears_its_own_parent_death_signal(tmp_path):
