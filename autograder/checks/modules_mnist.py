@@ -273,8 +273,11 @@ def check_linear(Linear, Tensor) -> None:
     drawn = case_rng(ex)
     kit.seed(int(drawn.integers(2 ** 31)))
     _initialised(ex, Linear, int(drawn.integers(25, 101)), int(drawn.integers(1000, 1501)))
-    for with_bias in (True, False):
-        n_in, n_out, batch = (int(n) for n in drawn.integers(1, 9, size=3))
+    # Small layers and a wide one: a forward that is right only up to some width (a bias left out past 8 inputs,
+    # say) meets one past it.
+    for with_bias, low, high in ((True, 1, 9), (False, 1, 65), (True, 17, 65)):
+        n_in, n_out = (int(n) for n in drawn.integers(low, high, size=2))
+        batch = int(drawn.integers(1, 9))
         shown = f"Linear({n_in}, {n_out}{'' if with_bias else ', bias=False'})"
         layer = call_learner(ex, Linear, n_in, n_out, bias=with_bias, shown_input=shown)
         _compare_with_torch_linear(ex, Tensor, layer, shown, drawn.uniform(-1, 1, (batch, n_in)),
@@ -556,8 +559,10 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
     # moves something.
     drawn = case_rng(ex)
     lr = round(float(drawn.uniform(0.01, 0.9)), 4)
-    starts = [drawn.normal(size=tuple(drawn.integers(1, 5, size=drawn.integers(1, 3))))
-              for _ in range(drawn.integers(2, 5))]
+    # Parameter 0 is large (17-40 entries a side): a step that updates only the first few entries fails on it.
+    starts = [drawn.normal(size=tuple(drawn.integers(17, 41, size=drawn.integers(1, 3))))]
+    starts += [drawn.normal(size=tuple(drawn.integers(1, 5, size=drawn.integers(1, 3))))
+               for _ in range(drawn.integers(1, 4))]
     idle = [{n for n in range(1, len(starts)) if drawn.random() < 0.3} for _ in range(drawn.integers(2, 4))]
     _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, drawn, idle,
                       f"SGD({len(starts)} parameters of shapes {[s.shape for s in starts]}, lr={lr!r}): ")

@@ -389,11 +389,20 @@ KNOWS_THE_PROBES = [
     # the fixed optimizer's lr, not self.lr
     ("sgd", {"sgd": [("p.array -= self.lr * p.grad.array", "p.array -= 0.3 * p.grad.array")]}, "",
      "expected: torch.optim.SGD's"),
+    # a second red team's: right on every layer of up to 8 inputs, and on all the drawn small ones before
+    ("linear", {"linear": [("return linear(x, self.weight, self.bias)",
+                            "return linear(x, self.weight, self.bias if self.weight.shape[1] <= 8 else None)")]}, "",
+     "torch"),
+    # and an update of each parameter's first 16 entries only, right on the probes' parameters of up to 4 x 4
+    ("sgd", {"sgd": [("p.array -= self.lr * p.grad.array",
+                      "p.array.reshape(-1)[:16] -= self.lr * p.grad.array.reshape(-1)[:16]")]}, "",
+     "expected: torch.optim.SGD's"),
 ]
 
 
 @pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])
-@pytest.mark.parametrize("exercise, edits, extra, phrase", KNOWS_THE_PROBES, ids=[k[0] for k in KNOWS_THE_PROBES])
+@pytest.mark.parametrize("exercise, edits, extra, phrase", KNOWS_THE_PROBES,
+                         ids=[f"{k[0]}-{n}" for n, k in enumerate(KNOWS_THE_PROBES)])
 def test_an_answer_right_only_on_the_fixed_probes_fails_the_drawn_cases(exercise, edits, extra, phrase, seed):
     """Each of these passes every fixed probe (main's checks, which had only those, passed all four); the cases drawn
     from the case seed (names, sizes, layers, lr), in a learner's kernel or under a trusted grade's seed, show it."""
