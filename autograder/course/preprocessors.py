@@ -438,8 +438,9 @@ class SandboxedKernelManager(AsyncKernelManager):
     def lock(self) -> None:
         """Make the private folder read-only to the kernel, once it has made its sockets there: without any
         capability in its sandbox, learner code then cannot add files to it (a host folder, with no size limit),
-        swap a socket for a link, or change the connection file. This process, the folder's owner, unlocks it
-        to tidy up."""
+        swap a socket for a link, or change the connection file. The kernel runs as the folder's owner, so this
+        holds because the process filter keeps it from changing the mode back (chmod does nothing; ACLs, io_uring
+        and namespaces of its own are refused: sandbox.REFUSED). This process unlocks it to tidy up."""
         Path(self.connection_file).chmod(0o400)
         self.private.chmod(0o500)
 
