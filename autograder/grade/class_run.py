@@ -510,8 +510,8 @@ class Dispatch:
         # Results are fetched in the background as tasks end: a worker that freezes while holding one must not
         # block the run (future.result() would wait for it), only that task, which then runs past its deadline.
         self.arrived = as_completed(with_results=True, raise_errors=False)
-        # Task key -> (when it was first seen running or ended, on which worker): the start of its deadline.
-        self.seen: dict[str, tuple[float, str]] = {}
+        # Task key -> when it was first seen running or ended: the start of its deadline.
+        self.seen: dict[str, float] = {}
         self.watched, self.workerless_since = 0.0, None
 
     def submit(self, task: Task):
@@ -554,7 +554,10 @@ class Dispatch:
                 elif executed.error and task.attempt == 1:
                     yield task, executed, "retrying"
                     retry = replace(task, attempt=2, avoid=executed.worker)
-                    pending[self.submit(retry)] = retry
+                    try:
+                        pending[self.submit(retry)] = retry
+                    except Exception as error:  # no worker to take the snapshot, or the scheduler went away
+                        yield from self._lost([retry], f"{type(error).__name__}: {error}")
                 else:
                     yield task, executed, "done"
             if stop.requested:
@@ -595,10 +598,11 @@ class Dispatch:
         stalled = []
         for future in pending:
             if future.key in running or future.done():  # ended but its result not yet here counts as well
-                self.seen.setdefault(future.key, (now, running.get(future.key, "")))
-            since, worker = self.seen.get(future.key, (now, ""))
-            if now - since > self.deadline_s:
-                stalled.append((future, worker))
+                self.seen.setdefault(future.key, now)
+            if now - self.seen.get(future.key, now) > self.deadline_s:
+                # Only the worker running it now is to blame. A task that has ended blames none: Dask fetches
+                # results in batches, so a frozen worker also holds back results that healthy workers hold.
+                stalled.append((future, running.get(future.key, "")))
         return None, stalled
 
     def _drop(self, worker: str) -> None:
@@ -609,9 +613,13 @@ class Dispatch:
         except Exception:  # the retry avoids that worker anyway
             pass
         # The snapshots were broadcast to that worker too; Dask may drop a key whose holder was removed, and with
-        # it every task that needs it, so the retries get fresh copies.
-        self.scattered = {name: self.client.scatter(snapshot, broadcast=True)
-                          for name, snapshot in self.snapshots.items()}
+        # it every task that needs it, so the retries get fresh copies. With no worker left there is nowhere to
+        # send them: submit() tries again, and watch() ends the run if none comes back.
+        try:
+            self.scattered = {name: self.client.scatter(snapshot, broadcast=True, timeout=WATCH_S)
+                              for name, snapshot in self.snapshots.items()}
+        except Exception:
+            pass
 
     @staticmethod
     def _lost(tasks, why: str):

@@ -481,3 +481,51 @@ def test_links_and_special_files_earn_nothing_leak_nothing_and_leave_the_others_
     assert all(f"\t{student}\tfailed\t" in table for student in refused)
     for path in [course / "gradebook.db", *(course / class_run.LOGS).rglob("*"), *(course / "autograded").rglob("*")]:
         assert path.is_dir() or SECRET not in path.read_bytes(), path
+
+
+class StandInClient:
+    """What Dispatch asks of a Dask client, as a table: which worker runs which task key, and a scatter that fails
+    (no worker left to take the snapshots)."""
+
+    status = "running"
+
+    def __init__(self):
+        self.processing_now: dict[str, list[str]] = {}
+        self.removed: list[str] = []
+
+    def processing(self):
+        return self.processing_now
+
+    def run_on_scheduler(self, function, address):
+        self.removed.append(address)
+
+    def scatter(self, data, broadcast, timeout):
+        raise TimeoutError("No valid workers found")
+
+
+class StandInFuture:
+    def __init__(self, key: str):
+        self.key, self._done = key, False
+
+    def done(self):
+        return self._done
+
+
+def test_a_stalled_task_blames_only_the_worker_running_it_now_and_a_workerless_cluster_ends_no_run(monkeypatch):
+    """A task whose result has not arrived although it ended blames no worker (Dask fetches results in batches, so
+    one frozen worker holds back the results of healthy ones: CI once lost both workers so); a task that moved
+    blames the worker it is on now; dropping the last worker leaves the run going instead of raising."""
+    client, clock = StandInClient(), [100.0]
+    monkeypatch.setattr(class_run.time, "monotonic", lambda: clock[0])
+    dispatch = class_run.Dispatch.__new__(class_run.Dispatch)
+    dispatch.client, dispatch.snapshots, dispatch.deadline_s = client, {"nb": object()}, 25.0
+    dispatch.scattered, dispatch.seen, dispatch.watched, dispatch.workerless_since = {"nb": None}, {}, 0.0, None
+    ended, moved, frozen = StandInFuture("ended"), StandInFuture("moved"), StandInFuture("frozen")
+    client.processing_now = {"healthy": ["ended", "moved"], "stuck": ["frozen"]}
+    assert dispatch.watch([ended, moved, frozen]) == (None, [])
+    clock[0] += 30
+    ended._done = True  # on the healthy worker, its result waiting behind one held by the frozen worker
+    client.processing_now = {"healthy": [], "stuck": ["frozen", "moved"]}
+    assert dispatch.watch([ended, moved, frozen]) == (None, [(ended, ""), (moved, "stuck"), (frozen, "stuck")])
+    dispatch._drop("stuck")
+    assert client.removed == ["stuck"] and dispatch.scattered == {"nb": None}
