@@ -99,8 +99,8 @@ def set_stage(c, stage: str) -> None:
     from nbgrader.converters import Autograde
     from nbgrader.preprocessors import CheckCellMetadata, Execute
 
-    from autograder.course.preprocessors import (ContainedExecute, ReplayExecution, RequireSandbox, StartTrustedVerdicts,
-                                                 TrustedVerdicts)
+    from autograder.course.preprocessors import (ContainedExecute, InertLearnerContent, ReplayExecution, RequireSandbox,
+                                                 StartTrustedVerdicts, TrustedVerdicts)
 
     if stage not in STAGES:
         raise ValueError(f"unknown grading stage {stage!r}; one of {', '.join(STAGES)}")
@@ -109,10 +109,11 @@ def set_stage(c, stage: str) -> None:
     execution = [RequireSandbox, StartTrustedVerdicts, ContainedExecute, TrustedVerdicts]
     pipeline = Autograde.class_traits()["autograde_preprocessors"].default()
     at = pipeline.index(Execute)
-    if stage == "execute":
+    if stage == "execute":  # what the recording stage copies back is the code cells' outputs, made inert there
         pipeline = execution
     else:
-        pipeline[at:at + 1] = execution if stage == "whole" else [ReplayExecution]
+        # What is saved, and shown in Formgrader and the feedback, runs nothing in a browser (InertLearnerContent).
+        pipeline[at:at + 1] = (execution if stage == "whole" else [ReplayExecution]) + [InertLearnerContent]
     if stage == "record":
         # The grading worker checked this submission's cell metadata while sanitizing it (and failed it with nbgrader's
         # reason); the one recording process, which sets a large class's pace, need not check it again. The check at

@@ -10,6 +10,7 @@ and ``nbgrader generate_feedback`` all see the trusted verdict, and whatever the
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import re
 import shutil
@@ -409,6 +410,75 @@ class ReplayExecution(NbGraderPreprocessor):
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
         return nb, resources
+
+
+# What a graded notebook may show of what learner code or a learner wrote: these output types render as text or as
+# an image in every viewer (nbconvert escapes text; an image is a data URI in an <img>, which runs no script).
+INERT_OUTPUTS = ("text/plain", "image/png", "image/jpeg")
+BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
+PLAIN_ID = re.compile(r"[A-Za-z0-9_-]+")
+DROPPED = "[{kinds} output left out of the graded notebook: it could run code in the instructor's browser]"
+
+
+class InertLearnerContent(NbGraderPreprocessor):
+    """Make everything a learner controls in a graded notebook inert in a browser, right after its run.
+
+    Formgrader shows an autograded notebook on the instructor's own Jupyter server, and nbconvert keeps an output's
+    HTML or JavaScript, a markdown cell's raw HTML and links, and a raw cell as they are: a submission's
+    ``display(HTML("<script>..."))`` would run as the instructor, with the power to change every grade (a red team
+    did: the attacker's 8 became 10, each classmate's score 0). So, in the notebook that is saved and shown:
+
+    - outputs keep only INERT_OUTPUTS (an image only if it is base64) and no metadata; a display with nothing left
+      says which kinds were dropped;
+    - a markdown cell the course does not have word for word (the learner's own, or one they edited) is shown as
+      its literal text (an indented code block), so no HTML, link or image of theirs is rendered; a raw cell's text
+      is escaped; their attachments go;
+    - a grade id that is not plain letters, digits, ``_`` and ``-`` loses its nbgrader metadata (Formgrader writes
+      grade ids into the page unescaped), and the notebook's metadata is the course notebook's (no widget state,
+      no title of the learner's).
+
+    Scores are untouched: test cells hold only TrustedVerdicts' stream and error outputs, which stay.
+    """
+
+    def preprocess(self, nb, resources):
+        course = assignments().get(resources["nbgrader"]["assignment"])
+        course_nb = nbformat.read(course, as_version=4) if course is not None else nbformat.v4.new_notebook()
+        ours = {c.source for c in course_nb.cells if c.cell_type in ("markdown", "raw")}
+        nb.metadata = course_nb.metadata
+        for cell in nb.cells:
+            inert_cell(cell, ours)
+        return nb, resources
+
+
+def inert_cell(cell, course_sources: set[str]) -> None:
+    """One cell of InertLearnerContent, in place."""
+    grade_id = nbgrader_meta(cell).get("grade_id")
+    if grade_id is not None and not (isinstance(grade_id, str) and PLAIN_ID.fullmatch(grade_id)):
+        del cell.metadata["nbgrader"]
+    if cell.cell_type == "code":
+        cell.outputs = [inert_output(o) for o in cell.outputs]
+    elif cell.source not in course_sources:
+        cell.pop("attachments", None)
+        if cell.cell_type == "markdown":
+            cell.source = "\n".join("    " + line for line in cell.source.split("\n"))
+        else:
+            cell.source = html.escape(cell.source)
+
+
+def inert_output(output):
+    """An output with only what renders inert (see InertLearnerContent)."""
+    if output.get("output_type") not in ("display_data", "execute_result"):
+        if output.get("output_type") == "stream" and output.get("name") not in ("stdout", "stderr"):
+            output["name"] = "stdout"
+        return output
+    data = output.get("data") or {}
+    kept = {kind: value for kind, value in data.items() if kind in INERT_OUTPUTS
+            and (kind == "text/plain" or isinstance(value, str) and BASE64.fullmatch(value))}
+    dropped = sorted(set(data) - set(kept))
+    if dropped and "text/plain" not in kept:
+        kept["text/plain"] = DROPPED.format(kinds=", ".join(dropped))
+    output["data"], output["metadata"] = kept, {}
+    return output
 
 
 class SandboxedKernelManager(AsyncKernelManager):

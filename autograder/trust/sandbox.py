@@ -11,7 +11,8 @@ sockets in a folder the two share). Its file system starts empty and gets, read-
   site-packages) and the virtual environment's ``pyvenv.cfg``;
 - the role's distributions and everything they require, file by file from their installed records: the check
   worker gets numpy alone, the kernel what the notebooks and the course's kernel-side code import;
-- the role's own files (the worker's two scripts; the kernel's ``autograder``, ``labtools`` and ``data``);
+- the role's own files (the worker's two scripts; the kernel's ``labtools``, ``data`` and a stand-in
+  ``autograder`` without the checks);
 - a size-limited ``/tmp``, and for the kernel a size-limited copy of its own submission folder.
 
 Nothing else of the host exists inside: not the rest of site-packages (torch, sympy and micrograd are simply not
@@ -84,6 +85,7 @@ KERNEL = Role(packages=("ipykernel", "ipywidgets", "numpy", "torch", "matplotlib
 SHM_BYTES = 64 * MIB
 # Ours in every sandbox, on its read-only root: process 1, and the process filter it loads.
 INIT_SCRIPT = Path(__file__).with_name("sandbox_init.py")
+KERNEL_AUTOGRADER = Path(__file__).with_name("kernel_autograder.py")
 INSIDE_INIT = "/grader/sandbox_init.py"
 INSIDE_FILTER = "/grader/no-new-processes.bpf"
 SUBMISSION_BYTES = 512 * MIB  # the kernel's writable copy of its submission folder (checkpoints, saved figures)
@@ -128,6 +130,16 @@ REFUSED = {**dict.fromkeys(("chmod", "fchmod", "fchmodat", "fchmodat2"), 0),
            **dict.fromkeys(("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"),
                            errno.ENOTSUP),
            **dict.fromkeys(("memfd_create", "memfd_secret", "shmget"), errno.ENOSYS),
+           # System V semaphores and message queues: kernel memory no limit counts (one semget of 32,000 takes 2 MiB
+           # in 2 ms; a red team grew the host's slab by 500 MiB), and state a later exercise's worker can read.
+           **dict.fromkeys(("semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd", "msgrcv", "msgctl",
+                            "mq_open"), errno.ENOSYS),
+           # Disk reserved past the end of a file (FALLOC_FL_KEEP_SIZE) is not counted by the file-size limit: a
+           # worker's stderr file on the host took 1 GiB so. The C library writes zeros instead when told this.
+           "fallocate": errno.EOPNOTSUPP,
+           # Keyrings are the kernel's, not the sandbox's: learner code read the grader's session keyring and left
+           # keys for every later sandbox. (The init also gives the sandbox a fresh, empty session keyring.)
+           **dict.fromkeys(("add_key", "keyctl", "request_key"), errno.ENOSYS),
            # io_uring runs file operations (a chmod by ACL, say) that the filter never sees: as if the kernel had none.
            **dict.fromkeys(("io_uring_setup", "io_uring_enter", "io_uring_register"), errno.ENOSYS),
            # A namespace of its own would give learner code every capability in it again, and mounts (an unsized tmpfs
@@ -164,6 +176,10 @@ def no_new_processes() -> Path | None:
     for call in ("ptrace", "process_vm_readv", "process_vm_writev"):  # nor reach into another process's memory
         rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
     rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
+    # Its own limits and priority only: a worker that lowered the zygote's address space (prlimit on its pid) made
+    # every later exercise fail as the grader's fault.
+    for call, who in (("prlimit64", 0), ("setpriority", 1)):
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), call, seccomp.Arg(who, seccomp.NE, 0))
     for call, answer in REFUSED.items():
         try:
             rules.add_rule(seccomp.ERRNO(answer), call)
@@ -359,17 +375,19 @@ COPY_THEN_KERNEL = ("import os, shutil, sys\n"
 
 def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]:
     """nbgrader's kernel, sandboxed (role :data:`KERNEL`): it works in a size-limited, writable copy of its
-    submission folder (``cwd``, at the same path), imports the course's ``autograder`` and ``labtools`` (the
-    hidden tests call ``run_check``; those outputs never earn a point) and reads ``data/``, all read-only, and
+    submission folder (``cwd``, at the same path), imports the course's ``labtools`` and a stand-in ``autograder``
+    (kernel_autograder.py: the hidden tests call ``check``, whose verdict comes from outside; the checks and their
+    reference answers are not there) and reads ``data/``, all read-only, and
     shares ``private`` (its connection file and IPC sockets) with nbgrader. Nothing else of the course exists
     inside, and it has no network: its own network namespace has only a loopback of its own."""
     if not bubblewrap():  # nothing to copy into: the kernel runs in nbgrader's own copy of the submission, limited
         return KERNEL_LIMITS.prlimit() + argv
     cwd = str(Path(cwd or os.getcwd()).resolve())
     binds = {Path(cwd): Path(SUBMISSION_INSIDE)}
-    for package in ("autograder", "labtools", "data"):
+    for package in ("labtools", "data"):
         if (REPO / package).exists():
             binds[REPO / package] = REPO / package
+    binds[KERNEL_AUTOGRADER] = REPO / "autograder" / "__init__.py"  # the name test cells call; no check, no answer
     # JPY_PARENT_PID is left out: ipykernel exits when its parent PID looks like init's, which in its own PID
     # namespace it always does. --die-with-parent ends the sandbox with nbgrader instead.
     env = {"IPYTHONDIR": "/tmp/.ipython", "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime", "PYTHONPATH": str(REPO)}

@@ -6,8 +6,10 @@ the parent-death signal cleared: processes that outlive the grading. This init m
 anything else runs, so that no process of the same user can open its memory, its files or trace it. It keeps the
 parent-death signal bubblewrap gave it (``--die-with-parent``), starts the sandbox's program (under the process
 filter when ``SANDBOX_FILTER`` names one), reaps whatever is orphaned, and leaves with the program's status (128 + the
-signal, as bubblewrap's init does, when a signal ended it). When it ends, the kernel kills every process left in the
-sandbox's PID namespace.
+signal, as bubblewrap's init does, when a signal ended it) once no process is left: a check worker whose learner code
+killed its zygote (the program of a worker's sandbox) still answers, whatever the machine's load, instead of dying
+mid-reply with the namespace. The trusted side ends the sandbox when it is done with it (killing bubblewrap, whose
+death signal then ends this init, and with it every process in the sandbox's PID namespace).
 
 Runs *inside the sandbox* as a script, like worker.py: standard library only.
 Usage: ``python -I init.py PROGRAM [ARG...]``.
@@ -19,6 +21,8 @@ import os
 import sys
 
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 38, 22, 2  # linux/prctl.h, seccomp.h
+KEYCTL_JOIN_SESSION_KEYRING = 1  # linux/keyctl.h
+SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)  # the C library has no wrapper for keyctl
 
 
 class _Program(ctypes.Structure):  # struct sock_fprog
@@ -42,8 +46,11 @@ def forbid_new_processes(path: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0):
         raise SystemExit("the sandbox's init could not make itself undumpable")
+    if SYS_KEYCTL is not None:  # a new, empty session keyring: the grader's own keys are not the sandbox's
+        libc.syscall(SYS_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None)
     program = os.fork()
     if program == 0:
         try:
@@ -56,10 +63,14 @@ def main(argv: list[str]) -> None:
         os._exit(127)
     # No signal handler: as a PID namespace's init, this process then takes no signal from inside the sandbox, and
     # from outside only SIGKILL, which ends the sandbox.
+    ended = 0
     while True:
-        pid, status = os.wait()
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:  # no process is left in the sandbox
+            os._exit(ended)
         if pid == program:
-            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+            ended = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 if __name__ == "__main__":

@@ -430,3 +430,84 @@ def test_release_submit_and_collect_work_on_one_machine(course, learner_server, 
     done = subprocess.run(nbgrader + ["collect", "01_nudging"], cwd=course, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert list(course.glob("submitted/*/01_nudging/01_nudging.ipynb")), done.stderr
+
+
+# ------------------------------------------------------------------------------- what a submission shows in a browser
+
+FIRE = "window.__fired.push"  # every attack below calls it; the page records the calls instead of running anything
+
+
+def attacking_submission():
+    """Notebook 1 as a dishonest learner could hand it in: script in every place a graded notebook is rendered from
+    (an answer cell's outputs, their own and an edited course markdown cell, a raw cell, a grade id, the
+    notebook's metadata)."""
+    import nbformat
+
+    nb = nbformat.read(REPO / "notebooks" / "01_nudging" / "01_nudging.ipynb", as_version=4)
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    shown = {"text/html": f"<img src=x onerror=\"{FIRE}('html')\">", "application/javascript": f"{FIRE}('js')",
+             "image/svg+xml": f"<svg onload=\"{FIRE}('svg')\"></svg>", "text/markdown": f"<img src=x onerror={FIRE}('md-out')>",
+             "image/png": f"x\" onerror=\"{FIRE}('png')"}
+    answer.outputs = [nbformat.v4.new_output("display_data", data={kind: value}, metadata={kind: {
+        "width": f"1\" onerror=\"{FIRE}('width')"}}) for kind, value in shown.items()]  # one each: each is rendered
+    trap = f"<img src=x onerror=\"{FIRE}('md')\"> [open me](javascript:{FIRE}('link'))"
+    markdown = next(c for c in nb.cells if c.cell_type == "markdown")
+    markdown.source += "\n\n" + trap
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(trap))
+    nb.cells.insert(2, nbformat.v4.new_raw_cell(f"<script>{FIRE}('raw')</script>"))
+    test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code")
+    test.metadata.nbgrader["grade_id"] = f"x\"><img src=x onerror=\"{FIRE}('id')\">"
+    nb.metadata["title"] = f"</title><script>{FIRE}('title')</script>"
+    return nb
+
+
+def rendered(nb, template: str) -> str:
+    """The HTML Formgrader ("formgrade") or ``nbgrader generate_feedback`` ("feedback") makes of a notebook."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config import Config
+
+    for cell in nb.cells:  # what nbgrader's GetGrades adds before the feedback is made
+        cell.metadata.get("nbgrader", {}).setdefault("score", 0)
+    config = Config()
+    config.HTMLExporter.template_name = template
+    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    # the feedback page inlines bootstrap's CSS from here (nbgrader's GenerateFeedback sets the same)
+    config.HTMLExporter.extra_template_paths = [str(Path(handlers.template_path).parent / "static" / "node_modules"
+                                                    / "bootstrap" / "dist" / "css")]
+    resources = {"assignment_id": "01_nudging", "notebook_id": "01_nudging", "submission_id": "s", "index": 0,
+                 "total": 1, "base_url": "", "student": "mallory", "last_name": "", "first_name": "",
+                 "notebook_path": "x", "nbgrader": {"notebook": "01_nudging", "score": 0, "max_score": 10,
+                                                    "late_penalty": 0}}
+    return HTMLExporter(config=config).from_notebook_node(nb, resources=resources)[0]
+
+
+def fired(page, html: str, folder: Path) -> list[str]:
+    """What the attacks ran when ``html`` was opened (from a file in ``folder``), and the javascript: links it holds
+    (a click runs those)."""
+    (folder / "page.html").write_text(html)
+    page.add_init_script("window.__fired = []")
+    page.goto((folder / "page.html").as_uri(), wait_until="load")
+    page.wait_for_timeout(500)  # an image's error fires after load
+    links = page.evaluate("[...document.querySelectorAll('[href],[src]')].map(e => e.getAttribute('href') || "
+                          "e.getAttribute('src')).filter(u => /^\\s*javascript:/i.test(u))")
+    return page.evaluate("window.__fired") + [f"link {link}" for link in links]
+
+
+def test_nothing_a_submission_holds_runs_in_formgrader_or_the_feedback(pages, tmp_path):
+    """An autograded notebook is opened by the instructor in Formgrader, on their own server: the submission's
+    HTML, scripts and links must run nothing there (a red team changed every grade from one). Without
+    InertLearnerContent, the same notebook does run them: the test can fail."""
+    import copy
+
+    from autograder.course.preprocessors import InertLearnerContent
+
+    page = pages()
+    attack = attacking_submission()
+    control = fired(page, rendered(copy.deepcopy(attack), "formgrade"), tmp_path)
+    assert {"html", "md", "id"} <= set(control) and any(f.startswith("link") for f in control), control
+    inert, _ = InertLearnerContent().preprocess(attack, {"nbgrader": {"assignment": "01_nudging"}})
+    for template in ("formgrade", "feedback"):
+        page = pages()
+        assert fired(page, rendered(copy.deepcopy(inert), template), tmp_path) == [], template
+        assert "open me" in page.locator("body").inner_text()  # the learner's text is shown, as text

@@ -121,6 +121,11 @@ def log_square_trace(x):
 
 CLAIM_A_PASS = """
 print("numerical_gradient: all hidden checks passed.")
+try:  # and for the instructor who opens this in Formgrader, a script with their rights (it could set every grade)
+    from IPython.display import HTML, Javascript, display
+    display(HTML("<script>fetch('/formgrader/api/grade/1', {method: 'PUT'})</script>"), Javascript("alert(1)"))
+except ImportError:  # the check worker has no IPython
+    pass
 def numerical_gradient(f, x, h=1e-5):
     return [0.0 for _ in x]
 """
@@ -237,6 +242,8 @@ WHY = {  # what the grade says of each attacked exercise: the attack failed, and
     "exhausts": {"central_difference": "not written yet", "numerical_gradient": "not written yet",
                  "tanh_network_gradients": "not written yet", "log_square_trace": "null"},
 }
+# The same attacker's own markdown cell: raw HTML, and a link that runs a script when clicked.
+SCRIPT_IN_MARKDOWN = "<img src=x onerror=\"fetch('/formgrader/api/grade/1')\"> [see](javascript:alert(1))"
 HONEST = {"full-marks": 10.0, "untouched": 0.0, "mistake": 8.0}
 DEMO_ATTACKER = "attacker"  # make demo's: silences the checks, writes the gradebook, kills its parent (tools/demo.py)
 
@@ -274,6 +281,8 @@ def build(course: Path) -> dict[str, nbformat.NotebookNode]:
             if grade_id in attacks and attacks[grade_id] is not MEMORISED:
                 cell.source = attacks[grade_id].replace("{paths!r}", repr(paths))
         everyone[student] = memorised(nb) if MEMORISED in attacks.values() else nb
+        if CLAIM_A_PASS in attacks.values():
+            everyone[student].cells.insert(1, nbformat.v4.new_markdown_cell(SCRIPT_IN_MARKDOWN))
     for student, nb in everyone.items():
         path = course / "submitted" / student / NB / f"{NB}.ipynb"
         path.parent.mkdir(parents=True)
@@ -302,6 +311,21 @@ def scores(course: Path) -> dict[str, dict[str, float]]:
     for (student, _, cell, kind), value in gradebook_cells(course, NB).items():
         if kind == "grade":
             found.setdefault(student, {})[exercise_id(cell)] = value[0] or 0.0
+    return found
+
+
+def scripts(course: Path) -> list[str]:
+    """What of the autograded notebooks (what Formgrader and the feedback render) could run in a browser: outputs
+    of a kind that is not inert, and the learner's markdown shown as markdown (not as literal text)."""
+    from autograder.course.preprocessors import INERT_OUTPUTS
+
+    found = []
+    for path in sorted(course.glob(f"autograded/*/{NB}/{NB}.ipynb")):
+        for n, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            kinds = {kind for output in cell.get("outputs", []) for kind in output.get("data", {})}
+            found += [f"{path.parts[-3]} cell {n}: {kind}" for kind in sorted(kinds - set(INERT_OUTPUTS))]
+            if cell.cell_type == "markdown" and cell.source.startswith("<img"):
+                found.append(f"{path.parts[-3]} cell {n}: the learner's markdown as markdown")
     return found
 
 
@@ -376,6 +400,7 @@ def all_paths(work: Path) -> dict:
                 "class run output": run.stdout + run.stderr, "class run code": run.returncode,
                 "differences": differences(gradebook_cells(serial, NB), gradebook_cells(parallel, NB)),
                 "reached": reached, "students": sorted(everyone), "seconds": seconds, "controls": controls,
+                "scripts": scripts(serial) + scripts(parallel),
                 "fillers": [str(p) for p in [*work.rglob("filler"), Path(tempfile.gettempdir(), "filler"),
                                              Path.home() / "filler"] if p.exists()]}
     finally:
@@ -398,6 +423,7 @@ def test_every_attack_earns_nothing_and_harms_nobody_on_every_path(tmp_path):
                                               True), "an attack that does not work even unsandboxed proves nothing"
     assert found["reached"] == [], "learner code reached the sentinel on loopback"
     assert found["fillers"] == [], "learner code wrote outside its sandbox's own folders"
+    assert found["scripts"] == [], "a graded notebook holds what would run in the instructor's browser"
     assert found["class run code"] == 0, found["class run output"]
     for student, exercises in found["grade"].items():  # each for its own reason, as the grade tells the learner
         for exercise, (score, message) in exercises.items():

