@@ -176,7 +176,7 @@ def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how
     shutil.copytree(template[0] / "source", tmp_path / "source")
     (tmp_path / "submitted" / "ann" / NB).mkdir(parents=True)
     os.mkfifo(tmp_path / "submitted" / "ann" / NB / f"{NB}.ipynb")  # reading it never returns: nbgrader hangs
-    snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), timeout_s=3)
+    snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), bytes(32), timeout_s=3)
     started = time.monotonic()
     assert on_dask_worker._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 3 s and was stopped"
     assert time.monotonic() - started < 60
