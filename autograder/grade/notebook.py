@@ -149,8 +149,9 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         feedback: where to write nbgrader's feedback HTML (hidden tests stripped); None for no feedback.
         on_start: called with the assignment name once the notebook is known to be gradable.
 
-    The cases are drawn with the grading secret of the course folder (autograder.trust.secret), made there if it
-    has none: the same as ``nbgrader autograde`` in that folder draws for the same submission.
+    The cases are drawn with the grading secret of this repository, the course folder whose ``source/`` it grades
+    against (autograder.trust.secret; made there if it has none): the cases ``nbgrader autograde`` draws there for
+    the same submission.
 
     Raises:
         UnusableNotebook: the file cannot be graded (see read_submission), or nbgrader could not grade it (the
