@@ -100,18 +100,22 @@ def test_a_scratch_course_gets_a_private_copy_once(tmp_path):
 
 @requires_sandbox
 def test_no_sandbox_mounts_a_folder_that_holds_a_courses_secret(tmp_path):
-    """The kernel sees its submission's copy and the course's kernel-side code; neither the course folder of the
-    repository nor a scratch course (where grade and the class run put their copies) is in reach."""
+    """The kernel sees its submission's copy and the course's kernel-side code, a check worker its own scripts;
+    neither the repository's course folder nor a scratch course (where grade and the class run put their copies)
+    is in reach of either."""
+    from autograder.trust import remote
+
     course = tmp_path / "course"
     folder = course / "autograded" / "ann" / "01_nudging"
     folder.mkdir(parents=True)
     private = tmp_path / "private"
     private.mkdir()
-    command = sandbox.kernel_command(["python", "-m", "ipykernel_launcher"], private, str(folder))
-    mounted = [Path(command[i + 1]) for i, word in enumerate(command) if word in ("--ro-bind", "--bind")]
-    assert mounted, "no mounts found: the command's form changed"
-    for kept in (REPO / secret.FILE, course / secret.FILE):
-        assert not [m for m in mounted if m == kept or m in kept.parents], (kept, mounted)
+    for command in (sandbox.kernel_command(["python", "-m", "ipykernel_launcher"], private, str(folder)),
+                    sandbox.wrap(["python", "-I", remote.INSIDE_SCRIPT], binds=dict(remote.GRADER_FILES))):
+        mounted = [Path(command[i + 1]) for i, word in enumerate(command) if word in ("--ro-bind", "--bind")]
+        assert mounted, "no mounts found: the command's form changed"
+        for kept in (REPO / secret.FILE, course / secret.FILE):
+            assert not [m for m in mounted if m == kept or m in kept.parents], (kept, mounted)
 
 
 # ------------------------------------------------------------------------------------------------ the cases drawn
