@@ -1,7 +1,7 @@
 """Command line: ``python -m autograder {grade,autograde,release,solutions,demo,bench,bench-grading,lab}``.
 
-Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded (reason on stderr, and
-with ``--json`` in the printed object's "error", its scores null).
+Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded, or the course's grading
+secret cannot be read (reason on stderr, and with ``--json`` in the printed object's "error", its scores null).
 Exit codes of ``autograde``: 0 every submission graded (or already graded), 1 some failed (each with its reason in
 the log) or the cluster was lost, 2 the run cannot start (one reason on stderr), 130 stopped with Ctrl-C (a re-run
 resumes).
@@ -86,6 +86,7 @@ def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
     # Only what grading one notebook needs (nbgrader and torch load later, once the file is known to be gradable).
     from autograder.grade.notebook import UnusableNotebook, grade
     from autograder.trust import sandbox
+    from autograder.trust.secret import GradingSecretError
 
     def announce(assignment: str) -> None:
         if not as_json:
@@ -96,7 +97,7 @@ def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
         os.environ[sandbox.WITHOUT_SANDBOX_ENV] = "1"
     try:
         report = grade(notebook, feedback, on_start=announce)
-    except UnusableNotebook as reason:
+    except (UnusableNotebook, GradingSecretError) as reason:
         print(f"cannot grade: {reason}", file=sys.stderr)
         if as_json:  # a machine gets its one object too: no score, and why
             print(json.dumps({"notebook": str(notebook), "error": str(reason), "score": None, "max_score": None,

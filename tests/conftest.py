@@ -33,6 +33,8 @@ ASSIGNMENTS = sorted(p.parent.name for p in REPO.glob("source/*/*.ipynb") if p.s
 
 # What a submission must never read, show or leak: the content of a file outside it, which its links point at.
 SECRET = b"the instructor's secret, 7f3a9c"
+# A course's grading secret (autograder.trust.secret), for the tests that call the trusted verdicts directly.
+COURSE_SECRET = bytes.fromhex("5e" * 32)
 
 
 @contextmanager

@@ -39,11 +39,11 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     """
     # nbgrader, and the checks behind the preprocessors, load only when a configuration is built.
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-    from nbgrader.converters import Autograde
+    from nbgrader.converters import Autograde, GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
-    from autograder.course.preprocessors import RefuseUnsafeFiles, SeparateCopiedCells
+    from autograder.course.preprocessors import MakeGradingSecret, RefuseUnsafeFiles, SeparateCopiedCells
 
     c.CourseDirectory.course_id = COURSE_ID
     c.CourseDirectory.source_directory = "source"
@@ -51,6 +51,9 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     # Hypothesis leaves a .hypothesis/ cache where a notebook runs; nbgrader would copy it into every submission.
     c.CourseDirectory.ignore = CourseDirectory.class_traits()["ignore"].default() + [".hypothesis"]
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    # The secret that keys the graded cases' seed, made when a course is first released.
+    c.GenerateAssignment.preprocessors = [*GenerateAssignment.class_traits()["preprocessors"].default(),
+                                          MakeGradingSecret]
     c.Execute.timeout = CELL_TIMEOUT_S
     # The flag tells the kernel's in-notebook checks that TrustedVerdicts (below) decides; see checks.check.
     flag = f"--IPKernelApp.exec_lines=import os; os.environ['{TRUSTED_GRADING_ENV}'] = '1'"

@@ -34,7 +34,7 @@ from traitlets import Unicode
 from autograder import checks  # imported before any learner kernel runs: nothing it writes changes them
 from autograder.course.limits import (MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES, NOTEBOOK_CPU_S,
                                      NOTEBOOK_WALL_S, oversized)
-from autograder.trust import cputime, sandbox, verdicts
+from autograder.trust import cputime, sandbox, secret, verdicts
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
 # lazily is imported here first, since two threads importing one package at once can break its import.
 import IPython.core.inputtransformer2  # noqa: F401
@@ -73,6 +73,17 @@ class RequireSandbox(NbGraderPreprocessor):
         return nb, resources
 
 
+class MakeGradingSecret(NbGraderPreprocessor):
+    """At release (``nbgrader generate_assignment``), make the course's grading secret if it has none
+    (autograder.trust.secret): it then exists before any submission does, and a copy of the course folder made for
+    grading carries it. Grading makes it too, in a course released before this step existed.
+    Raises secret.GradingSecretError (nbgrader then stops, with the reason) when it cannot be read or made."""
+
+    def preprocess(self, nb, resources):
+        secret.course_secret(course_folder(self))
+        return nb, resources
+
+
 class StartTrustedVerdicts(NbGraderPreprocessor):
     """Start computing the trusted verdicts, before nbgrader's kernel runs the notebook, so the two overlap.
 
@@ -82,7 +93,7 @@ class StartTrustedVerdicts(NbGraderPreprocessor):
     """
 
     def preprocess(self, nb, resources):
-        job = verdict_job(nbformat.from_dict(nb), resources, self.log)
+        job = verdict_job(nbformat.from_dict(nb), resources, self.log, course_folder(self))
         job.start()
         resources[JOB] = job
         return nb, resources
@@ -97,7 +108,7 @@ class TrustedVerdicts(NbGraderPreprocessor):
     """
 
     def preprocess(self, nb, resources):
-        job = resources.pop(JOB, None) or verdict_job(nb, resources, self.log)
+        job = resources.pop(JOB, None) or verdict_job(nb, resources, self.log, course_folder(self))
         try:
             found, missing = job.result(), job.refused or UNCHECKED
         except Exception as error:  # the grader's own failure: no verdict, so no points, and the reason
@@ -120,15 +131,24 @@ class TrustedVerdicts(NbGraderPreprocessor):
 JOB = "backprop_trusted_verdicts"  # where StartTrustedVerdicts leaves its job for TrustedVerdicts, in resources
 
 
+def course_folder(step) -> Path:
+    """The folder of the course a preprocessor grades in: its converter's (the exporter's parent's) CourseDirectory
+    root, or else the working folder, which nbgrader changes to that root while it converts."""
+    converter = getattr(step.parent, "parent", None)
+    coursedir = getattr(converter, "coursedir", None)
+    return Path(coursedir.root) if coursedir is not None else Path.cwd()
+
+
 class VerdictJob(threading.Thread):
-    """verdicts.verdicts on a background thread; result() waits and re-raises what went wrong there.
+    """verdicts.verdicts on a background thread, with the course's grading ``secret``; result() waits and re-raises
+    what went wrong there.
 
     A job ``refused`` (a reason) computes nothing: every test cell fails with that reason.
     """
 
-    def __init__(self, nb, course_nb, refused: str | None = None):
+    def __init__(self, nb, course_nb, secret: bytes, refused: str | None = None):
         super().__init__(daemon=True, name="trusted-verdicts")
-        self.nb, self.course_nb, self.refused = nb, course_nb, refused
+        self.nb, self.course_nb, self.refused, self.secret = nb, course_nb, refused, secret
         self.found, self.error = None, None
 
     def run(self):
@@ -136,7 +156,7 @@ class VerdictJob(threading.Thread):
             self.found = {}
             return
         try:
-            self.found = verdicts.verdicts(self.nb, self.course_nb)
+            self.found = verdicts.verdicts(self.nb, self.course_nb, secret=self.secret)
         except BaseException as error:  # handed to the waiting thread, which raises it
             self.error = error
 
@@ -150,24 +170,31 @@ class VerdictJob(threading.Thread):
         return self.found
 
 
-def verdict_job(nb, resources, log) -> VerdictJob:
-    """The job that computes a course notebook's trusted verdicts; a refused one (with a warning) for a notebook the
-    course has no notebook for, or one too large to grade."""
+def verdict_job(nb, resources, log, course: Path) -> VerdictJob:
+    """The job that computes a course notebook's trusted verdicts, with the grading secret of the course folder
+    ``course`` (made there if it has none); a refused one (with a warning) for a notebook the course has no notebook
+    for, or one too large to grade.
+
+    Raises:
+        secret.GradingSecretError: the course's secret cannot be read or made (nbgrader then fails the submission,
+            with the reason in its log, before its kernel runs).
+    """
     name = Path(resources.get("unique_key", "")).name or resources["nbgrader"]["notebook"]
     assignment = resources["nbgrader"]["assignment"]
-    course = assignments().get(assignment)
+    notebook = assignments().get(assignment)
     refused = refusal(nb)
-    if course is None or course.stem != name:
+    if notebook is None or notebook.stem != name:
         refused = (f"the course has no notebook {name!r} in assignment {assignment!r}, so nothing in it can be "
                    "checked: submit the course's notebook, under its own name")
     if refused:
         log.warning("TrustedVerdicts: %s: %s", name, refused)
-        return VerdictJob(nb, None, refused=refused)
+        return VerdictJob(nb, None, b"", refused=refused)
+    key = secret.course_secret(course)
     warning = sandbox.warning()
     if warning:
         log.warning(warning)
         print(warning, file=sys.stderr)
-    return VerdictJob(nb, nbformat.read(course, as_version=4))
+    return VerdictJob(nb, nbformat.read(notebook, as_version=4), key)
 
 
 def visible_failure(kernel_outputs) -> str | None:

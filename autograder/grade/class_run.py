@@ -43,6 +43,7 @@ from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
                                          nbgrader_reason, read_tree)
+from autograder.trust.secret import GradingSecretError, course_secret
 
 STOPPED = "not graded: the run was stopped"
 # Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's),
@@ -66,14 +67,20 @@ class Course:
     config: object
     db_url: str
     scratch: Path           # this run's own files (the gradebook snapshot, the executed notebooks); removed after
+    secret: bytes           # its grading secret, sent with the gradebook's snapshot
 
     @classmethod
     def open(cls, root: Path, scratch: Path) -> "Course":
+        """Raises ClassGradingError: the course's grading secret cannot be read or made."""
         from nbgrader.coursedir import CourseDirectory
 
         root = Path(root).resolve()
         config = course_config(root, "record")
-        course = cls(root, config, CourseDirectory(config=config).db_url, scratch)
+        try:
+            key = course_secret(root)
+        except GradingSecretError as error:
+            raise ClassGradingError(str(error)) from None
+        course = cls(root, config, CourseDirectory(config=config).db_url, scratch, key)
         config.ReplayExecution.directory = str(course.scratch / "executed")
         return course
 
@@ -137,7 +144,7 @@ class Course:
         except UnsafeSubmissionError as refused:
             raise ClassGradingError(f"{source} cannot be sent to the workers: {refused}") from None
         return Snapshot(assignment, copy.read_bytes(), files, pickle.dumps(course_config(self.root, "execute")),
-                        timeout_s)
+                        self.secret, timeout_s)
 
     @property
     def ignored(self) -> list[str]:

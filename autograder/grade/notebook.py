@@ -11,10 +11,11 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.contract import assignments, exercise_id, nbgrader_cells, nbgrader_meta
+from autograder.contract import REPO, assignments, exercise_id, nbgrader_cells, nbgrader_meta
 from autograder.course import configure, quiet_nbgrader
 from autograder.course.limits import oversized
 from autograder.grade.submission import UnsafeSubmissionError, nbgrader_reason, read_file
+from autograder.trust.secret import course_secret, place
 
 STUDENT = "learner"
 
@@ -148,11 +149,17 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         feedback: where to write nbgrader's feedback HTML (hidden tests stripped); None for no feedback.
         on_start: called with the assignment name once the notebook is known to be gradable.
 
+    The cases are drawn with the grading secret of this repository, the course folder whose ``source/`` it grades
+    against (autograder.trust.secret; made there if it has none): the cases ``nbgrader autograde`` draws there for
+    the same submission.
+
     Raises:
         UnusableNotebook: the file cannot be graded (see read_submission), or nbgrader could not grade it (the
             line of its log that says why).
+        GradingSecretError: the course's grading secret cannot be read or made.
     """
     nb, assignment = read_submission(path)
+    key = course_secret(REPO)
     # nbgrader, the checks and torch load only now: an unusable file was refused without waiting for them.
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config
@@ -176,6 +183,7 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
         submitted = root / "submitted" / STUDENT / assignment / f"{assignment}.ipynb"
         submitted.parent.mkdir(parents=True)
         nbformat.write(nb, submitted)
+        place(root, key)
 
         config = Config()
         configure(config, release_directory="release")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from autograder.grade.grading_process import _grade_here
 from autograder.grade.submission import Executed, Snapshot, Task, nbgrader_reason
+from autograder.trust import secret
 
 # Imported once by each worker's fork server, so a submission's process starts with them loaded (about 5 s of CPU
 # per submission saved: nbgrader, nbconvert, the checks and torch). Two more are what the checks' first calls of
@@ -39,6 +40,7 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
         _write_tree(root / "source" / snapshot.assignment, snapshot.source)
         _write_tree(root / "submitted" / task.student / snapshot.assignment, task.files)
         (root / "gradebook.db").write_bytes(snapshot.gradebook)
+        secret.place(root, snapshot.secret)  # the course's, so its cases are the ones serial grading draws
         error = _run_grading_process(root, snapshot, task.student)
         found = _report(root / "report.json")
         graded = root / "autograded" / task.student / snapshot.assignment

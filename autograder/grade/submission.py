@@ -29,6 +29,7 @@ class Snapshot:
     # Its values name nbgrader's and our preprocessor classes, so a Dask worker that unpickled it would import
     # nbgrader, the checks and torch (about 5 s of CPU per worker) for nothing.
     config: bytes
+    secret: bytes                        # the course's grading secret (autograder.trust.secret), for the verdicts
     timeout_s: float = TIMEOUT_S
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -167,18 +168,21 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     return cells, found
 
 
-def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S) -> dict[str, Verdict]:
+def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S, *, secret: bytes) -> dict[str, Verdict]:
     """The trusted verdict of every exercise whose course test cell calls a check.
 
     All the exercises' workers share one budget of ``budget_s`` CPU seconds (and its wall-clock backstop): once it
     is used up, the exercise being checked and every one after it fail with that reason. An exercise the grader
     cannot check (its worker does not start, or the grader itself fails) fails with the reason. Never raises for
     anything in ``nb``.
+
+    ``secret`` is the course's grading secret (autograder.trust.secret): it keys the randomized cases' seed
+    (program_seed), so a learner cannot compute which cases a submission will be graded on.
     """
     cells, tests = program(nb, course_nb)
     found, poisoned, settled = {}, {}, {}
     budget = remote.Budget(budget_s, "the checks of this notebook")
-    seed = program_seed(cells)
+    seed = program_seed(cells, secret)
     with remote.Zygote() as zygote:
         for exercise, (position, test_source) in tests.items():
             check_id = checked_exercise(test_source)
@@ -189,18 +193,20 @@ def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S) -> dic
     return found
 
 
-def program_seed(cells: list[Cell]) -> int:
-    """The case seed of a learner program: a 60-bit int hashed from every cell that reaches the worker, in order.
+def program_seed(cells: list[Cell], secret: bytes) -> int:
+    """The case seed of a learner program: a 60-bit int, an HMAC keyed with the course's ``secret`` of every cell
+    that reaches the worker, in order.
 
     Answer cells count whole and every other cell by the definitions kept from it (what ``program`` returns), each
     with its kind, since the worker runs the two differently, and its name: the worker compiles the cell under it
     ("cell 12"), so code can read its own cell's position (``__code__.co_filename``), and positions must not carry
-    what the seed does not see. The same submission always gets the same cases, so the
+    what the seed does not see. The same submission always gets the same cases in one course, so the
     same grade; a cell added, removed or changed anywhere in what the worker runs gives other cases, so a table of
-    answers recorded from one grade, pasted into any cell, is checked on inputs it does not hold.
+    answers recorded from one grade, pasted into any cell, is checked on inputs it does not hold. Without the
+    secret the seed cannot be computed, so no edit can be tried out until the drawn cases miss a bug.
     """
     text = json.dumps([["answer" if c.answer else "given", c.name, c.code] for c in cells])  # unambiguous
-    return int(hashlib.sha256(text.encode()).hexdigest()[:15], 16)
+    return int(hmac.new(secret, text.encode(), hashlib.sha256).hexdigest()[:15], 16)
 
 
 @dataclass

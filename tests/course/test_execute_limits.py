@@ -62,7 +62,7 @@ def test_the_execute_stage_runs_no_kernel_for_a_notebook_with_too_many_cells():
     nb, _ = ContainedExecute().preprocess(nb, resources())  # no kernel exists here: running one would fail
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.outputs[0].ename == NOT_RUN and "more than the 1000" in c.outputs[0].evalue for c in code)
-    job = verdict_job(nb, resources(), LOG)
+    job = verdict_job(nb, resources(), LOG, REPO)
     assert job.refused and "more than the 1000" in job.refused
 
 
@@ -117,7 +117,7 @@ def test_a_test_cell_without_a_trusted_verdict_fails_and_one_with_a_pass_passes(
 
 def test_a_notebook_the_course_does_not_have_fails_every_test_cell_with_the_reason():
     nb = nbformat.read(solution_notebook(NB), as_version=4)
-    job = verdict_job(nb, resources("renamed"), LOG)
+    job = verdict_job(nb, resources("renamed"), LOG, REPO)
     assert "the course has no notebook 'renamed' in assignment '01_nudging'" in job.refused
     found = graded(job, "renamed")
     assert len(found) == 4 and all(outs[0].output_type == "error" and job.refused in outs[0].evalue

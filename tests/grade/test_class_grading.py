@@ -6,6 +6,7 @@ import pickle
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ from autograder.grade.on_dask_worker import execute_submission
 from autograder.grade.submission import Executed, Task
 from autograder.contract import COURSE_ID
 from autograder.course import SCRATCH_COURSE_CONFIG
+from autograder.trust.secret import FILE as SECRET_FILE
 from test_cpu import cpu_measurable
 from conftest import REPO, SECRET, requires_sandbox, within
 
@@ -176,7 +178,7 @@ def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how
     shutil.copytree(template[0] / "source", tmp_path / "source")
     (tmp_path / "submitted" / "ann" / NB).mkdir(parents=True)
     os.mkfifo(tmp_path / "submitted" / "ann" / NB / f"{NB}.ipynb")  # reading it never returns: nbgrader hangs
-    snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), timeout_s=3)
+    snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), bytes(32), timeout_s=3)
     started = time.monotonic()
     assert on_dask_worker._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 3 s and was stopped"
     assert time.monotonic() - started < 60
@@ -213,6 +215,8 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
     submit(serial, {s: everyone[s] for s in ("full-marks", "attacker", "crasher", "copied-cell")})
     (serial / "submitted" / "full-marks" / NB / "timestamp.txt").write_text("2026-11-30 09:15:00.000000 UTC")
     (serial / "submitted" / "crasher" / NB / "notes.txt").write_text("an extra file nbgrader keeps")
+    made = serial / SECRET_FILE  # by the release, so the copy graded in parallel draws the same cases
+    assert made.is_file() and stat.S_IMODE(made.stat().st_mode) == 0o600
     shutil.copytree(serial, parallel)
     nbgrader(serial, "autograde", NB)  # a copied cell no longer stops nbgrader itself (SeparateCopiedCells)
     done = subprocess.run([sys.executable, "-m", "autograder", "autograde", NB, "--workers", "2"], cwd=parallel,

@@ -193,17 +193,20 @@ NOT_PYTHON = "def log_square_trace(x):\n    return x\0\n"  # a null byte: compil
 MEMORISED = "# a table of slopes, recorded from a grade of this very notebook with the solution in place\n"
 
 
-def memorised(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+def memorised(nb: nbformat.NotebookNode, course: Path) -> nbformat.NotebookNode:
     """``nb`` (central_difference solved) with that answer put back to its stub and, in a cell added below it, a
-    table of every slope the trusted grade of ``nb`` asks for, under the seed that grade draws its cases from: the
-    strongest table a learner could have. Pasting it changes the program, and so the cases."""
+    table of every slope the trusted grade of ``nb`` asks for, under the seed that grade draws its cases from in
+    ``course`` (its grading secret known, as no learner knows it): the strongest table a learner could have. Pasting
+    it changes the program, and so the cases."""
     from autograder import check
     from autograder.checks.harness.diagnostics import case_seed
     from autograder.contract import assignments
     from autograder.tools.solutions import solution_namespace
     from autograder.trust import verdicts
+    from autograder.trust.secret import course_secret
 
-    seed = verdicts.program_seed(verdicts.program(nb, nbformat.read(assignments()[NB], as_version=4))[0])
+    seed = verdicts.program_seed(verdicts.program(nb, nbformat.read(assignments()[NB], as_version=4))[0],
+                                 course_secret(course))
     namespace, slopes = dict(solution_namespace(NB)), {}
 
     def recording(f, x, h=1e-5):
@@ -280,7 +283,7 @@ def build(course: Path) -> dict[str, nbformat.NotebookNode]:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             if grade_id in attacks and attacks[grade_id] is not MEMORISED:
                 cell.source = attacks[grade_id].replace("{paths!r}", repr(paths))
-        everyone[student] = memorised(nb) if MEMORISED in attacks.values() else nb
+        everyone[student] = memorised(nb, course) if MEMORISED in attacks.values() else nb
         if CLAIM_A_PASS in attacks.values():
             everyone[student].cells.insert(1, nbformat.v4.new_markdown_cell(SCRIPT_IN_MARKDOWN))
     for student, nb in everyone.items():

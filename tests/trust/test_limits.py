@@ -13,7 +13,7 @@ import pytest
 
 from autograder.trust import cputime, remote, verdicts
 from autograder.contract import assignments
-from conftest import solution_notebook
+from conftest import COURSE_SECRET, solution_notebook
 
 NB = "01_nudging"
 BUSY = "import time\nstarted = time.process_time()\nwhile time.process_time() - started < {seconds}:\n    pass\n"
@@ -131,7 +131,7 @@ def with_answer(grade_id: str, source: str):
 def test_a_runaway_cell_cannot_spend_more_than_the_submissions_budget():
     """With a per-exercise budget only, each exercise after a runaway cell would start afresh."""
     loop = "while True:\n    pass\n"
-    found = verdicts.verdicts(with_answer("numerical_gradient", loop), course(), budget_s=3.0)
+    found = verdicts.verdicts(with_answer("numerical_gradient", loop), course(), budget_s=3.0, secret=COURSE_SECRET)
     assert found["central_difference"].passed  # checked before the runaway
     for exercise in ("numerical_gradient", "log_square_trace", "tanh_network_gradients"):
         assert not found[exercise].passed
@@ -143,7 +143,7 @@ def test_a_worker_that_cannot_start_fails_every_exercise_with_the_reason(monkeyp
         raise OSError("Resource temporarily unavailable")
 
     monkeypatch.setattr(remote, "_sandboxed_worker", cannot)
-    found = verdicts.verdicts(nbformat.read(solution_notebook(NB), as_version=4), course())
+    found = verdicts.verdicts(nbformat.read(solution_notebook(NB), as_version=4), course(), secret=COURSE_SECRET)
     assert len(found) == 4 and not any(v.passed for v in found.values())
     assert all("could not start the process that runs your code (Resource temporarily unavailable)" in v.message
                for v in found.values())
@@ -164,14 +164,14 @@ def test_the_graders_own_failure_costs_the_exercise_not_the_whole_grade(monkeypa
         return working(check_id, *args, **kwargs)
 
     monkeypatch.setattr(verdicts, "check", broken)
-    found = verdicts.verdicts(nbformat.read(solution_notebook(NB), as_version=4), course())
+    found = verdicts.verdicts(nbformat.read(solution_notebook(NB), as_version=4), course(), secret=COURSE_SECRET)
     assert not found["log_square_trace"].passed
     assert "could not check this exercise (RuntimeError: an oracle broke)" in found["log_square_trace"].message
     assert all(found[e].passed for e in ("central_difference", "numerical_gradient", "tanh_network_gradients"))
 
 
 def test_a_cell_python_cannot_take_costs_its_own_exercise_with_the_reason():
-    found = verdicts.verdicts(with_answer("numerical_gradient", "a = 1\n\tb = 2\n  c = 3\n"), course())
+    found = verdicts.verdicts(with_answer("numerical_gradient", "a = 1\n\tb = 2\n  c = 3\n"), course(), secret=COURSE_SECRET)
     assert not found["numerical_gradient"].passed
     assert "numerical_gradient raised" in found["numerical_gradient"].message, found["numerical_gradient"].message
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))

@@ -28,7 +28,7 @@ from autograder.contract import assignments
 from autograder.tools.exercise_tests import assignment_of
 from autograder.tools.solutions import solution_namespace
 from autograder.trust import verdicts
-from conftest import solution_notebook
+from conftest import COURSE_SECRET, solution_notebook
 
 # Answers that are functions, but whose results are not values a table can hold: what they return must be the check's
 # own objects, or what they do is change them. A table replays copies, which fails where it was recorded.
@@ -222,11 +222,11 @@ def test_every_exercise_is_attacked_or_exempt_with_a_reason():
 @pytest.mark.parametrize("exercise", marked(ATTACKED))
 def test_a_table_recorded_from_one_grade_fails_once_the_program_holds_it(exercise):
     program = solution_program(assignment_of(exercise))
-    recorded_seed = verdicts.program_seed(program)
+    recorded_seed = verdicts.program_seed(program, COURSE_SECRET)
     namespace, tables = record(exercise, recorded_seed)
     assert passes(exercise, memorising(namespace, tables), recorded_seed), \
         "the memoriser fails where it was recorded: this attack proves nothing"
-    seed_with_table = verdicts.program_seed(program + [table_cell(tables)])
+    seed_with_table = verdicts.program_seed(program + [table_cell(tables)], COURSE_SECRET)
     assert seed_with_table != recorded_seed
     assert not passes(exercise, memorising(namespace, tables), seed_with_table)
 
@@ -259,7 +259,7 @@ def test_a_table_pasted_into_an_added_cell_fails_the_trusted_grade(monkeypatch):
     table the inputs it holds and the grade passes; the program's own seed does not."""
     name = assignment_of("central_difference")
     nb = nbformat.read(solution_notebook(name), as_version=4)
-    recorded_seed = verdicts.program_seed(solution_program(name))
+    recorded_seed = verdicts.program_seed(solution_program(name), COURSE_SECRET)
     namespace, slopes = solution(name), {}
 
     def recording(f, x, h=1e-5):
@@ -272,7 +272,7 @@ def test_a_table_pasted_into_an_added_cell_fails_the_trusted_grade(monkeypatch):
     nb.cells.insert(at + 1, nbformat.v4.new_code_cell(pasted_table(slopes)))
     course = nbformat.read(assignments()[name], as_version=4)
     with monkeypatch.context() as blind:
-        blind.setattr(verdicts, "program_seed", lambda cells: recorded_seed)
-        assert verdicts.verdicts(nb, course)["central_difference"].passed
-    verdict = verdicts.verdicts(nb, course)["central_difference"]
+        blind.setattr(verdicts, "program_seed", lambda cells, secret: recorded_seed)
+        assert verdicts.verdicts(nb, course, secret=COURSE_SECRET)["central_difference"].passed
+    verdict = verdicts.verdicts(nb, course, secret=COURSE_SECRET)["central_difference"]
     assert not verdict.passed and "KeyError" in verdict.message, verdict.message

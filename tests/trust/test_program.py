@@ -13,6 +13,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_
 
 from autograder.contract import assignments
 from autograder.trust.verdicts import Cell, _patch_or_constant, checked_exercise, definitions, program, program_seed, python
+from conftest import COURSE_SECRET
 
 
 # ------------------------------------------------------------------------------------------------ definitions
@@ -380,8 +381,8 @@ def test_the_course_notebooks_own_program_has_every_exercise_with_a_check():
 
 # ------------------------------------------------------------------------------------------------ program_seed
 
-def seed_of(nb) -> int:
-    return program_seed(program(nb, course_nb())[0])
+def seed_of(nb, secret: bytes = COURSE_SECRET) -> int:
+    return program_seed(program(nb, course_nb())[0], secret)
 
 
 def test_the_same_program_always_gets_the_same_seed():
@@ -414,4 +415,10 @@ def test_what_never_reaches_the_worker_leaves_the_seed_alone():
 def test_the_seed_tells_an_answer_cell_from_a_given_cell_with_the_same_code():
     """The worker runs the two differently (a given cell's failing import binds a stand-in), so they count apart."""
     code = "def a(x):\n    return 2 * x"
-    assert program_seed([Cell("a", code, answer=True)]) != program_seed([Cell("a", code, answer=False)])
+    assert program_seed([Cell("a", code, answer=True)], COURSE_SECRET) != \
+        program_seed([Cell("a", code, answer=False)], COURSE_SECRET)
+
+
+def test_one_program_gets_another_seed_under_another_courses_secret():
+    """The secret keys the seed: with it unknown, no edit can be tried out against the cases it would draw."""
+    assert seed_of(course_nb(), bytes(32)) != seed_of(course_nb()) == seed_of(course_nb(), bytes(COURSE_SECRET))

@@ -18,7 +18,7 @@ import pytest
 
 from autograder.trust import remote, sandbox, verdicts
 from autograder.contract import assignments
-from conftest import REPO, learner_notebook, requires_sandbox, solution_notebook
+from conftest import COURSE_SECRET, REPO, learner_notebook, requires_sandbox, solution_notebook
 
 NB = "01_nudging"
 
@@ -268,13 +268,14 @@ HAND_IT_TO_TORCH = (
     pytest.param(READ_THE_SOURCE, "No such file", marks=requires_sandbox),  # unsandboxed, the course is there
 ])
 def test_attacks_on_the_grader_earn_nothing(answer, phrase):
-    found = verdicts.verdicts(submission(learner_notebook(NB), {"central_difference": answer}), course())
+    found = verdicts.verdicts(submission(learner_notebook(NB), {"central_difference": answer}), course(), secret=COURSE_SECRET)
     assert not found["central_difference"].passed
     assert phrase in found["central_difference"].message, found["central_difference"].message
 
 
 def test_handing_the_work_to_torch_earns_nothing_and_says_why():
-    found = verdicts.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": HAND_IT_TO_TORCH}), course())
+    found = verdicts.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": HAND_IT_TO_TORCH}), course(),
+                              secret=COURSE_SECRET)
     verdict = found["tanh_network_gradients"]
     assert not verdict.passed and "torch" in verdict.message and "while your code is graded" in verdict.message
     assert all(found[e].passed for e in ("central_difference", "numerical_gradient", "log_square_trace"))
@@ -286,7 +287,7 @@ def test_tampered_test_cells_are_graded_from_the_course():
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("grade_id") == "test_central_difference":
             cell.source, meta["grade"], meta["points"] = "pass", False, 100  # unmarked and emptied
-    found = verdicts.verdicts(nb, course())
+    found = verdicts.verdicts(nb, course(), secret=COURSE_SECRET)
     assert set(found) == {"central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"}
     assert not any(v.passed for v in found.values())
 
@@ -294,7 +295,7 @@ def test_tampered_test_cells_are_graded_from_the_course():
 def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
     monkeypatch.setattr(verdicts, "LOAD_TIMEOUT_S", 2.0)
     loop = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass\n"
-    found = verdicts.verdicts(submission(solution_notebook(NB), {"numerical_gradient": loop}), course())
+    found = verdicts.verdicts(submission(solution_notebook(NB), {"numerical_gradient": loop}), course(), secret=COURSE_SECRET)
     assert not found["numerical_gradient"].passed
     assert "numerical_gradient: your code did not finish within 2 s of CPU time" in found["numerical_gradient"].message
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
@@ -389,7 +390,7 @@ NO_RELU_HIDDEN_BY_BIASES = ("class Neuron(Module):\n"
 @pytest.mark.parametrize("name", sorted(CHOSEN_EXPECTATIONS))
 def test_learner_code_cannot_choose_the_checks_expected_values(name):
     exercise, answer, phrase = CHOSEN_EXPECTATIONS[name]
-    found = verdicts.verdicts(submission(solution_notebook(name), {exercise: answer}), course(name))
+    found = verdicts.verdicts(submission(solution_notebook(name), {exercise: answer}), course(name), secret=COURSE_SECRET)
     assert not found[exercise].passed and phrase in found[exercise].message, found[exercise].message
 
 
@@ -398,7 +399,7 @@ def test_a_network_is_judged_with_weights_the_check_chooses():
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "mlp")
     start, end = cell.source.index("class Neuron"), cell.source.index("class Layer")
     cell.source = cell.source[:start] + NO_RELU_HIDDEN_BY_BIASES + "\n\n" + cell.source[end:]
-    verdict = verdicts.verdicts(nb, course("02_scalar_engine"))["mlp"]
+    verdict = verdicts.verdicts(nb, course("02_scalar_engine"), secret=COURSE_SECRET)["mlp"]
     assert not verdict.passed and "the same weights in torch give" in verdict.message
 
 
@@ -430,20 +431,21 @@ def test_replies_cannot_grow_the_grading_process_without_bound():
 @pytest.mark.parametrize("name", sorted(RIGGED_KIT))
 def test_rigging_the_reference_helpers_in_the_learners_process_earns_nothing(name):
     exercise, answer = RIGGED_KIT[name]
-    found = verdicts.verdicts(submission(solution_notebook(name), {exercise: answer}), course(name))
+    found = verdicts.verdicts(submission(solution_notebook(name), {exercise: answer}), course(name), secret=COURSE_SECRET)
     assert not found[exercise].passed and "comes before" in found[exercise].message, found[exercise].message
 
 
 @requires_sandbox
 def test_autodiff_libraries_cannot_be_reached_from_other_package_folders():
     found = verdicts.verdicts(submission(solution_notebook(NB), {"tanh_network_gradients": SYMPY_FROM_ELSEWHERE}),
-                             course())
+                             course(), secret=COURSE_SECRET)
     assert not found["tanh_network_gradients"].passed
     assert "No module named 'sympy'" in found["tanh_network_gradients"].message
 
 
 def test_a_forged_oversized_answer_is_refused_before_it_is_decoded():
-    found = verdicts.verdicts(submission(learner_notebook(NB), {"central_difference": FORGED_FRAME}), course())
+    found = verdicts.verdicts(submission(learner_notebook(NB), {"central_difference": FORGED_FRAME}), course(),
+                              secret=COURSE_SECRET)
     assert not found["central_difference"].passed
     assert "sent something that is not an answer" in found["central_difference"].message
 
@@ -477,7 +479,8 @@ def test_randomized_cases_depend_on_the_submission_so_answers_cannot_be_learnt_b
 
 @pytest.mark.slow  # grades whole notebooks through the sandboxed workers
 def test_solution_notebooks_pass_every_trusted_check(assignment):
-    found = verdicts.verdicts(nbformat.read(solution_notebook(assignment), as_version=4), course(assignment))
+    found = verdicts.verdicts(nbformat.read(solution_notebook(assignment), as_version=4), course(assignment),
+                              secret=COURSE_SECRET)
     assert found and all(v.passed for v in found.values()), {e: v.message for e, v in found.items() if not v.passed}
 
 
@@ -497,7 +500,7 @@ def test_a_realistic_mistake_gets_the_same_diagnosis_in_the_worker_as_in_process
         if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
             for right, wrong in edits:
                 cell.source = cell.source.replace(right, wrong)
-    verdict = verdicts.verdicts(mistaken, course(assignment))[grade_id]
+    verdict = verdicts.verdicts(mistaken, course(assignment), secret=COURSE_SECRET)[grade_id]
     assert not verdict.passed and verdict.message == local.value.message
 
 
@@ -509,7 +512,7 @@ def test_complex_arrays_cross_the_sandbox_so_every_dtype_probe_runs_there_too():
         if cell.metadata.get("nbgrader", {}).get("grade_id") == "numerical_gradient":
             assert "if not np.issubdtype(x.dtype, np.floating):" in cell.source
             cell.source = cell.source.replace("if not np.issubdtype(x.dtype, np.floating):", 'if x.dtype.kind in "iub":')
-    verdict = verdicts.verdicts(mistaken, course())["numerical_gradient"]
+    verdict = verdicts.verdicts(mistaken, course(), secret=COURSE_SECRET)["numerical_gradient"]
     assert not verdict.passed and "complex128 array was accepted" in verdict.message, verdict.message
 
 

@@ -71,6 +71,34 @@ def case_seed(value: int):
         _CASE_SEED.pop()
 
 
+def _draws_blind_to_loaded_modules() -> None:
+    """Make hypothesis draw a check's cases from its seed and strategies alone, whatever else is imported.
+
+    Now and then hypothesis hands a strategy a literal found in the source of a "local" module: any loaded module
+    outside site-packages and the standard library, which with an editable install means the course's own code.
+    That pool grows with every import (nbgrader's preprocessors, the class run), so one seed drew other cases in a
+    learner's kernel, a grading process and the test suite. Hypothesis has no setting or public hook for it (6.170);
+    an empty pool is what it uses itself where it cannot tell local code apart (emscripten), and what a wheel
+    install of the course gets anyway. Little is lost: the pool held the grader's own literals, not the learner's
+    (notebook cells are not module files). tests/checks/test_draws.py fails if an upgrade of hypothesis undoes this.
+
+    Raises:
+        ImportError: the installed hypothesis no longer has the function replaced here (see requirements.txt).
+    """
+    from hypothesis.internal.conjecture import providers
+
+    if not callable(getattr(providers, "_get_local_constants", None)) or not hasattr(providers, "CONSTANTS_CACHE"):
+        raise ImportError("hypothesis no longer collects local constants through providers._get_local_constants: "
+                          "the checks' cases would depend on what is imported; install the version requirements.txt "
+                          "pins, or adapt autograder.checks.harness.diagnostics to the new one")
+    nothing = providers.Constants()
+    providers._get_local_constants = lambda: nothing
+    providers.CONSTANTS_CACHE.cache.clear()  # pools a draw before this import may have taken from the old set
+
+
+_draws_blind_to_loaded_modules()
+
+
 class CheckFailure(AssertionError):
     """A learner's answer is wrong; the message says how and why.
 
