@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import configure, quiet_nbgrader, set_stage
-from autograder.course.preprocessors import copied_cells
+from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, refusal
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
@@ -84,6 +84,11 @@ class Course:
             if (self.root / "submitted").is_dir() else []
         return {p.parent.name: p for p in found if p.is_dir() or p.is_symlink()}
 
+    def source_notebooks(self, assignment: str) -> dict[str, nbformat.NotebookNode]:
+        """The assignment's source notebooks by name: what each submitted notebook is checked against."""
+        folder = self.root / self.config.CourseDirectory.source_directory / assignment
+        return {path.stem: nbformat.read(path, as_version=4) for path in sorted(folder.glob("*.ipynb"))}
+
     def check_assignment(self, assignment: str) -> None:
         from nbgrader.api import Gradebook, MissingEntry
 
@@ -120,6 +125,8 @@ class Course:
         try:
             new, old = coursedir.get_existing_timestamp(str(submitted)), coursedir.get_existing_timestamp(str(graded))
         except Exception:  # an unreadable timestamp.txt: nbgrader itself stumbles on it; grade the submission again
+            return False
+        if new is None and (submitted / TIMESTAMP).exists():  # an empty one: nobody can say it is not newer
             return False
         return not (new is not None and old is not None and new > old)
 
@@ -216,26 +223,57 @@ def course_config(root: Path, stage: str):
     return config
 
 
-def preflight(folder: Path, ignored: list[str]) -> tuple[dict[str, bytes] | None, str]:
+def preflight(folder: Path, ignored: list[str], course_nbs: dict) -> tuple[dict[str, bytes] | None, str]:
     """(files, note) of a submission folder; files is None when it cannot be graded at all, and note says why.
 
     Nothing reads the folder before this: a link, a special file or too much in it is refused here (read_tree).
-    A copied graded cell is graded (autograder.course.preprocessors.SeparateCopiedCells); the note names it.
+    Each notebook of the assignment (``course_nbs``: the source notebooks by name) is checked as
+    ``python -m autograder grade`` checks one (autograder.grade.notebook): what that refuses fails here, with the
+    same reason, and what it notes (a copied cell, another kernel) is noted. So is a timestamp.txt that holds no
+    time nbgrader can read.
     """
     try:
         files = read_tree(folder, ignored)
     except UnsafeSubmissionError as refused:
         return None, str(refused)
-    notes = []
+    said = []
     for name in sorted(n for n in files if n.endswith(".ipynb") and "/" not in n):
         try:
-            copies = copied_cells(nbformat.reads(files[name].decode("utf-8"), as_version=4))
-        except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
-            said = (str(error).splitlines() or [""])[0][:200]
-            return None, f"{name} is not a readable notebook ({type(error).__name__}: {said})"
-        if copies:
-            notes.append(f"{name}: copied cell(s) {', '.join(copies)} graded once, the first copy")
-    return files, "; ".join(notes)
+            nb = read_notebook(files[name])
+        except UnreadableNotebook as unreadable:
+            return None, f"{name} is not a readable notebook ({unreadable})"
+        course_nb = course_nbs.get(name[:-len(".ipynb")])
+        if course_nb is None:  # not one of the assignment's notebooks: nbgrader does not grade it
+            continue
+        refused = refusal(nb, course_nb)
+        if refused:
+            return None, f"{name}: {refused}. {FRESH_COPY}"
+        said += [f"{name} {note}" for note in notes(nb, course_nb)]
+    unreadable = timestamp_refusal(files.get(TIMESTAMP))
+    return (None, unreadable) if unreadable else (files, "; ".join(said))
+
+
+FRESH_COPY = ("Save the answers elsewhere, fetch a fresh copy of the assignment, paste the answers back into its "
+              "answer cells, and submit that")
+TIMESTAMP = "timestamp.txt"  # nbgrader's: when the submission was collected
+
+
+def timestamp_refusal(content: bytes | None) -> str | None:
+    """Why a submission's timestamp.txt cannot be used, or None: there is none, it is empty (nbgrader then records
+    no time), or it holds a time nbgrader reads. nbgrader itself stops on any other with an AttributeError."""
+    from nbgrader.utils import parse_utc
+
+    if content is None:
+        return None
+    try:
+        text = content.decode("utf-8").strip()
+        if text:
+            parse_utc(text)
+        return None
+    except Exception:  # a decoding error, or dateutil's: ParserError, OverflowError and others
+        shown = content[:40].decode("utf-8", errors="replace").strip()
+    return (f"{TIMESTAMP} holds no time nbgrader can read ({shown!r}): write the time the submission was handed in "
+            "there, as nbgrader does (2026-11-30 09:15:00.000000 UTC), or remove the file")
 
 
 class StopRequest:
@@ -348,9 +386,10 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
     logs = {assignment: RunLog(course.root, assignment, run.out, run_id) for assignment in names}
     rows, tasks = [], []
     for assignment, submitted in found.items():
+        sources = course.source_notebooks(assignment)
         for student in [s for s in run.students if s in submitted] if run.students else list(submitted):
             # Before already_graded, which reads the submission's timestamp.txt: nothing reads a submission unchecked.
-            files, note = preflight(submitted[student], course.ignored)
+            files, note = preflight(submitted[student], course.ignored, sources)
             if files is None:  # never sent: recorded as failed at once
                 refused = Executed(student, {}, "", 0.0, "", note)
                 rows.append(_record(course, logs[assignment], Task(student, {}, assignment=assignment, attempt=0),

@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -51,7 +53,7 @@ def template(tmp_path_factory):
     solved = synthetic_class(NB, root)["full-marks"]
     submit(root, {"full-marks": solved})
     course = class_run.Course.open(root, tmp_path_factory.mktemp("scratch"))
-    files, _ = class_run.preflight(course.submitted(NB)["full-marks"], course.ignored)
+    files, _ = class_run.preflight(course.submitted(NB)["full-marks"], course.ignored, course.source_notebooks(NB))
     executed = execute_submission(course.snapshot(NB, 600), Task("full-marks", files))
     assert not list(root.glob("tmp*")), "the grading process left temporary files behind"
     assert executed.error is None, executed.log
@@ -138,12 +140,14 @@ def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tm
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(template, tmp_path, threads):
-    """The recording process leaves the metadata check to the grading worker (course.set_stage): it must still fail."""
+    """The recording process leaves the metadata check to the grading worker (course.set_stage): it must still fail.
+    (What the class run's own check refuses before sending, a graded cell the course lacks among them, is in
+    test_the_class_run_refuses_and_notes_what_grade_refuses_and_notes.)"""
     course, _ = class_of(template, tmp_path, ["ann"])
     broken = nbformat.read(course / "submitted" / "ann" / NB / f"{NB}.ipynb", as_version=4)
     cell = nbformat.v4.new_code_cell("1 + 1")
-    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "bogus", "solution": False, "locked": False,
-                                 "schema_version": 3}  # a graded cell without points
+    cell.metadata["nbgrader"] = {"grade": False, "grade_id": "", "solution": False, "locked": True,
+                                 "schema_version": 3}  # a locked cell without a grade id
     broken.cells.append(cell)
     submit(course, {"ann": broken})
     (row,) = grade_class(course, NB, scheduler=threads)
@@ -165,8 +169,8 @@ def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
 
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
-def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how_to_start_it(template, tmp_path,
-                                                                                              monkeypatch):
+def test_a_grading_process_past_its_time_or_left_by_its_fork_server_says_so_as_does_a_daemon_worker(template, tmp_path,
+                                                                                                     monkeypatch):
     import multiprocessing
 
     from autograder.grade.class_run import course_config
@@ -178,11 +182,44 @@ def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how
     os.mkfifo(tmp_path / "submitted" / "ann" / NB / f"{NB}.ipynb")  # reading it never returns: nbgrader hangs
     snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), timeout_s=3)
     started = time.monotonic()
-    assert on_dask_worker._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 3 s and was stopped"
+    reason, seconds = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
+    assert reason == "grading did not finish within 3 s and was stopped" and 3 <= seconds < 60
     assert time.monotonic() - started < 60
+    from multiprocessing import forkserver
+
+    # The worker's fork server killed while a grading process waits on the pipe: named, not "nbgrader did not say".
+    threading.Timer(1.0, os.kill, (forkserver._forkserver._forkserver_pid, signal.SIGKILL)).start()
+    reason, _ = on_dask_worker._run_grading_process(tmp_path, replace(snapshot, timeout_s=60), "ann")
+    assert reason == on_dask_worker.FORK_SERVER_ENDED
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
-    reason = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
+    reason, _ = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
     assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
+
+
+def test_a_submissions_seconds_leave_out_the_start_of_its_workers_fork_server(monkeypatch, tmp_path):
+    """On a worker's first task, starting the grading process waits while the fork server imports PRELOAD (several
+    seconds): the worker's start-up, not the submission's grading time."""
+    class SlowToStart:  # the grading process, as the fork server would start it: 1.5 s to start, 0.2 s to grade
+        exitcode = None
+
+        def __init__(self, target, args, daemon):
+            self.graded = Path(args[0]) / "autograded" / args[2] / args[1]
+            self.report = Path(args[0]) / "report.json"
+
+        def start(self):
+            time.sleep(1.5)
+
+        def join(self, timeout=None):
+            time.sleep(0.2)
+            self.graded.mkdir(parents=True)
+            (self.graded / f"{NB}.ipynb").write_text("{}")
+            self.report.write_text(json.dumps({"success": True, "log": "", "cpu_seconds": 0.1}))
+            self.exitcode = 0
+
+    monkeypatch.setattr(on_dask_worker, "_fork_server", lambda: type("Context", (), {"Process": SlowToStart}))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    executed = execute_submission(submission.Snapshot(NB, b"", {}, b"", timeout_s=60), Task("ann", {}))
+    assert executed.error is None and 0.2 <= executed.seconds < 1.0, executed
 
 
 @pytest.mark.slow  # a fresh interpreter imports nbgrader and torch

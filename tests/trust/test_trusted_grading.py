@@ -549,7 +549,24 @@ def test_a_copied_graded_cell_is_graded_once_with_a_note(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path)], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "copies of the graded cell(s) test_central_difference" in done.stderr and "10 / 10 points" in done.stdout
+    number = at + 1  # cells are numbered from 1: the original is cell at + 1, its copy the next
+    assert (f"has the test cell test_central_difference in cells {number} and {number + 1}: the first (cell {number}) "
+            "is graded") in done.stderr and "10 / 10 points" in done.stdout
+
+
+def test_the_note_on_a_copied_answer_cell_names_the_copy_that_trusted_grading_checks():
+    """Both copies run, so a wrong copy below the right one, still above the test, is what the test checks: the
+    exercise fails, and the note (what `grade` and the class run print) names that copy, not the first."""
+    from autograder.grade.notebook import copy_notes
+
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "central_difference")
+    wrong = nbformat.from_dict({**nb.cells[at], "id": "wrong-copy"})
+    wrong.source = "def central_difference(f, x, h=1e-5):\n    return (f(x + h) - f(x)) / h\n"
+    nb.cells.insert(at + 1, wrong)  # cell at + 2, counting from 1
+    assert not verdicts.verdicts(nb, course())["central_difference"].passed
+    (note,) = copy_notes(nb, course())
+    assert note.endswith(f"(cell {at + 2})") and f"cells {at + 1} and {at + 2}" in note, note
 
 
 def test_a_kernel_importing_the_checks_loads_no_notebook_reader():
