@@ -1,5 +1,6 @@
 """Class grading on Dask (autograder.grade.class_run): every submission gets a row, failures are retried once and
 recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
+import copy
 import json
 import os
 import pickle
@@ -155,6 +156,69 @@ def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(templa
     assert not (course / "autograded" / "ann").exists()
 
 
+def exercise_cell(nb, grade_id: str):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_the_class_run_refuses_and_notes_what_grade_refuses_and_notes(template, tmp_path):
+    """One check for both paths (autograder.grade.notebook): deleted exercise cells, an answer cell without its
+    nbgrader metadata and changed metadata fail with the reason `grade` gives; a copied answer cell and another kernel
+    are noted as `grade` notes them."""
+    from autograder.grade.notebook import UnusableNotebook, notes, read_submission
+
+    course, _ = class_of(template, tmp_path, [])
+    solved = template[1]
+    deleted, stripped, changed, noted = (nbformat.from_dict(copy.deepcopy(solved)) for _ in range(4))
+    deleted.cells.remove(exercise_cell(deleted, "test_numerical_gradient"))
+    exercise_cell(stripped, "log_square_trace").metadata = {}
+    exercise_cell(changed, "central_difference").metadata["nbgrader"]["points"] = 10
+    cell = exercise_cell(noted, "central_difference")
+    noted.cells.insert(noted.cells.index(cell) + 1, nbformat.from_dict({**cell, "id": "pasted"}))
+    noted.metadata["kernelspec"] = {"name": "julia-1.9", "display_name": "Julia", "language": "julia"}
+    refused = {"deleted": deleted, "stripped": stripped, "changed": changed}
+    submit(course, {**refused, "noted": noted})
+    sources = class_run.Course.open(course, tmp_path / "scratch").source_notebooks(NB)
+    for student in refused:  # refused before anything is sent: no cluster starts for them
+        (row,) = grade_class(course, NB, students=[student])
+        with pytest.raises(UnusableNotebook) as said:
+            read_submission(course / "submitted" / student / NB / f"{NB}.ipynb")
+        reason = str(said.value).split(": ", 1)[1].split(". ")[0]  # without the file's name and grade's remedy
+        assert row.status == "failed" and row.note.startswith(f"{NB}.ipynb: {reason}. "), (student, row.note, reason)
+        assert not (course / "autograded" / student).exists()
+    files, note = class_run.preflight(course / "submitted" / "noted" / NB, [], sources)
+    expected = notes(noted, sources[NB])
+    assert files and len(expected) == 2 and note == "; ".join(f"{NB}.ipynb {n}" for n in expected), note
+    assert "what the last of them above the test defines" in note and "'julia-1.9'" in note
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_a_timestamp_nbgrader_cannot_read_never_keeps_an_old_grade(template, tmp_path, threads):
+    """Garbage in timestamp.txt fails the submission with the reason (nbgrader itself stops on it with an
+    AttributeError); an empty one says nothing of when it was handed in, so it is graded again, not skipped."""
+    course, executed = class_of(template, tmp_path, ["garbage", "empty", "dated"])
+    for student in ("garbage", "empty", "dated"):
+        (course / "submitted" / student / NB / "timestamp.txt").write_text("2026-11-30 09:15:00.000000 UTC")
+    fake = FakeWorkers(executed, tmp_path / "first", fail={})
+    assert [r.status for r in grade_class(course, NB, scheduler=threads, execute=fake)] == ["graded"] * 3
+    (course / "submitted" / "garbage" / NB / "timestamp.txt").write_text("handed in on time, honest")
+    (course / "submitted" / "empty" / NB / "timestamp.txt").write_text("")
+    again = FakeWorkers(executed, tmp_path / "second", fail={})
+    rows = {r.student: r for r in grade_class(course, NB, scheduler=threads, execute=again)}
+    assert rows["garbage"].status == "failed" and "timestamp.txt holds no time nbgrader can read ('handed in on " \
+        "time, honest')" in rows["garbage"].note, rows["garbage"]
+    assert not (course / "autograded" / "garbage" / NB).exists()  # the old grade is gone with its record
+    assert (rows["empty"].status, rows["dated"].status) == ("graded", "skipped") and again.attempts == {"empty": 1}
+
+
+@pytest.mark.parametrize("content, refused", [
+    (None, False), (b"", False), (b"  \n", False), (b"2026-11-30 09:15:00.000000 UTC", False),
+    (b"2026-11-30 10:15:00 +0100", False), (b"garbage", True), (b"\xff\xfe", True), (b"9" * 40, True)])
+def test_a_timestamp_is_refused_only_when_it_holds_something_that_is_not_a_time(content, refused):
+    said = class_run.timestamp_refusal(content)
+    assert (said is not None) == refused and (said is None or "timestamp.txt holds no time" in said), said
+
+
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
     course, executed = class_of(template, tmp_path, ["ann"])
@@ -176,11 +240,15 @@ def test_a_grading_process_past_its_time_or_left_by_its_fork_server_says_so_as_d
     from autograder.grade.class_run import course_config
     from autograder.grade.submission import Snapshot
 
-    shutil.copy(template[0] / "gradebook.db", tmp_path / "gradebook.db")
-    shutil.copytree(template[0] / "source", tmp_path / "source")
-    (tmp_path / "submitted" / "ann" / NB).mkdir(parents=True)
-    os.mkfifo(tmp_path / "submitted" / "ann" / NB / f"{NB}.ipynb")  # reading it never returns: nbgrader hangs
-    snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), timeout_s=3)
+    def hanging(root: Path) -> Snapshot:
+        """A scratch course whose grading never ends: reading its notebook, a named pipe, never returns."""
+        shutil.copy(template[0] / "gradebook.db", root / "gradebook.db")
+        shutil.copytree(template[0] / "source", root / "source")
+        (root / "submitted" / "ann" / NB).mkdir(parents=True)
+        os.mkfifo(root / "submitted" / "ann" / NB / f"{NB}.ipynb")
+        return Snapshot(NB, b"", {}, pickle.dumps(course_config(root, "execute")), timeout_s=3)
+
+    snapshot = hanging(tmp_path)
     started = time.monotonic()
     reason, seconds = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
     assert reason == "grading did not finish within 3 s and was stopped" and 3 <= seconds < 60
@@ -188,8 +256,10 @@ def test_a_grading_process_past_its_time_or_left_by_its_fork_server_says_so_as_d
     from multiprocessing import forkserver
 
     # The worker's fork server killed while a grading process waits on the pipe: named, not "nbgrader did not say".
+    (tmp_path / "second").mkdir()
+    waiting = replace(hanging(tmp_path / "second"), timeout_s=60)
     threading.Timer(1.0, os.kill, (forkserver._forkserver._forkserver_pid, signal.SIGKILL)).start()
-    reason, _ = on_dask_worker._run_grading_process(tmp_path, replace(snapshot, timeout_s=60), "ann")
+    reason, _ = on_dask_worker._run_grading_process(tmp_path / "second", waiting, "ann")
     assert reason == on_dask_worker.FORK_SERVER_ENDED
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
     reason, _ = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
