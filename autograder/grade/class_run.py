@@ -45,6 +45,7 @@ from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Tas
                                          nbgrader_reason, read_tree)
 
 STOPPED = "not graded: the run was stopped"
+INTERRUPTED = "not graded: a second Ctrl-C stopped its recording; the next run grades it again"
 # Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's),
 # and the run's own state: the lock, the journal of records being written, the scratch folder of the running run.
 LOGS = "autograde-logs"
@@ -159,6 +160,8 @@ class Course:
         for name, text in executed.notebooks.items():  # ReplayExecution reads and validates them
             (folder / f"{name}.ipynb").write_text(text, encoding="utf-8")
         outcome = NbGraderAPI(config=self.config).autograde(assignment, executed.student, force=True, create=True)
+        if (outcome.get("error") or "").rstrip().endswith("KeyboardInterrupt"):  # nbgrader took it, and stopped
+            return Row(executed.student, "failed", note=INTERRUPTED)
         if not outcome.get("success"):
             return Row(executed.student, "failed", note="nbgrader could not record it: " +
                        (nbgrader_reason(outcome.get("log") or outcome.get("error") or "") or "see the log"))
@@ -277,7 +280,12 @@ def timestamp_refusal(content: bytes | None) -> str | None:
 
 
 class StopRequest:
-    """Ctrl-C asks the run to stop after the submission being recorded; a second Ctrl-C stops at once."""
+    """Ctrl-C asks the run to stop after the submission being recorded; a second Ctrl-C stops at once.
+
+    A second Ctrl-C cuts the record being written short: inside nbgrader (most of the time), nbgrader removes what it
+    wrote and the submission is recorded as not graded (INTERRUPTED); anywhere else KeyboardInterrupt ends the run,
+    the journal's marker stays, and the next run removes the half record and grades it again.
+    """
 
     def __init__(self):
         self.requested = False
@@ -300,18 +308,40 @@ class StopRequest:
         if self._ours:
             signal.signal(signal.SIGINT, self._previous)
 
-    @contextmanager
-    def shielding(self):
-        """Processes started inside ignore SIGINT (they inherit it): Ctrl-C in the terminal then reaches only this
-        process, which stops them in order, instead of each dying with a traceback."""
-        if not self._ours:
-            yield
-            return
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_shielded(stop: StopRequest, start):
+    """``start()`` in a thread of its own that blocks SIGINT, so every process it starts (a local cluster's workers,
+    and what they start) starts with SIGINT blocked: Ctrl-C in the terminal then reaches only this process, which
+    stops them in order, instead of each dying with a traceback. The sandboxes unblock it (sandbox.Limits.prlimit).
+
+    The calling thread keeps taking Ctrl-C meanwhile (``stop``): a run stopped while its cluster starts ends as soon
+    as the start has, the cluster closed by the caller. Returns what ``start()`` returned, or raises what it raised.
+    """
+    from multiprocessing import resource_tracker
+
+    # Started here first: when the thread that spawns a process starts multiprocessing's resource tracker, it
+    # unblocks SIGINT in itself afterwards, and every process it spawns from then on would take Ctrl-C again.
+    resource_tracker.ensure_running()
+    outcome = {}
+
+    def run():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, self._handle)
+            outcome["started"] = start()
+        except BaseException as error:  # raised again in the calling thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="class-run-cluster-start", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        try:
+            thread.join(POLL_S)
+        except KeyboardInterrupt:  # a second Ctrl-C: what is being started must still be closed
+            stop.requested = True
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["started"]
 
 
 def grade_class(root: Path, assignments, *, students: list[str] = (), force: bool = False,
@@ -465,9 +495,7 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
     out = next(iter(logs.values())).out
     with dask.config.set(settings), StopRequest() as stop, _client(course, run, stop) as client, \
             tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out, dynamic_ncols=True) as bar:
-        snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s))
-                     for a in dict.fromkeys(t.assignment for t in tasks)}
-        for task, executed, what in Dispatch(client, snapshots, run.execute, run.timeout_s).outcomes(tasks, stop):
+        for task, executed, what in _outcomes(course, client, tasks, run, stop):
             log = logs[task.assignment]
             if what == "retrying":
                 bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
@@ -479,6 +507,15 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
                 rows.append(_record(course, log, task, executed, journal))
                 bar.update(1)
     return rows
+
+
+def _outcomes(course, client, tasks: list[Task], run: Run, stop: StopRequest):
+    """Dispatch.outcomes of the tasks on the client; every task "stopped", none sent, after a Ctrl-C while the
+    cluster started."""
+    if stop.requested:
+        return [(task, None, "stopped") for task in tasks]
+    snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s)) for a in dict.fromkeys(t.assignment for t in tasks)}
+    return Dispatch(client, snapshots, run.execute, run.timeout_s).outcomes(tasks, stop)
 
 
 @contextmanager
@@ -499,13 +536,14 @@ def _client(course, run: Run, stop: "StopRequest"):
         # if this one is killed. In the temporary folder, not in the course: a socket's path has at most 107 bytes.
         temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY_PREFIX))
         (course.scratch / TEMPORARY).write_text(str(temporary))
-        with stop.shielding(), dask.config.set({"temporary-directory": str(temporary)}):
+        with dask.config.set({"temporary-directory": str(temporary)}):
             # TLS with a key and certificates made for this run, held in memory: only this process and the
             # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
             # or read results, whatever it reaches.
-            cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
-                                   security=Security.temporary(), env={"TMPDIR": str(temporary)},
-                                   dashboard_address=None, silence_logs=40)
+            cluster = _start_shielded(stop, lambda: LocalCluster(
+                n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
+                security=Security.temporary(), env={"TMPDIR": str(temporary)}, dashboard_address=None,
+                silence_logs=40))
     try:
         try:
             client = Client(cluster or run.scheduler, timeout=CONNECT_S)

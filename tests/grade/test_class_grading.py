@@ -140,6 +140,52 @@ def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tm
 
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_a_second_ctrl_c_while_recording_leaves_a_whole_record_or_none_and_the_next_run_grades_it(template, tmp_path,
+                                                                                                 threads, monkeypatch):
+    """Ctrl-C twice while nbgrader writes the first record: nbgrader removes what it wrote, and the submission scores 0
+    with the reason. Twice while a record is synced (outside nbgrader): the run ends at once, and the journal's
+    marker makes the next run remove the half record. Either way the next run grades everyone in full. (The other
+    submission's result may arrive with the first, and is then recorded whole; else it is stopped.)"""
+    from nbgrader.api import Gradebook
+
+    from autograder.course.preprocessors import ReplayExecution
+    from autograder.grade import journal
+
+    course, executed = class_of(template, tmp_path, ["ann", "bob"])
+
+    def twice(original):
+        calls = []
+
+        def interrupted(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                signal.raise_signal(signal.SIGINT)  # asks the run to stop after this record
+                signal.raise_signal(signal.SIGINT)  # stops it at once: KeyboardInterrupt, right here
+            return original(*args, **kwargs)
+        return interrupted
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ReplayExecution, "preprocess", twice(ReplayExecution.preprocess))
+        fake = FakeWorkers(executed, tmp_path / "inside", fail={})
+        first, other = grade_class(course, NB, scheduler=threads, execute=fake)
+    assert (first.status, first.note) == ("failed", class_run.INTERRUPTED) and other.status in ("graded", "stopped")
+    assert not (course / "autograded" / first.student / NB).exists()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gradebook:
+        recorded = gradebook.find_submission(NB, first.student)
+        assert recorded.score == 0 and recorded.notebooks[0].comments[0].auto_comment.endswith(class_run.INTERRUPTED)
+    with monkeypatch.context() as patch:
+        patch.setattr(journal, "sync_tree", twice(journal.sync_tree))
+        with pytest.raises(KeyboardInterrupt):
+            grade_class(course, NB, scheduler=threads, execute=FakeWorkers(executed, tmp_path / "outside", fail={}))
+    (cut_short,) = class_run.Journal(course / class_run.LOGS / class_run.JOURNAL).unfinished()
+    assert not (course / class_run.LOGS / class_run.SCRATCH).exists()
+    again = FakeWorkers(executed, tmp_path / "again", fail={})
+    rows = {r.student: r for r in grade_class(course, NB, scheduler=threads, execute=again, force=True)}
+    assert [(r.status, r.score) for r in rows.values()] == [("graded", 10)] * 2, rows
+    assert class_run.REPAIRED in rows[cut_short[1]].note
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(template, tmp_path, threads):
     """The recording process leaves the metadata check to the grading worker (course.set_stage): it must still fail.
     (What the class run's own check refuses before sending, a graded cell the course lacks among them, is in
@@ -550,6 +596,41 @@ def test_the_local_cluster_talks_tls_and_refuses_a_client_without_its_credential
     rows = grade_class(course, NB, workers=1, execute=fake)
     assert [r.status for r in rows] == ["graded"]
     assert seen["address"].startswith("tls://") and seen["stranger"] != "connected", seen
+
+
+def sigint_blocked(pid: int) -> bool:
+    """Whether the process ``pid`` (its main thread) blocks SIGINT."""
+    mask = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigBlk:"))
+    return bool(int(mask.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel; a local cluster of one worker process
+def test_ctrl_c_while_the_local_cluster_starts_stops_the_run_once_started_and_leaves_nothing(template, tmp_path,
+                                                                                            monkeypatch, capsys):
+    """The cluster starts in a thread that blocks SIGINT (its workers start with it blocked, so they do not take it),
+    while this thread takes Ctrl-C: nothing is sent, every submission is stopped, the cluster closed at once."""
+    import distributed
+
+    course, executed = class_of(template, tmp_path, ["ann", "bob"])
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    seen = {}
+
+    class Interrupted(distributed.LocalCluster):
+        def __init__(self, *args, **kwargs):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the terminal, just as the cluster starts
+            super().__init__(*args, **kwargs)
+            seen["blocked"] = [sigint_blocked(nanny.pid) for nanny in self.workers.values()]
+            seen["started"] = time.monotonic()
+
+    monkeypatch.setattr(distributed, "LocalCluster", Interrupted)
+    fake = FakeWorkers(executed, tmp_path / "attempts", fail={})
+    rows = grade_class(course, NB, workers=1, execute=fake)
+    assert seen["blocked"] == [True], seen  # the terminal's Ctrl-C reaches the workers too: they must not take it
+    assert [(r.student, r.status) for r in rows] == [("ann", "stopped"), ("bob", "stopped")] and fake.attempts == {}
+    assert time.monotonic() - seen["started"] < 15  # closing the cluster, and no grading
+    assert "Stopping after the submissions being recorded" in capsys.readouterr().err
+    assert not list((tmp_path / "tmp").iterdir()) and not (course / class_run.LOGS / class_run.SCRATCH).exists()
 
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
