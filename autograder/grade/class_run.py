@@ -226,7 +226,8 @@ def course_config(root: Path, stage: str):
     return config
 
 
-def preflight(folder: Path, ignored: list[str], course_nbs: dict) -> tuple[dict[str, bytes] | None, str]:
+def preflight(folder: Path, ignored: list[str], course_nbs: dict[str, nbformat.NotebookNode]
+              ) -> tuple[dict[str, bytes] | None, str]:
     """(files, note) of a submission folder; files is None when it cannot be graded at all, and note says why.
 
     Nothing reads the folder before this: a link, a special file or too much in it is refused here (read_tree).
@@ -272,11 +273,11 @@ def timestamp_refusal(content: bytes | None) -> str | None:
         text = content.decode("utf-8").strip()
         if text:
             parse_utc(text)
-        return None
     except Exception:  # a decoding error, or dateutil's: ParserError, OverflowError and others
         shown = content[:40].decode("utf-8", errors="replace").strip()
-    return (f"{TIMESTAMP} holds no time nbgrader can read ({shown!r}): write the time the submission was handed in "
-            "there, as nbgrader does (2026-11-30 09:15:00.000000 UTC), or remove the file")
+        return (f"{TIMESTAMP} holds no time nbgrader can read ({shown!r}): write the time the submission was handed "
+                "in there, as nbgrader does (2026-11-30 09:15:00.000000 UTC), or remove the file")
+    return None
 
 
 class StopRequest:
@@ -307,7 +308,6 @@ class StopRequest:
     def __exit__(self, *exc):
         if self._ours:
             signal.signal(signal.SIGINT, self._previous)
-
 
 
 def _start_shielded(stop: StopRequest, start):
