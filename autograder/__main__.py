@@ -130,6 +130,10 @@ def run_autograde(args) -> int:
     except ClassGradingError as reason:
         print(f"cannot grade: {reason}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C outside nbgrader: the journal names a record it cut short
+        print("stopped at once; a record cut short is removed by the next run, which grades it again",
+              file=sys.stderr)
+        return 130
     if any(row.status == "stopped" for row in rows):
         return 130
     return 1 if any(row.status == "failed" for row in rows) else 0

@@ -19,7 +19,6 @@ import tempfile
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import nbformat
@@ -391,7 +390,7 @@ class SeparateCopiedCells(NbGraderPreprocessor):
     whole ``nbgrader autograde`` run as "an old version of the nbgrader metadata format" (every later student goes
     ungraded). The first copy is the one trusted grading reads (autograder.trust.verdicts.program), so it keeps its
     id here.
-    Runs first among the sanitizing steps; ``copied_cells`` says up front which ids a notebook repeats.
+    Runs first among the sanitizing steps; autograder.grade.notebook.copy_notes says up front which copy counts.
     """
 
     def preprocess(self, nb, resources):
@@ -405,12 +404,6 @@ class SeparateCopiedCells(NbGraderPreprocessor):
             elif grade_id:
                 seen.add(grade_id)
         return nb, resources
-
-
-def copied_cells(nb) -> list[str]:
-    """The grade ids that more than one cell of a notebook carries (in the order they first appear)."""
-    ids = Counter(nbgrader_meta(cell).get("grade_id") for cell in nb.cells)
-    return [grade_id for grade_id, n in ids.items() if grade_id and n > 1]
 
 
 class ReplayExecution(NbGraderPreprocessor):

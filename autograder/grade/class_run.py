@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import configure, quiet_nbgrader, set_stage
-from autograder.course.preprocessors import copied_cells
+from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, refusal
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
@@ -46,6 +46,7 @@ from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Tas
 from autograder.trust.secret import GradingSecretError, course_secret
 
 STOPPED = "not graded: the run was stopped"
+INTERRUPTED = "not graded: a second Ctrl-C stopped its recording; the next run grades it again"
 # Under the course folder: <assignment>.tsv (one line per submission), <assignment>/<student>.log (nbgrader's),
 # and the run's own state: the lock, the journal of records being written, the scratch folder of the running run.
 LOGS = "autograde-logs"
@@ -91,6 +92,11 @@ class Course:
             if (self.root / "submitted").is_dir() else []
         return {p.parent.name: p for p in found if p.is_dir() or p.is_symlink()}
 
+    def source_notebooks(self, assignment: str) -> dict[str, nbformat.NotebookNode]:
+        """The assignment's source notebooks by name: what each submitted notebook is checked against."""
+        folder = self.root / self.config.CourseDirectory.source_directory / assignment
+        return {path.stem: nbformat.read(path, as_version=4) for path in sorted(folder.glob("*.ipynb"))}
+
     def check_assignment(self, assignment: str) -> None:
         from nbgrader.api import Gradebook, MissingEntry
 
@@ -128,6 +134,8 @@ class Course:
             new, old = coursedir.get_existing_timestamp(str(submitted)), coursedir.get_existing_timestamp(str(graded))
         except Exception:  # an unreadable timestamp.txt: nbgrader itself stumbles on it; grade the submission again
             return False
+        if new is None and (submitted / TIMESTAMP).exists():  # an empty one: nobody can say it is not newer
+            return False
         return not (new is not None and old is not None and new > old)
 
     def snapshot(self, assignment: str, timeout_s: float) -> Snapshot:
@@ -159,6 +167,8 @@ class Course:
         for name, text in executed.notebooks.items():  # ReplayExecution reads and validates them
             (folder / f"{name}.ipynb").write_text(text, encoding="utf-8")
         outcome = NbGraderAPI(config=self.config).autograde(assignment, executed.student, force=True, create=True)
+        if (outcome.get("error") or "").rstrip().endswith("KeyboardInterrupt"):  # nbgrader took it, and stopped
+            return Row(executed.student, "failed", note=INTERRUPTED)
         if not outcome.get("success"):
             return Row(executed.student, "failed", note="nbgrader could not record it: " +
                        (nbgrader_reason(outcome.get("log") or outcome.get("error") or "") or "see the log"))
@@ -223,30 +233,67 @@ def course_config(root: Path, stage: str):
     return config
 
 
-def preflight(folder: Path, ignored: list[str]) -> tuple[dict[str, bytes] | None, str]:
+def preflight(folder: Path, ignored: list[str], course_nbs: dict[str, nbformat.NotebookNode]
+              ) -> tuple[dict[str, bytes] | None, str]:
     """(files, note) of a submission folder; files is None when it cannot be graded at all, and note says why.
 
     Nothing reads the folder before this: a link, a special file or too much in it is refused here (read_tree).
-    A copied graded cell is graded (autograder.course.preprocessors.SeparateCopiedCells); the note names it.
+    Each notebook of the assignment (``course_nbs``: the source notebooks by name) is checked as
+    ``python -m autograder grade`` checks one (autograder.grade.notebook): what that refuses fails here, with the
+    same reason, and what it notes (a copied cell, another kernel) is noted. So is a timestamp.txt that holds no
+    time nbgrader can read.
     """
     try:
         files = read_tree(folder, ignored)
     except UnsafeSubmissionError as refused:
         return None, str(refused)
-    notes = []
+    said = []
     for name in sorted(n for n in files if n.endswith(".ipynb") and "/" not in n):
         try:
-            copies = copied_cells(nbformat.reads(files[name].decode("utf-8"), as_version=4))
-        except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
-            said = (str(error).splitlines() or [""])[0][:200]
-            return None, f"{name} is not a readable notebook ({type(error).__name__}: {said})"
-        if copies:
-            notes.append(f"{name}: copied cell(s) {', '.join(copies)} graded once, the first copy")
-    return files, "; ".join(notes)
+            nb = read_notebook(files[name])
+        except UnreadableNotebook as unreadable:
+            return None, f"{name} is not a readable notebook ({unreadable})"
+        course_nb = course_nbs.get(name[:-len(".ipynb")])
+        if course_nb is None:  # not one of the assignment's notebooks: nbgrader does not grade it
+            continue
+        refused = refusal(nb, course_nb)
+        if refused:
+            return None, f"{name}: {refused}. {FRESH_COPY}"
+        said += [f"{name} {note}" for note in notes(nb, course_nb)]
+    unreadable = timestamp_refusal(files.get(TIMESTAMP))
+    return (None, unreadable) if unreadable else (files, "; ".join(said))
+
+
+FRESH_COPY = ("Save the answers elsewhere, fetch a fresh copy of the assignment, paste the answers back into its "
+              "answer cells, and submit that")
+TIMESTAMP = "timestamp.txt"  # nbgrader's: when the submission was collected
+
+
+def timestamp_refusal(content: bytes | None) -> str | None:
+    """Why a submission's timestamp.txt cannot be used, or None: there is none, it is empty (nbgrader then records
+    no time), or it holds a time nbgrader reads. nbgrader itself stops on any other with an AttributeError."""
+    from nbgrader.utils import parse_utc
+
+    if content is None:
+        return None
+    try:
+        text = content.decode("utf-8").strip()
+        if text:
+            parse_utc(text)
+    except Exception:  # a decoding error, or dateutil's: ParserError, OverflowError and others
+        shown = content[:40].decode("utf-8", errors="replace").strip()
+        return (f"{TIMESTAMP} holds no time nbgrader can read ({shown!r}): write the time the submission was handed "
+                "in there, as nbgrader does (2026-11-30 09:15:00.000000 UTC), or remove the file")
+    return None
 
 
 class StopRequest:
-    """Ctrl-C asks the run to stop after the submission being recorded; a second Ctrl-C stops at once."""
+    """Ctrl-C asks the run to stop after the submission being recorded; a second Ctrl-C stops at once.
+
+    A second Ctrl-C cuts the record being written short: inside nbgrader (most of the time), nbgrader removes what it
+    wrote and the submission is recorded as not graded (INTERRUPTED); anywhere else KeyboardInterrupt ends the run,
+    the journal's marker stays, and the next run removes the half record and grades it again.
+    """
 
     def __init__(self):
         self.requested = False
@@ -269,18 +316,39 @@ class StopRequest:
         if self._ours:
             signal.signal(signal.SIGINT, self._previous)
 
-    @contextmanager
-    def shielding(self):
-        """Processes started inside ignore SIGINT (they inherit it): Ctrl-C in the terminal then reaches only this
-        process, which stops them in order, instead of each dying with a traceback."""
-        if not self._ours:
-            yield
-            return
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+def _start_shielded(stop: StopRequest, start):
+    """``start()`` in a thread of its own that blocks SIGINT, so every process it starts (a local cluster's workers,
+    and what they start) starts with SIGINT blocked: Ctrl-C in the terminal then reaches only this process, which
+    stops them in order, instead of each dying with a traceback. The sandboxes unblock it (sandbox.Limits.prlimit).
+
+    The calling thread keeps taking Ctrl-C meanwhile (``stop``): a run stopped while its cluster starts ends as soon
+    as the start has, the cluster closed by the caller. Returns what ``start()`` returned, or raises what it raised.
+    """
+    from multiprocessing import resource_tracker
+
+    # Started here first: when the thread that spawns a process starts multiprocessing's resource tracker, it
+    # unblocks SIGINT in itself afterwards, and every process it spawns from then on would take Ctrl-C again.
+    resource_tracker.ensure_running()
+    outcome = {}
+
+    def run():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, self._handle)
+            outcome["started"] = start()
+        except BaseException as error:  # raised again in the calling thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="class-run-cluster-start", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        try:
+            thread.join(POLL_S)
+        except KeyboardInterrupt:  # a second Ctrl-C: what is being started must still be closed
+            stop.requested = True
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["started"]
 
 
 def grade_class(root: Path, assignments, *, students: list[str] = (), force: bool = False,
@@ -355,9 +423,10 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
     logs = {assignment: RunLog(course.root, assignment, run.out, run_id) for assignment in names}
     rows, tasks = [], []
     for assignment, submitted in found.items():
+        sources = course.source_notebooks(assignment)
         for student in [s for s in run.students if s in submitted] if run.students else list(submitted):
             # Before already_graded, which reads the submission's timestamp.txt: nothing reads a submission unchecked.
-            files, note = preflight(submitted[student], course.ignored)
+            files, note = preflight(submitted[student], course.ignored, sources)
             if files is None:  # never sent: recorded as failed at once
                 refused = Executed(student, {}, "", 0.0, "", note)
                 rows.append(_record(course, logs[assignment], Task(student, {}, assignment=assignment, attempt=0),
@@ -433,9 +502,7 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
     out = next(iter(logs.values())).out
     with dask.config.set(settings), StopRequest() as stop, _client(course, run, stop) as client, \
             tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out, dynamic_ncols=True) as bar:
-        snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s))
-                     for a in dict.fromkeys(t.assignment for t in tasks)}
-        for task, executed, what in Dispatch(client, snapshots, run.execute, run.timeout_s).outcomes(tasks, stop):
+        for task, executed, what in _outcomes(course, client, tasks, run, stop):
             log = logs[task.assignment]
             if what == "retrying":
                 bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
@@ -447,6 +514,15 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
                 rows.append(_record(course, log, task, executed, journal))
                 bar.update(1)
     return rows
+
+
+def _outcomes(course, client, tasks: list[Task], run: Run, stop: StopRequest):
+    """Dispatch.outcomes of the tasks on the client; every task "stopped", none sent, after a Ctrl-C while the
+    cluster started."""
+    if stop.requested:
+        return [(task, None, "stopped") for task in tasks]
+    snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s)) for a in dict.fromkeys(t.assignment for t in tasks)}
+    return Dispatch(client, snapshots, run.execute, run.timeout_s).outcomes(tasks, stop)
 
 
 @contextmanager
@@ -467,13 +543,14 @@ def _client(course, run: Run, stop: "StopRequest"):
         # if this one is killed. In the temporary folder, not in the course: a socket's path has at most 107 bytes.
         temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY_PREFIX))
         (course.scratch / TEMPORARY).write_text(str(temporary))
-        with stop.shielding(), dask.config.set({"temporary-directory": str(temporary)}):
+        with dask.config.set({"temporary-directory": str(temporary)}):
             # TLS with a key and certificates made for this run, held in memory: only this process and the
             # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
             # or read results, whatever it reaches.
-            cluster = LocalCluster(n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
-                                   security=Security.temporary(), env={"TMPDIR": str(temporary)},
-                                   dashboard_address=None, silence_logs=40)
+            cluster = _start_shielded(stop, lambda: LocalCluster(
+                n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
+                security=Security.temporary(), env={"TMPDIR": str(temporary)}, dashboard_address=None,
+                silence_logs=40))
     try:
         try:
             client = Client(cluster or run.scheduler, timeout=CONNECT_S)

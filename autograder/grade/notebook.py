@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.contract import REPO, assignments, exercise_id, nbgrader_cells, nbgrader_meta
+from autograder.contract import REPO, TEST_PREFIX, assignments, exercise_id, nbgrader_cells, nbgrader_meta
 from autograder.course import configure, quiet_nbgrader
 from autograder.course.limits import oversized
 from autograder.grade.submission import UnsafeSubmissionError, nbgrader_reason, read_file
@@ -79,18 +79,11 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
     if path.is_dir() and not path.is_symlink():
         raise UnusableNotebook(f"{path}: a folder, not a notebook file")
     try:  # read as data: not through a link, not from a named pipe (which would never end), not too large
-        content = read_file(path)
+        nb = read_notebook(read_file(path))
     except UnsafeSubmissionError as refused:
         raise UnusableNotebook(str(refused)) from None
-    try:
-        nb = nbformat.reads(content.decode("utf-8"), as_version=4)
-        nbformat.validate(nb)  # reads() only logs what is wrong; nbgrader would fail on it later, with a traceback
-    except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
-        raise UnusableNotebook(f"{path}: not a readable Jupyter notebook ({type(error).__name__}: "
-                               f"{str(error).splitlines()[0] if str(error) else ''})") from None
-    too_many = oversized(0, len(nb.cells))
-    if too_many:
-        raise UnusableNotebook(f"{path}: {too_many}")
+    except UnreadableNotebook as unreadable:
+        raise UnusableNotebook(f"{path}: not a readable Jupyter notebook ({unreadable})") from None
     present = {meta.get("grade_id") for meta in nbgrader_cells(nb)}
     expected = {name: [meta["grade_id"] for meta in nbgrader_cells(nbformat.read(source, as_version=4))]
                 for name, source in assignments().items()}
@@ -98,18 +91,94 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode, str]:
     if best is None or not present & set(expected[best]):
         raise UnusableNotebook(f"{path}: not a notebook of this course (no exercise cells of any assignment in "
                                f"{', '.join(assignments())}); grade the copy you worked in under notebooks/")
-    tampered = metadata_changes(nb, nbformat.read(assignments()[best], as_version=4))
-    if tampered:
-        fresh = f"notebooks/{best}/{best}.ipynb"
-        raise UnusableNotebook(f"{path}: the grading metadata of its cells was changed ({'; '.join(tampered)}). "
-                               f"Copy your answers into a fresh copy (git checkout -- {fresh}) and grade that")
-    missing = [grade_id for grade_id in expected[best] if grade_id not in present]
-    if missing:
-        fresh = f"notebooks/{best}/{best}.ipynb"
-        raise UnusableNotebook(f"{path}: exercise cells were deleted or lost their metadata ({', '.join(missing)}). "
-                               f"Save your answers elsewhere, restore a fresh copy (git checkout -- {fresh}), "
-                               "paste your answers back into its answer cells, and grade that")
+    refused = refusal(nb, nbformat.read(assignments()[best], as_version=4))
+    if refused:
+        raise UnusableNotebook(f"{path}: {refused}. Save your answers elsewhere, restore a fresh copy (git checkout "
+                               f"-- notebooks/{best}/{best}.ipynb), paste your answers back into its answer cells, "
+                               "and grade that")
     return nb, best
+
+
+class UnreadableNotebook(ValueError):
+    """A file's bytes are not a valid Jupyter notebook; the message is the reader's, on one line."""
+
+
+def read_notebook(content: bytes) -> nbformat.NotebookNode:
+    """A notebook from a file's bytes, validated against nbformat's schema (nbgrader fails later on what is not).
+
+    Raises:
+        UnreadableNotebook: "<error type>: <the first line of what the reader said>" (not JSON, not UTF-8, not
+            valid).
+    """
+    try:
+        nb = nbformat.reads(content.decode("utf-8"), as_version=4)
+        nbformat.validate(nb)  # reads() only logs what is wrong
+    except Exception as error:  # nbformat raises JSON, validation and encoding errors of many types
+        said = (str(error).splitlines() or [""])[0][:200]
+        raise UnreadableNotebook(f"{type(error).__name__}: {said}") from None
+    return nb
+
+
+# The one check of a submission against its course notebook, for `grade` and the class run alike: what refuses it,
+# and what is worth a note.
+
+def refusal(nb, course_nb) -> str | None:
+    """Why a notebook of the assignment whose source is ``course_nb`` is not graded at all, or None: too many cells,
+    grading metadata changed (metadata_changes), or exercise cells deleted or stripped of their metadata. One
+    line, without the file's name or a remedy (each caller adds its own)."""
+    too_many = oversized(0, len(nb.cells))
+    if too_many:
+        return too_many
+    tampered = metadata_changes(nb, course_nb)
+    if tampered:
+        return f"the grading metadata of its cells was changed ({'; '.join(tampered)})"
+    present = {meta.get("grade_id") for meta in nbgrader_cells(nb)}
+    missing = [meta["grade_id"] for meta in nbgrader_cells(course_nb) if meta["grade_id"] not in present]
+    if missing:
+        return f"exercise cells were deleted or lost their metadata ({', '.join(missing)})"
+    return None
+
+
+def notes(nb, course_nb) -> list[str]:
+    """What grading a notebook that ``refusal`` accepts does differently from what the notebook asks: each copied
+    cell of the course (copy_notes), and a kernel other than the course's. Each starts with a verb, for
+    "<notebook> <note>"."""
+    found = copy_notes(nb, course_nb)
+    kernel = nb.metadata.get("kernelspec", {}).get("name")
+    expected = course_nb.metadata.get("kernelspec", {}).get("name")
+    if kernel != expected:  # nbgrader grades with the course's kernel anyway
+        found.append(f"asks for the kernel {kernel!r}; it is graded with the course's, {expected!r}")
+    return found
+
+
+def copy_notes(nb, course_nb) -> list[str]:
+    """A note per course cell the notebook holds more than once (cells numbered from 1), naming the copy that counts.
+
+    A test cell, or any other cell of the course's: the first copy keeps its id (SeparateCopiedCells) and is graded;
+    the others run as ordinary cells. An answer cell: every copy runs in turn, in the kernel and in trusted grading
+    (autograder.trust.verdicts.program), so its test checks what the last copy above the test defines.
+    """
+    course = {meta["grade_id"]: meta for meta in (nbgrader_meta(c) for c in course_nb.cells) if meta.get("grade_id")}
+    where: dict[str, list[int]] = {}
+    for number, cell in enumerate(nb.cells, start=1):
+        grade_id = nbgrader_meta(cell).get("grade_id")
+        if grade_id in course:
+            where.setdefault(grade_id, []).append(number)
+    found = []
+    for grade_id, numbers in where.items():
+        if len(numbers) < 2:
+            continue
+        cells = f"cells {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+        if not course[grade_id].get("solution"):
+            kind = "test cell" if course[grade_id].get("grade") else "course's cell"
+            found.append(f"has the {kind} {grade_id} in {cells}: the first (cell {numbers[0]}) is graded, the "
+                         "others run as ordinary cells")
+            continue
+        test = where.get(f"{TEST_PREFIX}{grade_id}", [len(nb.cells) + 1])[0]
+        above = [n for n in numbers if n < test] or numbers
+        found.append(f"has the answer cell {grade_id} in {cells}: each runs in turn, so what its test checks is what "
+                     f"the last of them above the test defines (cell {above[-1]})")
+    return found
 
 
 FLAGS = {"grade": False, "solution": False, "locked": False, "points": None}  # nbgrader's flags, absent = default
@@ -164,19 +233,10 @@ def grade(path: Path, feedback: Path | None = None, on_start=None) -> GradeRepor
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config
 
-    from autograder.course.preprocessors import copied_cells
-
     if on_start:
         on_start(assignment)
-    copies = copied_cells(nb)
-    if copies:
-        print(f"note: {path} has copies of the graded cell(s) {', '.join(copies)}; the first copy of each is graded, "
-              "the others run as ordinary cells.", file=sys.stderr)
-    kernel = nb.metadata.get("kernelspec", {}).get("name")
-    expected = nbformat.read(assignments()[assignment], as_version=4).metadata.get("kernelspec", {}).get("name")
-    if kernel != expected:  # nbgrader grades with the course's kernel anyway; say that the file asked for another
-        print(f"note: {path} asks for the kernel {kernel!r}; it is graded with the course's, {expected!r}.",
-              file=sys.stderr)
+    for note in notes(nb, nbformat.read(assignments()[assignment], as_version=4)):
+        print(f"note: {path} {note}.", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="autograde-") as root:
         root = Path(root)
         shutil.copytree(assignments()[assignment].parent, root / "source" / assignment)

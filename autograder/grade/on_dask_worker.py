@@ -32,7 +32,6 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
     Runs on a Dask worker. Never raises for a learner's doing: a submission that breaks its grading process comes
     back with ``error`` set.
     """
-    started = time.monotonic()
     worker = _worker_address()
     # In the temporary folder, whose path must stay short: the kernel's sockets live below it (at most 107 bytes).
     with tempfile.TemporaryDirectory(prefix=f"grade-{snapshot.assignment}-") as scratch:
@@ -41,7 +40,7 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
         _write_tree(root / "submitted" / task.student / snapshot.assignment, task.files)
         (root / "gradebook.db").write_bytes(snapshot.gradebook)
         secret.place(root, snapshot.secret)  # the course's, so its cases are the ones serial grading draws
-        error = _run_grading_process(root, snapshot, task.student)
+        error, seconds = _run_grading_process(root, snapshot, task.student)
         found = _report(root / "report.json")
         graded = root / "autograded" / task.student / snapshot.assignment
         notebooks = {p.stem: p.read_text(encoding="utf-8") for p in sorted(graded.glob("*.ipynb"))}
@@ -49,8 +48,8 @@ def execute_submission(snapshot: Snapshot, task: Task) -> Executed:
             error = nbgrader_reason(found.get("log", "")) or "nbgrader did not say why it failed"
         if error is None and not notebooks:
             error = "nbgrader finished without writing an autograded notebook"
-        return Executed(task.student, notebooks if error is None else {}, found.get("log", ""),
-                        time.monotonic() - started, worker, error, found.get("cpu_seconds"))
+        return Executed(task.student, notebooks if error is None else {}, found.get("log", ""), seconds, worker,
+                        error, found.get("cpu_seconds"))
 
 
 def guarded(execute, snapshot: Snapshot, task: Task) -> Executed:
@@ -74,25 +73,44 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {said}"[:300]
 
 
-def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> str | None:
-    """Run ``_grade_here`` in a process forked from this worker's fork server; the reason it failed, or None."""
+def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> tuple[str | None, float]:
+    """Run ``_grade_here`` in a process forked from this worker's fork server.
+
+    Returns the reason it failed (None when it did not) and the seconds it ran, counted from its start: on a worker's
+    first task, starting the fork server (importing PRELOAD, several seconds) is the worker's start-up, not grading.
+    """
     if multiprocessing.current_process().daemon:
         return ("this Dask worker is a daemon process and cannot start grading processes: start workers with "
-                "DASK_DISTRIBUTED__WORKER__DAEMON=False (see the README)")
+                "DASK_DISTRIBUTED__WORKER__DAEMON=False (see the README)"), 0.0
     process = _fork_server().Process(target=_grade_here, args=(str(root), snapshot.assignment, student,
                                                                  snapshot.config), daemon=False)
-    process.start()
+    try:
+        process.start()  # returns once the fork server (started now if it is not running) has forked the process
+    except (OSError, EOFError):  # the fork server ended before it could say it had
+        return FORK_SERVER_ENDED, 0.0
+    started = time.monotonic()
     process.join(snapshot.timeout_s)
+    seconds = time.monotonic() - started
     if process.exitcode is None:
         _kill_group(process.pid)  # it leads its own process group: what it started without a sandbox goes too
         process.join()
-        return f"grading did not finish within {snapshot.timeout_s:g} s and was stopped"
+        return f"grading did not finish within {snapshot.timeout_s:g} s and was stopped", seconds
+    if process.exitcode == FORK_SERVER_LOST:
+        return FORK_SERVER_ENDED, seconds
     if process.exitcode < 0:
         name = signal.Signals(-process.exitcode).name
         hint = (" (it ran out of memory, CPU time or file size)" if name in ("SIGKILL", "SIGXCPU", "SIGXFSZ", "SIGSEGV")
                 else "")
-        return f"the grading process was killed by {name}{hint}"
-    return None
+        return f"the grading process was killed by {name}{hint}", seconds
+    return None, seconds
+
+
+# multiprocessing's exit code for a process whose fork server ended before reporting how the process ended. The
+# grading process itself always leaves with 0 (os._exit, after its report) or by a signal. Its parent-death signal
+# kills it with the fork server, so its report is never written.
+FORK_SERVER_LOST = 255
+FORK_SERVER_ENDED = ("this Dask worker's fork server (the process that forks each grading process) ended while the "
+                     "submission was graded: killed, or out of memory; the worker starts a new one for its next task")
 
 
 def _kill_group(pid: int) -> None:

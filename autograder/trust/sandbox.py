@@ -56,10 +56,11 @@ class Limits:
     open_files: int = 256
 
     def prlimit(self) -> list[str]:
-        """The limits, and every signal at its default disposition (GNU env): a background job, or a local Dask
-        cluster shielding its workers from Ctrl-C, starts grading with SIGINT ignored, and that survives exec. A
-        kernel's bubblewrap that ignores SIGINT outlives jupyter_client's SIGINT at shutdown and waits while the
-        kernel runs IPython's teardown: about 0.8 s of CPU per notebook."""
+        """The limits, and every signal at its default disposition and unblocked (GNU env's --default-signal does
+        both): a background job starts grading with SIGINT ignored, a class run's local cluster (shielding its
+        workers from Ctrl-C) with SIGINT blocked, and both survive exec. A kernel's bubblewrap that does not take
+        SIGINT outlives jupyter_client's SIGINT at shutdown and waits while the kernel runs IPython's teardown: about
+        0.8 s of CPU per notebook."""
         return ["env", "--default-signal", "prlimit", f"--cpu={self.cpu_seconds}", f"--as={self.memory_bytes}",
                 f"--fsize={self.file_bytes}", f"--nofile={self.open_files}", "--core=0", "--"]
 

@@ -14,7 +14,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from nbgrader.utils import determine_grade
 
 from autograder.course.preprocessors import (DIFFERS, NOT_RUN, RefuseUnsafeFiles, ReplayExecution, SeparateCopiedCells,
-                                             copied_cells, diagnosis, mark_not_run, outputs, visible_failure)
+                                             diagnosis, mark_not_run, outputs, visible_failure)
 from autograder.grade.submission import UnsafeSubmissionError
 from autograder.trust.verdicts import VERIFIED, Verdict
 
@@ -104,18 +104,6 @@ def test_a_notebook_without_copies_is_left_as_it_was(caplog):
     with caplog.at_level(logging.WARNING, logger="test"):
         nb, _ = SeparateCopiedCells(log=logging.getLogger("test")).preprocess(nb, {})
     assert nb == before and not caplog.records
-
-
-def test_copied_cells_names_each_repeated_grade_id_once_in_order_of_first_appearance():
-    nb = new_notebook(cells=[answer("g"), graded("test_g"), answer("f"), graded("test_g"), answer("f"),
-                             graded("test_g"), answer("h"), new_code_cell("x"), new_code_cell("y"),
-                             new_code_cell("z", metadata={"nbgrader": None})])
-    assert copied_cells(nb) == ["test_g", "f"]
-
-
-def test_copied_cells_of_a_notebook_without_copies_is_empty():
-    assert copied_cells(new_notebook(cells=[answer("f"), graded("test_f"), new_code_cell("x"),
-                                            new_code_cell("y")])) == []
 
 
 # ------------------------------------------------------------------------------------------------ diagnosis

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from distributed import Client
+
 from autograder.grade import class_run
 from autograder.grade.submission import Executed
 
@@ -82,6 +84,10 @@ def lost(course: Path, fault: Faulty, out: Path, timeout_s: float, printed, repo
     worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
                                "--no-dashboard"], env=environment, stderr=subprocess.DEVNULL)
     try:
+        # The run's patience (3 s, above) is for a scheduler without workers; this one has one once it has started,
+        # which takes longer than that on a loaded machine.
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=120)
         return class_run.grade_class(course, "01_nudging", scheduler=address, timeout_s=timeout_s, execute=fault,
                                      out=printed)
     finally:

@@ -1,5 +1,6 @@
 """Class grading on Dask (autograder.grade.class_run): every submission gets a row, failures are retried once and
 recorded, a run resumes, and the gradebook agrees cell by cell with a serial ``nbgrader autograde``."""
+import copy
 import json
 import os
 import pickle
@@ -10,7 +11,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -53,7 +56,7 @@ def template(tmp_path_factory):
     solved = synthetic_class(NB, root)["full-marks"]
     submit(root, {"full-marks": solved})
     course = class_run.Course.open(root, tmp_path_factory.mktemp("scratch"))
-    files, _ = class_run.preflight(course.submitted(NB)["full-marks"], course.ignored)
+    files, _ = class_run.preflight(course.submitted(NB)["full-marks"], course.ignored, course.source_notebooks(NB))
     executed = execute_submission(course.snapshot(NB, 600), Task("full-marks", files))
     assert not list(root.glob("tmp*")), "the grading process left temporary files behind"
     assert executed.error is None, executed.log
@@ -66,8 +69,10 @@ class FakeWorkers:
     Dask pickles a task's function, so attempts are counted in files, not in the object.
     """
 
-    def __init__(self, executed, folder, fail: dict[str, int], interrupt_after: int | None = None):
+    def __init__(self, executed, folder, fail: dict[str, int], interrupt_after: int | None = None,
+                 recorded: Path | None = None):
         self.executed, self.folder, self.fail, self.interrupt_after = executed, folder, fail, interrupt_after
+        self.recorded = recorded  # with interrupt_after: Ctrl-C only once a notebook is recorded under this folder
         folder.mkdir()
 
     @property
@@ -82,6 +87,10 @@ class FakeWorkers:
         so_far = sum(self.attempts.values())
         if self.interrupt_after is not None and so_far >= self.interrupt_after:
             if so_far == self.interrupt_after:
+                # The result before this one may take seconds to reach the run on a loaded machine: wait until it
+                # is recorded (one worker thread: tasks run one at a time).
+                while self.recorded and not any(self.recorded.rglob("*.ipynb")):
+                    time.sleep(0.1)
                 signal.raise_signal(signal.SIGINT)  # what Ctrl-C in the terminal does
             time.sleep(2)  # still grading when the run stops
         if task.attempt <= self.fail.get(task.student, 0):
@@ -127,7 +136,7 @@ def test_failures_are_retried_once_then_recorded_and_every_submission_gets_a_row
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tmp_path, threads):
     course, executed = class_of(template, tmp_path, ["ann", "bob", "cat"])
-    fake = FakeWorkers(executed, tmp_path / "first", fail={}, interrupt_after=2)
+    fake = FakeWorkers(executed, tmp_path / "first", fail={}, interrupt_after=2, recorded=course / "autograded")
     first = {r.student: r.status for r in grade_class(course, NB, scheduler=threads, execute=fake)}
     assert sorted(first.values()) == ["graded", "stopped", "stopped"]  # Ctrl-C while the second was grading
     again = FakeWorkers(executed, tmp_path / "second", fail={})
@@ -139,18 +148,129 @@ def test_a_run_resumes_skips_what_is_graded_and_regrades_on_request(template, tm
 
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_a_second_ctrl_c_while_recording_leaves_a_whole_record_or_none_and_the_next_run_grades_it(template, tmp_path,
+                                                                                                 threads, monkeypatch):
+    """Ctrl-C twice while nbgrader writes the first record: nbgrader removes what it wrote, and the submission scores 0
+    with the reason. Twice while a record is synced (outside nbgrader): the run ends at once, and the journal's
+    marker makes the next run remove the half record. Either way the next run grades everyone in full. (The other
+    submission's result may arrive with the first, and is then recorded whole; else it is stopped.)"""
+    from nbgrader.api import Gradebook
+
+    from autograder.course.preprocessors import ReplayExecution
+    from autograder.grade import journal
+
+    course, executed = class_of(template, tmp_path, ["ann", "bob"])
+
+    def twice(original):
+        calls = []
+
+        def interrupted(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                signal.raise_signal(signal.SIGINT)  # asks the run to stop after this record
+                signal.raise_signal(signal.SIGINT)  # stops it at once: KeyboardInterrupt, right here
+            return original(*args, **kwargs)
+        return interrupted
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ReplayExecution, "preprocess", twice(ReplayExecution.preprocess))
+        fake = FakeWorkers(executed, tmp_path / "inside", fail={})
+        first, other = grade_class(course, NB, scheduler=threads, execute=fake)
+    assert (first.status, first.note) == ("failed", class_run.INTERRUPTED) and other.status in ("graded", "stopped")
+    assert not (course / "autograded" / first.student / NB).exists()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gradebook:
+        recorded = gradebook.find_submission(NB, first.student)
+        assert recorded.score == 0 and recorded.notebooks[0].comments[0].auto_comment.endswith(class_run.INTERRUPTED)
+    with monkeypatch.context() as patch:
+        patch.setattr(journal, "sync_tree", twice(journal.sync_tree))
+        with pytest.raises(KeyboardInterrupt):
+            grade_class(course, NB, scheduler=threads, execute=FakeWorkers(executed, tmp_path / "outside", fail={}))
+    (cut_short,) = class_run.Journal(course / class_run.LOGS / class_run.JOURNAL).unfinished()
+    assert not (course / class_run.LOGS / class_run.SCRATCH).exists()
+    again = FakeWorkers(executed, tmp_path / "again", fail={})
+    rows = {r.student: r for r in grade_class(course, NB, scheduler=threads, execute=again, force=True)}
+    assert [(r.status, r.score) for r in rows.values()] == [("graded", 10)] * 2, rows
+    assert class_run.REPAIRED in rows[cut_short[1]].note
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_corrupt_cell_metadata_fails_the_submission_with_nbgraders_reason(template, tmp_path, threads):
-    """The recording process leaves the metadata check to the grading worker (course.set_stage): it must still fail."""
+    """The recording process leaves the metadata check to the grading worker (course.set_stage): it must still fail.
+    (What the class run's own check refuses before sending, a graded cell the course lacks among them, is in
+    test_the_class_run_refuses_and_notes_what_grade_refuses_and_notes.)"""
     course, _ = class_of(template, tmp_path, ["ann"])
     broken = nbformat.read(course / "submitted" / "ann" / NB / f"{NB}.ipynb", as_version=4)
     cell = nbformat.v4.new_code_cell("1 + 1")
-    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "bogus", "solution": False, "locked": False,
-                                 "schema_version": 3}  # a graded cell without points
+    cell.metadata["nbgrader"] = {"grade": False, "grade_id": "", "solution": False, "locked": True,
+                                 "schema_version": 3}  # a locked cell without a grade id
     broken.cells.append(cell)
     submit(course, {"ann": broken})
     (row,) = grade_class(course, NB, scheduler=threads)
     assert row.status == "failed" and "metadata may be corrupted" in row.note, row
     assert not (course / "autograded" / "ann").exists()
+
+
+def exercise_cell(nb, grade_id: str):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_the_class_run_refuses_and_notes_what_grade_refuses_and_notes(template, tmp_path):
+    """One check for both paths (autograder.grade.notebook): deleted exercise cells, an answer cell without its
+    nbgrader metadata and changed metadata fail with the reason `grade` gives; a copied answer cell and another kernel
+    are noted as `grade` notes them."""
+    from autograder.grade.notebook import UnusableNotebook, notes, read_submission
+
+    course, _ = class_of(template, tmp_path, [])
+    solved = template[1]
+    deleted, stripped, changed, noted = (nbformat.from_dict(copy.deepcopy(solved)) for _ in range(4))
+    deleted.cells.remove(exercise_cell(deleted, "test_numerical_gradient"))
+    exercise_cell(stripped, "log_square_trace").metadata = {}
+    exercise_cell(changed, "central_difference").metadata["nbgrader"]["points"] = 10
+    cell = exercise_cell(noted, "central_difference")
+    noted.cells.insert(noted.cells.index(cell) + 1, nbformat.from_dict({**cell, "id": "pasted"}))
+    noted.metadata["kernelspec"] = {"name": "julia-1.9", "display_name": "Julia", "language": "julia"}
+    refused = {"deleted": deleted, "stripped": stripped, "changed": changed}
+    submit(course, {**refused, "noted": noted})
+    sources = class_run.Course.open(course, tmp_path / "scratch").source_notebooks(NB)
+    for student in refused:  # refused before anything is sent: no cluster starts for them
+        (row,) = grade_class(course, NB, students=[student])
+        with pytest.raises(UnusableNotebook) as said:
+            read_submission(course / "submitted" / student / NB / f"{NB}.ipynb")
+        reason = str(said.value).split(": ", 1)[1].split(". ")[0]  # without the file's name and grade's remedy
+        assert row.status == "failed" and row.note.startswith(f"{NB}.ipynb: {reason}. "), (student, row.note, reason)
+        assert not (course / "autograded" / student).exists()
+    files, note = class_run.preflight(course / "submitted" / "noted" / NB, [], sources)
+    expected = notes(noted, sources[NB])
+    assert files and len(expected) == 2 and note == "; ".join(f"{NB}.ipynb {n}" for n in expected), note
+    assert "what the last of them above the test defines" in note and "'julia-1.9'" in note
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel
+def test_a_timestamp_nbgrader_cannot_read_never_keeps_an_old_grade(template, tmp_path, threads):
+    """Garbage in timestamp.txt fails the submission with the reason (nbgrader itself stops on it with an
+    AttributeError); an empty one says nothing of when it was handed in, so it is graded again, not skipped."""
+    course, executed = class_of(template, tmp_path, ["garbage", "empty", "dated"])
+    for student in ("garbage", "empty", "dated"):
+        (course / "submitted" / student / NB / "timestamp.txt").write_text("2026-11-30 09:15:00.000000 UTC")
+    fake = FakeWorkers(executed, tmp_path / "first", fail={})
+    assert [r.status for r in grade_class(course, NB, scheduler=threads, execute=fake)] == ["graded"] * 3
+    (course / "submitted" / "garbage" / NB / "timestamp.txt").write_text("handed in on time, honest")
+    (course / "submitted" / "empty" / NB / "timestamp.txt").write_text("")
+    again = FakeWorkers(executed, tmp_path / "second", fail={})
+    rows = {r.student: r for r in grade_class(course, NB, scheduler=threads, execute=again)}
+    assert rows["garbage"].status == "failed" and "timestamp.txt holds no time nbgrader can read ('handed in on " \
+        "time, honest')" in rows["garbage"].note, rows["garbage"]
+    assert not (course / "autograded" / "garbage" / NB).exists()  # the old grade is gone with its record
+    assert (rows["empty"].status, rows["dated"].status) == ("graded", "skipped") and again.attempts == {"empty": 1}
+
+
+@pytest.mark.parametrize("content, refused", [
+    (None, False), (b"", False), (b"  \n", False), (b"2026-11-30 09:15:00.000000 UTC", False),
+    (b"2026-11-30 10:15:00 +0100", False), (b"garbage", True), (b"\xff\xfe", True), (b"9" * 40, True)])
+def test_a_timestamp_is_refused_only_when_it_holds_something_that_is_not_a_time(content, refused):
+    said = class_run.timestamp_refusal(content)
+    assert (said is not None) == refused and (said is None or "timestamp.txt holds no time" in said), said
 
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
@@ -167,24 +287,63 @@ def test_a_run_that_cannot_start_says_why(template, tmp_path, threads):
 
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
-def test_a_grading_process_past_its_time_is_stopped_and_a_daemon_worker_says_how_to_start_it(template, tmp_path,
-                                                                                              monkeypatch):
+def test_a_grading_process_past_its_time_or_left_by_its_fork_server_says_so_as_does_a_daemon_worker(template, tmp_path,
+                                                                                                     monkeypatch):
     import multiprocessing
 
     from autograder.grade.class_run import course_config
     from autograder.grade.submission import Snapshot
 
-    shutil.copy(template[0] / "gradebook.db", tmp_path / "gradebook.db")
-    shutil.copytree(template[0] / "source", tmp_path / "source")
-    (tmp_path / "submitted" / "ann" / NB).mkdir(parents=True)
-    os.mkfifo(tmp_path / "submitted" / "ann" / NB / f"{NB}.ipynb")  # reading it never returns: nbgrader hangs
-    snapshot = Snapshot(NB, b"", {}, pickle.dumps(course_config(tmp_path, "execute")), bytes(32), timeout_s=3)
+    def hanging(root: Path) -> Snapshot:
+        """A scratch course whose grading never ends: reading its notebook, a named pipe, never returns."""
+        shutil.copy(template[0] / "gradebook.db", root / "gradebook.db")
+        shutil.copytree(template[0] / "source", root / "source")
+        (root / "submitted" / "ann" / NB).mkdir(parents=True)
+        os.mkfifo(root / "submitted" / "ann" / NB / f"{NB}.ipynb")
+        return Snapshot(NB, b"", {}, pickle.dumps(course_config(root, "execute")), bytes(32), timeout_s=3)
+
+    snapshot = hanging(tmp_path)
     started = time.monotonic()
-    assert on_dask_worker._run_grading_process(tmp_path, snapshot, "ann") == "grading did not finish within 3 s and was stopped"
+    reason, seconds = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
+    assert reason == "grading did not finish within 3 s and was stopped" and 3 <= seconds < 60
     assert time.monotonic() - started < 60
+    from multiprocessing import forkserver
+
+    # The worker's fork server killed while a grading process waits on the pipe: named, not "nbgrader did not say".
+    (tmp_path / "second").mkdir()
+    waiting = replace(hanging(tmp_path / "second"), timeout_s=60)
+    threading.Timer(1.0, os.kill, (forkserver._forkserver._forkserver_pid, signal.SIGKILL)).start()
+    reason, _ = on_dask_worker._run_grading_process(tmp_path / "second", waiting, "ann")
+    assert reason == on_dask_worker.FORK_SERVER_ENDED
     monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
-    reason = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
+    reason, _ = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
     assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in reason
+
+
+def test_a_submissions_seconds_leave_out_the_start_of_its_workers_fork_server(monkeypatch, tmp_path):
+    """On a worker's first task, starting the grading process waits while the fork server imports PRELOAD (several
+    seconds): the worker's start-up, not the submission's grading time."""
+    class SlowToStart:  # the grading process, as the fork server would start it: 1.5 s to start, 0.2 s to grade
+        exitcode = None
+
+        def __init__(self, target, args, daemon):
+            self.graded = Path(args[0]) / "autograded" / args[2] / args[1]
+            self.report = Path(args[0]) / "report.json"
+
+        def start(self):
+            time.sleep(1.5)
+
+        def join(self, timeout=None):
+            time.sleep(0.2)
+            self.graded.mkdir(parents=True)
+            (self.graded / f"{NB}.ipynb").write_text("{}")
+            self.report.write_text(json.dumps({"success": True, "log": "", "cpu_seconds": 0.1}))
+            self.exitcode = 0
+
+    monkeypatch.setattr(on_dask_worker, "_fork_server", lambda: type("Context", (), {"Process": SlowToStart}))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    executed = execute_submission(submission.Snapshot(NB, b"", {}, b"", timeout_s=60), Task("ann", {}))
+    assert executed.error is None and 0.2 <= executed.seconds < 1.0, executed
 
 
 @pytest.mark.slow  # a fresh interpreter imports nbgrader and torch
@@ -222,7 +381,7 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
     done = subprocess.run([sys.executable, "-m", "autograder", "autograde", NB, "--workers", "2"], cwd=parallel,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 graded" in done.stderr and "copied cell(s) test_" in done.stderr
+    assert "4 graded" in done.stderr and f"{NB}.ipynb has the test cell test_" in done.stderr
     if cpu_measurable():  # each line gives the CPU of that submission's processes, its sandboxed kernel included
         used = re.search(r"full-marks\s+graded\s+10/10\s+[\d.]+ s\s+([\d.]+) CPU s", done.stderr)
         assert used and float(used.group(1)) > 1.0, done.stderr
@@ -447,6 +606,55 @@ def test_the_local_cluster_talks_tls_and_refuses_a_client_without_its_credential
     rows = grade_class(course, NB, workers=1, execute=fake)
     assert [r.status for r in rows] == ["graded"]
     assert seen["address"].startswith("tls://") and seen["stranger"] != "connected", seen
+
+
+def test_a_run_ended_at_once_by_a_second_ctrl_c_exits_130_without_a_traceback(monkeypatch, capsys):
+    """Outside nbgrader, a second Ctrl-C reaches the command as KeyboardInterrupt (the record it cut short is repaired
+    by the next run: test_a_second_ctrl_c_while_recording_...)."""
+    from autograder.__main__ import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # main puts the interpreter's folder first
+    monkeypatch.setattr(class_run, "grade_class", interrupted)
+    assert main(["autograde", NB]) == 130
+    assert "stopped at once; a record cut short is removed by the next run" in capsys.readouterr().err
+
+
+def sigint_blocked(pid: int) -> bool:
+    """Whether the process ``pid`` (its main thread) blocks SIGINT."""
+    mask = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigBlk:"))
+    return bool(int(mask.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+
+
+@pytest.mark.slow  # the template fixture runs a real submission in a kernel; a local cluster of one worker process
+def test_ctrl_c_while_the_local_cluster_starts_stops_the_run_once_started_and_leaves_nothing(template, tmp_path,
+                                                                                            monkeypatch, capsys):
+    """The cluster starts in a thread that blocks SIGINT (its workers start with it blocked, so they do not take it),
+    while this thread takes Ctrl-C: nothing is sent, every submission is stopped, the cluster closed at once."""
+    import distributed
+
+    course, executed = class_of(template, tmp_path, ["ann", "bob"])
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    seen = {}
+
+    class Interrupted(distributed.LocalCluster):
+        def __init__(self, *args, **kwargs):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the terminal, just as the cluster starts
+            super().__init__(*args, **kwargs)
+            seen["blocked"] = [sigint_blocked(nanny.pid) for nanny in self.workers.values()]
+            seen["started"] = time.monotonic()
+
+    monkeypatch.setattr(distributed, "LocalCluster", Interrupted)
+    fake = FakeWorkers(executed, tmp_path / "attempts", fail={})
+    rows = grade_class(course, NB, workers=1, execute=fake)
+    assert seen["blocked"] == [True], seen  # the terminal's Ctrl-C reaches the workers too: they must not take it
+    assert [(r.student, r.status) for r in rows] == [("ann", "stopped"), ("bob", "stopped")] and fake.attempts == {}
+    assert time.monotonic() - seen["started"] < 15  # closing the cluster, and no grading
+    assert "Stopping after the submissions being recorded" in capsys.readouterr().err
+    assert not list((tmp_path / "tmp").iterdir()) and not (course / class_run.LOGS / class_run.SCRATCH).exists()
 
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel

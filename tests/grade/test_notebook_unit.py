@@ -14,8 +14,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 from autograder.contract import assignments
 from autograder.grade import submission
 from conftest import within
-from autograder.grade.notebook import (ExerciseResult, GradeReport, UnusableNotebook, failure_message,
-                                       metadata_changes, read_submission, results)
+from autograder.grade.notebook import (ExerciseResult, GradeReport, UnusableNotebook, copy_notes, failure_message,
+                                       metadata_changes, notes, read_submission, refusal, results)
 
 NB = "01_nudging"
 
@@ -108,6 +108,51 @@ def test_deleted_cells_are_not_metadata_changes():
     nb = course()
     del nb.cells[3]
     assert metadata_changes(nb, course()) == []
+
+
+# ------------------------------------------------------------------------------------------------ refusal and notes
+# What `grade` and the class run both refuse or note (the class run's side: test_class_grading.py).
+
+def test_an_untouched_notebook_is_neither_refused_nor_noted():
+    assert refusal(course(), course()) is None and notes(course(), course()) == []
+
+
+def test_a_deleted_cell_and_a_stripped_answer_cell_are_refused_by_grade_id_in_course_order():
+    nb = course()
+    del nb.cells[3]  # test_f
+    nb.cells[3].metadata = {}  # the answer cell g, now fourth, without its nbgrader metadata
+    assert refusal(nb, course()) == "exercise cells were deleted or lost their metadata (test_f, g)"
+
+
+def test_changed_metadata_is_refused_first_with_what_changed():
+    nb = course()
+    del nb.cells[3]
+    meta(nb, "f")["locked"] = True
+    assert refusal(nb, course()) == "the grading metadata of its cells was changed (f: locked True (course: False))"
+
+
+def test_the_copy_notes_name_the_first_test_cell_and_the_last_answer_cell_above_its_test():
+    """An answer cell's copies all run, so the last one above the test is what the test checks (the trusted side:
+    tests/trust/test_trusted_grading.py); a test cell's first copy keeps its id."""
+    nb = course()
+    nb.cells.insert(3, answer("f", "def f():\n    return 1\n"))  # cell 4, between cell 3 (f) and its test
+    nb.cells += [answer("f"), graded("test_g")]  # cells 8 and 9: below f's test, and a second test_g
+    assert copy_notes(nb, course()) == [
+        "has the answer cell f in cells 3, 4 and 8: each runs in turn, so what its test checks is what the last of "
+        "them above the test defines (cell 4)",
+        "has the test cell test_g in cells 7 and 9: the first (cell 7) is graded, the others run as ordinary cells"]
+
+
+def test_a_copied_cell_of_the_learners_own_is_not_noted():
+    nb = course()
+    nb.cells += [new_code_cell("x", metadata={"nbgrader": {"grade_id": "mine"}})] * 2
+    assert copy_notes(nb, course()) == []
+
+
+def test_another_kernel_is_noted_with_the_one_that_grades():
+    nb, source = course(), course()
+    nb.metadata["kernelspec"], source.metadata["kernelspec"] = {"name": "julia"}, {"name": "python3"}
+    assert notes(nb, source) == ["asks for the kernel 'julia'; it is graded with the course's, 'python3'"]
 
 
 # ------------------------------------------------------------------------------------------------ read_submission

@@ -75,9 +75,13 @@ def test_ignore_patterns_apply_below_the_submission_folder_only(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ preflight
 
+# The assignment's source notebooks, as preflight gets them (Course.source_notebooks)
+COURSE = {NB: new_notebook(cells=[graded("test_f"), graded("test_g")]), "other": new_notebook(cells=[graded("test_h")])}
+
+
 def test_a_readable_submission_is_carried_whole_with_no_note(tmp_path):
-    content = notebook_bytes(graded("test_f"))
-    found, note = preflight(files(tmp_path, {f"{NB}.ipynb": content, "data.csv": b"1"}), IGNORED)
+    content = notebook_bytes(graded("test_f"), graded("test_g"))
+    found, note = preflight(files(tmp_path, {f"{NB}.ipynb": content, "data.csv": b"1"}), IGNORED, COURSE)
     assert (found, note) == ({f"{NB}.ipynb": content, "data.csv": b"1"}, "")
 
 
@@ -85,41 +89,44 @@ def test_copied_graded_cells_are_graded_and_named_in_the_note(tmp_path):
     folder = files(tmp_path, {f"{NB}.ipynb": notebook_bytes(graded("test_f"), graded("test_f"), graded("test_g"),
                                                             graded("test_g")),
                               "other.ipynb": notebook_bytes(graded("test_h"), graded("test_h"))})
-    found, note = preflight(folder, IGNORED)
+    found, note = preflight(folder, IGNORED, COURSE)
     assert found is not None
-    assert note == (f"{NB}.ipynb: copied cell(s) test_f, test_g graded once, the first copy; "
-                    "other.ipynb: copied cell(s) test_h graded once, the first copy")
+    ordinary = "the others run as ordinary cells"
+    assert note == (f"{NB}.ipynb has the test cell test_f in cells 1 and 2: the first (cell 1) is graded, {ordinary}; "
+                    f"{NB}.ipynb has the test cell test_g in cells 3 and 4: the first (cell 3) is graded, {ordinary}; "
+                    f"other.ipynb has the test cell test_h in cells 1 and 2: the first (cell 1) is graded, {ordinary}")
 
 
 @pytest.mark.parametrize("content, kind", [(b"{ not json", "NotJSONError"), (b"\xff\xfe", "UnicodeDecodeError")])
 def test_an_unreadable_notebook_fails_the_submission_with_the_reason(tmp_path, content, kind):
-    found, note = preflight(files(tmp_path, {f"{NB}.ipynb": content}), IGNORED)
+    found, note = preflight(files(tmp_path, {f"{NB}.ipynb": content}), IGNORED, COURSE)
     assert found is None and note.startswith(f"{NB}.ipynb is not a readable notebook ({kind}: ")
     assert "\n" not in note
 
 
 def test_only_top_level_notebooks_and_no_ignored_file_can_fail_a_submission(tmp_path):
     """A broken checkpoint or a notebook in a data folder is not what nbgrader grades."""
-    folder = files(tmp_path, {f"{NB}.ipynb": notebook_bytes(graded("test_f")), "extra/broken.ipynb": b"{",
-                              ".ipynb_checkpoints/01_nudging-checkpoint.ipynb": b"{"})
-    found, note = preflight(folder, IGNORED)
+    folder = files(tmp_path, {f"{NB}.ipynb": notebook_bytes(graded("test_f"), graded("test_g")),
+                              "extra/broken.ipynb": b"{", ".ipynb_checkpoints/01_nudging-checkpoint.ipynb": b"{"})
+    found, note = preflight(folder, IGNORED, COURSE)
     assert sorted(found) == [f"{NB}.ipynb", "extra/broken.ipynb"] and note == ""
 
 
 def test_ignored_files_do_not_count_towards_the_size_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(submission, "MAX_SUBMISSION_BYTES", 2 << 20)
-    folder = files(tmp_path, {f"{NB}.ipynb": notebook_bytes(), ".ipynb_checkpoints/big": b"x" * (3 << 20)})
-    assert preflight(folder, IGNORED)[0] is not None
+    folder = files(tmp_path, {f"{NB}.ipynb": notebook_bytes(graded("test_f"), graded("test_g")),
+                              ".ipynb_checkpoints/big": b"x" * (3 << 20)})
+    assert preflight(folder, IGNORED, COURSE)[0] is not None
     files(folder, {"big.bin": b"x" * (3 << 20)})
-    assert preflight(folder, IGNORED) == (None, "the submission folder holds more than 2 MiB, the limit: hand in the "
-                                                "notebook and the files it needs")
+    assert preflight(folder, IGNORED, COURSE) == (None, "the submission folder holds more than 2 MiB, the limit: hand "
+                                                        "in the notebook and the files it needs")
 
 
 def test_a_refused_submission_fails_preflight_with_the_one_line_reason(tmp_path):
     folder = files(tmp_path / "ann", {f"{NB}.ipynb": notebook_bytes(graded("test_f"))})
     (folder / "notes.txt").symlink_to(files(tmp_path, {"secret.txt": b"SECRET"}) / "secret.txt")
-    assert preflight(folder, IGNORED) == (None, "notes.txt is a symbolic link: put a copy of what it points to in its "
-                                                "place")
+    assert preflight(folder, IGNORED, COURSE) == (None, "notes.txt is a symbolic link: put a copy of what it points "
+                                                        "to in its place")
 
 
 # ------------------------------------------------------------------------------------------------ what read_tree refuses

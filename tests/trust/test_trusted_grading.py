@@ -129,14 +129,18 @@ def test_decoding_accepts_only_plain_data(frame):
 
 @requires_sandbox
 def test_a_sandboxed_process_starts_with_the_default_sigint_whoever_started_grading():
-    """A background job or a local Dask cluster starts grading with SIGINT ignored (see sandbox.Limits.prlimit)."""
-    code = "import signal; h = signal.getsignal(signal.SIGINT); print(getattr(h, '__name__', h))"
+    """A background job starts grading with SIGINT ignored, a class run's local cluster with it blocked (see
+    sandbox.Limits.prlimit): the sandbox takes it at its default, unblocked, either way."""
+    code = ("import signal; h = signal.getsignal(signal.SIGINT); "
+            "print(getattr(h, '__name__', h), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))")
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         seen = subprocess.run(sandbox.wrap([sys.executable, "-c", code]), capture_output=True, text=True)
     finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         signal.signal(signal.SIGINT, previous)
-    assert seen.stdout.strip() == "default_int_handler", seen.stderr
+    assert seen.stdout.strip() == "default_int_handler False", seen.stderr
 
 
 @requires_sandbox
@@ -552,7 +556,24 @@ def test_a_copied_graded_cell_is_graded_once_with_a_note(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path)], cwd=REPO, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "copies of the graded cell(s) test_central_difference" in done.stderr and "10 / 10 points" in done.stdout
+    number = at + 1  # cells are numbered from 1: the original is cell at + 1, its copy the next
+    assert (f"has the test cell test_central_difference in cells {number} and {number + 1}: the first (cell {number}) "
+            "is graded") in done.stderr and "10 / 10 points" in done.stdout
+
+
+def test_the_note_on_a_copied_answer_cell_names_the_copy_that_trusted_grading_checks():
+    """Both copies run, so a wrong copy below the right one, still above the test, is what the test checks: the
+    exercise fails, and the note (what `grade` and the class run print) names that copy, not the first."""
+    from autograder.grade.notebook import copy_notes
+
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "central_difference")
+    wrong = nbformat.from_dict({**nb.cells[at], "id": "wrong-copy"})
+    wrong.source = "def central_difference(f, x, h=1e-5):\n    return (f(x + h) - f(x)) / h\n"
+    nb.cells.insert(at + 1, wrong)  # cell at + 2, counting from 1
+    assert not verdicts.verdicts(nb, course())["central_difference"].passed
+    (note,) = copy_notes(nb, course())
+    assert note.endswith(f"(cell {at + 2})") and f"cells {at + 1} and {at + 2}" in note, note
 
 
 def test_a_kernel_importing_the_checks_loads_no_notebook_reader():
