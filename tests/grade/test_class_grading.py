@@ -342,7 +342,7 @@ def test_a_submissions_seconds_leave_out_the_start_of_its_workers_fork_server(mo
 
     monkeypatch.setattr(on_dask_worker, "_fork_server", lambda: type("Context", (), {"Process": SlowToStart}))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    executed = execute_submission(submission.Snapshot(NB, b"", {}, b"", timeout_s=60), Task("ann", {}))
+    executed = execute_submission(submission.Snapshot(NB, b"", {}, b"", bytes(32), timeout_s=60), Task("ann", {}))
     assert executed.error is None and 0.2 <= executed.seconds < 1.0, executed
 
 
