@@ -388,7 +388,10 @@ def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]
     for package in ("labtools", "data"):
         if (REPO / package).exists():
             binds[REPO / package] = REPO / package
-    binds[KERNEL_AUTOGRADER] = REPO / "autograder" / "__init__.py"  # the name test cells call; no check, no answer
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":  # grading: the verdicts come from outside the kernel
+        binds[KERNEL_AUTOGRADER] = REPO / "autograder" / "__init__.py"  # the name test cells call; no check, no answer
+    else:  # `nbgrader validate`, a learner's own Validate button: the checks run in the kernel, on their machine
+        binds[REPO / "autograder"] = REPO / "autograder"
     # JPY_PARENT_PID is left out: ipykernel exits when its parent PID looks like init's, which in its own PID
     # namespace it always does. --die-with-parent ends the sandbox with nbgrader instead.
     env = {"IPYTHONDIR": "/tmp/.ipython", "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime", "PYTHONPATH": str(REPO)}

@@ -68,7 +68,18 @@ def test_a_user_without_root_grades_a_notebook(home):
                                    "TO_UID": str(THROWAWAY_UID)},
                               cwd=home, capture_output=True, text=True, timeout=900)
 
-    done = as_user(sys.executable, "-m", "autograder", "grade", "--json", str(notebook))
+    # `grade` keys its cases with the course's grading secret, which is the course owner's (mode 0600): here the
+    # throw-away user stands for that owner, so it holds the secret for the run.
+    from autograder.trust import secret
+
+    key = REPO / secret.FILE
+    secret.course_secret(REPO)  # made now if this checkout has none yet
+    owner = key.stat()
+    os.chown(key, THROWAWAY_UID, owner.st_gid)
+    try:
+        done = as_user(sys.executable, "-m", "autograder", "grade", "--json", str(notebook))
+    finally:
+        os.chown(key, owner.st_uid, owner.st_gid)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert '"score": 10.0' in done.stdout
     assert not any(path.stat().st_uid != THROWAWAY_UID for path in home.rglob("*"))  # it wrote as that user only

@@ -87,10 +87,11 @@ def test_sandbox_roots_are_read_only_and_tmp_is_small():
     assert lines[3] == "ENOSPC" and int(lines[4]) <= sandbox.WORKER.tmp_bytes >> 20, done.stdout
 
 
-def test_the_kernel_role_imports_everything_the_notebooks_and_the_kernel_side_of_the_course_import():
+def test_the_kernel_role_imports_everything_the_notebooks_and_the_kernel_side_of_the_course_import(monkeypatch):
     """KERNEL's package list is enough: every top-level module a course notebook imports, and the modules the
     notebooks' helpers and `run_check` load, import inside the kernel's sandbox; the grading machinery and the
-    checks (which hold reference answers) do not."""
+    checks (which hold reference answers) do not, while grading."""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     modules = {"ipykernel.kernelapp", "mlxtend.data"} | {
         f"labtools.{p.stem}" for p in (REPO / "labtools").glob("*.py") if p.stem != "__init__"}
     for path in REPO.glob("source/*/*.ipynb"):
@@ -123,7 +124,8 @@ def imported(source) -> set[str]:
     return found
 
 
-def test_the_kernel_works_in_a_sized_copy_of_its_submission_and_reaches_nothing_else(tmp_path, planted):
+def test_the_kernel_works_in_a_sized_copy_of_its_submission_and_reaches_nothing_else(tmp_path, planted, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")  # as nbgrader sets it while grading
     submission = tmp_path / "student" / "01_nudging"
     submission.mkdir(parents=True)
     (submission / "data.txt").write_text("given")

@@ -207,7 +207,7 @@ def test_the_class_run_sends_its_courses_secret_to_the_grading_processes_course(
 
     def grading_process(root, snapshot, student):
         seen["secret"] = secret.read(root / secret.FILE)
-        return "stopped here"
+        return "stopped here", 0.0
 
     monkeypatch.setattr(on_dask_worker, "_run_grading_process", grading_process)
     on_dask_worker.execute_submission(snapshot, Task("ann", {}))

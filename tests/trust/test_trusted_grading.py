@@ -571,7 +571,7 @@ def test_the_note_on_a_copied_answer_cell_names_the_copy_that_trusted_grading_ch
     wrong = nbformat.from_dict({**nb.cells[at], "id": "wrong-copy"})
     wrong.source = "def central_difference(f, x, h=1e-5):\n    return (f(x + h) - f(x)) / h\n"
     nb.cells.insert(at + 1, wrong)  # cell at + 2, counting from 1
-    assert not verdicts.verdicts(nb, course())["central_difference"].passed
+    assert not verdicts.verdicts(nb, course(), secret=COURSE_SECRET)["central_difference"].passed
     (note,) = copy_notes(nb, course())
     assert note.endswith(f"(cell {at + 2})") and f"cells {at + 1} and {at + 2}" in note, note
 
