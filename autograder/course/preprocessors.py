@@ -451,7 +451,7 @@ class InertLearnerContent(NbGraderPreprocessor):
     - outputs keep only INERT_OUTPUTS (an image only if it is base64) and no metadata; a display with nothing left
       says which kinds were dropped;
     - a markdown cell the course does not have word for word (the learner's own, or one they edited) is shown as
-      its literal text (an indented code block), so no HTML, link or image of theirs is rendered; a raw cell's text
+      its literal text (``literal_markdown``), so no HTML, link or image of theirs is rendered; a raw cell's text
       is escaped; their attachments go;
     - a grade id that is not plain letters, digits, ``_`` and ``-`` loses its nbgrader metadata (Formgrader writes
       grade ids into the page unescaped), and the notebook's metadata is the course notebook's (no widget state,
@@ -480,9 +480,20 @@ def inert_cell(cell, course_sources: set[str]) -> None:
     elif cell.source not in course_sources:
         cell.pop("attachments", None)
         if cell.cell_type == "markdown":
-            cell.source = "\n".join("    " + line for line in cell.source.split("\n"))
+            cell.source = literal_markdown(cell.source)
         else:
             cell.source = html.escape(cell.source)
+
+
+def literal_markdown(text: str) -> str:
+    """Markdown that renders ``text`` as literal text: escaped, inside one ``<pre>`` HTML block.
+
+    Markdown parsers read nothing inside such a block until a line holding ``</pre>``, and escaping leaves no ``<``
+    of the learner's, so the only end tag is ours, whatever the text's line ends. An indented code block, tried
+    first, was not enough: CommonMark ends a line at a lone carriage return too, so text after one rendered as
+    markdown again (a red team ran a script in Formgrader so). Line ends are made ``\n`` for the reader's sake.
+    """
+    return "<pre>" + html.escape("\n".join(text.splitlines())) + "</pre>"
 
 
 def inert_output(output):

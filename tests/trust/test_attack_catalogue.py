@@ -246,7 +246,7 @@ WHY = {  # what the grade says of each attacked exercise: the attack failed, and
                  "tanh_network_gradients": "not written yet", "log_square_trace": "null"},
 }
 # The same attacker's own markdown cell: raw HTML, and a link that runs a script when clicked.
-SCRIPT_IN_MARKDOWN = "<img src=x onerror=\"fetch('/formgrader/api/grade/1')\"> [see](javascript:alert(1))"
+SCRIPT_IN_MARKDOWN = "notes\r\r<img src=x onerror=\"fetch('/formgrader/api/grade/1')\"> [see](javascript:alert(1))"
 HONEST = {"full-marks": 10.0, "untouched": 0.0, "mistake": 8.0}
 DEMO_ATTACKER = "attacker"  # make demo's: silences the checks, writes the gradebook, kills its parent (tools/demo.py)
 
@@ -327,7 +327,7 @@ def scripts(course: Path) -> list[str]:
         for n, cell in enumerate(nbformat.read(path, as_version=4).cells):
             kinds = {kind for output in cell.get("outputs", []) for kind in output.get("data", {})}
             found += [f"{path.parts[-3]} cell {n}: {kind}" for kind in sorted(kinds - set(INERT_OUTPUTS))]
-            if cell.cell_type == "markdown" and cell.source.startswith("<img"):
+            if cell.cell_type == "markdown" and "<img" in cell.source:  # literal text holds no "<" of theirs
                 found.append(f"{path.parts[-3]} cell {n}: the learner's markdown as markdown")
     return found
 
