@@ -278,13 +278,26 @@ class ContainedExecute(Execute):
         return max(1.0, min(super()._get_timeout(cell) or NOTEBOOK_WALL_S, self._wall_end - time.monotonic()))
 
     def process_message(self, msg, cell, cell_index):
+        # Learner code can send any message on its kernel's session: each is data to check, never to trust.
+        content = msg.get("content")
+        if not isinstance(content, dict):
+            return self._dropped(cell, "content that is not a mapping")
+        if "execution_count" in content and not valid_count(content["execution_count"]):
+            content["execution_count"] = None  # nbclient copies it onto the cell, which could then not be saved
         if msg["msg_type"] == "error":
-            bound_error(msg["content"])
-        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(msg["content"]))):
+            bound_error(content)
+        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(content))):
             if self._output.first_cut():
                 cell.outputs.append(new_output("stream", name="stdout", text=CUT))
             return None
-        return super().process_message(msg, cell, cell_index)
+        try:
+            return super().process_message(msg, cell, cell_index)
+        except (KeyError, TypeError, ValueError, nbformat.ValidationError) as error:  # from nbformat's output_from_msg
+            return self._dropped(cell, f"{type(error).__name__}: {str(error)[:200]}")
+
+    @staticmethod
+    def _dropped(cell, why: str) -> None:
+        cell.outputs.append(new_output("stream", name="stdout", text=INVALID_MESSAGE.format(why=why)))
 
     def on_cell_executed(self, **kwargs):
         if kwargs["execute_reply"]["content"].get("status") == "error":
@@ -293,6 +306,12 @@ class ContainedExecute(Execute):
 
 
 OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "update_display_data")
+INVALID_MESSAGE = "\n[A message from the kernel was not a valid output ({why}); it was dropped while grading.]\n"
+
+
+def valid_count(value) -> bool:
+    """Whether ``value`` is an execution count nbformat's schema admits: a whole number from 0, or None."""
+    return value is None or type(value) is int and value >= 0
 CUT = (f"\n[Output cut here: a cell may leave {MAX_CELL_OUTPUT_BYTES >> 20} MiB of output and a notebook "
        f"{MAX_OUTPUT_BYTES >> 20} MiB; the rest was dropped while grading.]\n")
 ERROR_LINES, ERROR_CHARS = 40, 2000  # of an error output: its last lines, each cut to this many characters
@@ -477,6 +496,8 @@ def inert_cell(cell, course_sources: set[str]) -> None:
         del cell.metadata["nbgrader"]
     if cell.cell_type == "code":
         cell.outputs = [inert_output(o) for o in cell.outputs]
+        if not valid_count(cell.get("execution_count")):  # templates write it into the page unescaped
+            cell.execution_count = None
     elif cell.source not in course_sources:
         cell.pop("attachments", None)
         if cell.cell_type == "markdown":
