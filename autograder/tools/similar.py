@@ -12,8 +12,6 @@ import io
 from dataclasses import dataclass
 from itertools import combinations
 
-import numpy as np
-
 # copydetect's own default noise threshold: a shared run shorter than this many filtered characters is not counted.
 K = 25
 # A pair is flagged when each side's own code (boilerplate removed) is at least this share shared with the other,
@@ -53,9 +51,9 @@ def answer_ids(course_nb) -> list[str]:
 
 
 def course_code(course_nb) -> list[str]:
-    """The course's own text of the answer cells: each source cell (given code, solution and its markers) and the
-    stub that replaces the solution in the learner's copy, alone and in sequence as answer_code joins them (so the
-    runs that span two cells are the course's too)."""
+    """The course's own text of the answer cells: each source cell (given code, solution and its markers), the
+    learner's copy (the solution replaced by a stub) and bare stubs, alone and in sequence as answer_code joins them
+    (so the runs that span two cells are the course's too)."""
     from nbgrader.preprocessors import ClearSolutions  # nbgrader's own rule for what a learner is handed
 
     import nbformat
@@ -63,18 +61,30 @@ def course_code(course_nb) -> list[str]:
     from autograder.course import solution_version  # the course's rule for its solution notebook
 
     released, _ = ClearSolutions().preprocess(nbformat.from_dict(course_nb), {})
-    versions = (course_nb, solution_version(course_nb), released)
+    # Each answer cell a bare stub, given code and all replaced: what a learner who cleared the cells hands in.
+    bare, _ = ClearSolutions().preprocess(solution_version(course_nb), {})
+    versions = (course_nb, solution_version(course_nb), released, bare)
     ids = set(answer_ids(course_nb))
     cells = [c.source for nb in versions for c in nb.cells
              if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade_id") in ids]
     return cells + [answer_code(nb, course_nb) for nb in versions]
 
 
-def fingerprint(code: str, boilerplate=None):
+def fingerprint(code: str, boilerplate: set | None = None):
+    """copydetect's fingerprint of ``code``, every k-gram whose hash is in ``boilerplate`` left out."""
     from copydetect import CodeFingerprint  # loaded by the report only
+    from copydetect.utils import get_token_coverage
 
     # win_size=1 keeps every k-gram: answer cells are short, so exact overlap costs nothing.
-    return CodeFingerprint("answers.py", K, 1, boilerplate=boilerplate, fp=io.StringIO(code))
+    found = CodeFingerprint("answers.py", K, 1, fp=io.StringIO(code))
+    if boilerplate:
+        # Removed here rather than by copydetect's own boilerplate argument: that one matches hashes with
+        # numpy.intersect1d(assume_unique=True), and a document's k-gram hashes repeat (code repeats itself), so it
+        # leaves some of the course's code in.
+        found.hash_idx = {h: where for h, where in found.hash_idx.items() if h not in boilerplate}
+        found.hashes = set(found.hash_idx)
+        found.token_coverage = get_token_coverage(found.hash_idx, K, len(found.filtered_code))
+    return found
 
 
 def similar_pairs(assignment: str, answers: dict[str, str], course: list[str]) -> list[Pair]:
@@ -84,8 +94,7 @@ def similar_pairs(assignment: str, answers: dict[str, str], course: list[str]) -
     """
     from copydetect import compare_files  # loaded by the report only
 
-    boilerplate = np.unique(np.concatenate([np.array(sorted(fingerprint(text).hashes), dtype=np.int64)
-                                            for text in course] or [np.array([], dtype=np.int64)]))
+    boilerplate = {h for text in course for h in fingerprint(text).hashes}
     prints = {student: fingerprint(code, boilerplate) for student, code in sorted(answers.items())}
     found = []
     for a, b in combinations(prints, 2):

@@ -11,8 +11,6 @@ import csv
 import io
 import json
 import shutil
-import subprocess
-import sys
 
 import nbformat
 import pytest
@@ -20,7 +18,7 @@ import pytest
 from autograder.contract import exercise_id, nbgrader_meta
 from autograder.course import SCRATCH_COURSE_CONFIG, solution_version
 from autograder.course.preprocessors import outputs
-from autograder.grade.class_run import grade_class
+from autograder.grade.class_run import course_config, grade_class
 from autograder.grade.submission import Executed
 from autograder.tools import report, similar
 from autograder.tools.class_data import NOT_GRADED, UNKNOWN, cause_of, is_knock_on
@@ -73,11 +71,9 @@ def mistaken(name: str) -> nbformat.NotebookNode:
     return edited(solution_version(source(name)), grade_id, apply)
 
 
-def untouched(name: str) -> nbformat.NotebookNode:
-    from nbgrader.preprocessors import ClearSolutions
-
-    nb, _ = ClearSolutions().preprocess(solution_version(source(name)), {})
-    return nb
+def untouched(root, name: str) -> nbformat.NotebookNode:
+    """The learner's copy of an assignment as generate_assignment wrote it into the course ``root``."""
+    return nbformat.read(root / "release" / name / f"{name}.ipynb", as_version=4)
 
 
 def planned(name: str, causes: dict[str, str | None], default=None) -> dict[str, str | None]:
@@ -87,7 +83,7 @@ def planned(name: str, causes: dict[str, str | None], default=None) -> dict[str,
     return {e: causes.get(e, default) for e in ids}
 
 
-def the_class() -> dict[tuple[str, str], tuple[object, dict]]:
+def the_class(root) -> dict[tuple[str, str], tuple[object, dict]]:
     """(assignment, student) -> (submitted notebook or bytes, planned causes)."""
     solved1, solved2 = solution_version(source(NB1)), solution_version(source(NB2))
     forward = planned(NB1, {"central_difference": FORWARD, "numerical_gradient": "builds-on:central_difference"})
@@ -95,14 +91,14 @@ def the_class() -> dict[tuple[str, str], tuple[object, dict]]:
     return {
         (NB1, "full-1"): (solved1, planned(NB1, {})), (NB1, "full-2"): (solved1, planned(NB1, {})),
         **{(NB1, f"fwd-{k}"): (mistaken(NB1), forward) for k in (1, 2, 3)},
-        **{(NB1, f"stub-{k}"): (untouched(NB1), planned(NB1, {}, "stub")) for k in (1, 2)},
+        **{(NB1, f"stub-{k}"): (untouched(root, NB1), planned(NB1, {}, "stub")) for k in (1, 2)},
         (NB1, "copy-a"): (own, planned(NB1, {})),
         (NB1, "copy-b"): (edited(solved1, "numerical_gradient", lambda _: COPIED), planned(NB1, {})),
         (NB1, "legacy"): (mistaken(NB1), planned(NB1, {"central_difference": UNKNOWN})),  # a diagnosis without cause
         (NB1, "slow"): (solved1, planned(NB1, {"tanh_network_gradients": "timeout"})),
         (NB1, "broken"): (b"{ not json", {}),
         (NB2, "full-1"): (solved2, planned(NB2, {})),
-        **{(NB2, f"stub-{k}"): (untouched(NB2), planned(NB2, {}, "stub")) for k in (1, 2)},
+        **{(NB2, f"stub-{k}"): (untouched(root, NB2), planned(NB2, {}, "stub")) for k in (1, 2)},
         **{(NB2, f"acc-{k}"): (mistaken(NB2), planned(NB2, {"value_node": OVERWRITES})) for k in (1, 2)},
     }
 
@@ -131,24 +127,20 @@ class PlannedWorker:
         return Executed(task.student, {task.assignment: nbformat.writes(nb)}, "planned", seconds, "planned")
 
 
-def nbgrader(root, *args):
-    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=root, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """The synthetic class, graded by the class run on one thread worker (about 40 s: two generate_assignment
-    runs, and nbgrader recording 17 submissions)."""
+    """The synthetic class, graded by the class run on one thread worker (about 40 s: nbgrader generates two
+    assignments, in this process, and records 17 submissions)."""
     from distributed import LocalCluster
+    from nbgrader.apps import NbGraderAPI
 
     root = tmp_path_factory.mktemp("course")
     (root / "nbgrader_config.py").write_text(SCRATCH_COURSE_CONFIG)
     for name in (NB1, NB2):
         shutil.copytree(REPO / "source" / name, root / "source" / name)
-        nbgrader(root, "generate_assignment", name)
-    members = the_class()
+        generated = NbGraderAPI(config=course_config(root, "record")).generate_assignment(name)
+        assert generated["success"], generated.get("log") or generated.get("error")
+    members = the_class(root)
     for (name, student), (nb, _) in members.items():
         path = root / "submitted" / student / name / f"{name}.ipynb"
         path.parent.mkdir(parents=True)
@@ -257,6 +249,12 @@ def test_a_renamed_copy_is_similar_and_a_shared_slip_of_the_solution_is_not():
                "slip-1": similar.answer_code(mistaken(NB1), course_nb),
                "slip-2": similar.answer_code(mistaken(NB1), course_nb),
                "solution": similar.answer_code(solved, course_nb)}
+    for k in (1, 2):  # every answer cell cleared down to a bare stub, the given code deleted too
+        cleared = nbformat.from_dict(solved)
+        for cell in cleared.cells:
+            if nbgrader_meta(cell).get("solution"):
+                cell.source = "raise NotImplementedError()"
+        answers[f"cleared-{k}"] = similar.answer_code(cleared, course_nb)
     assert [p.students for p in similar.similar_pairs(NB1, answers, course)] == [("a", "b")]
     # Without the course's code left out, everyone who hands in the solution would be flagged.
     assert len(similar.similar_pairs(NB1, answers, [])) > 1
@@ -278,3 +276,33 @@ def test_progress_lists_every_exercise_done_or_open_with_its_cause_and_an_ungrad
     assert lines[1].split() == ["done", "central_difference"] and lines[2].split() == ["open", "numerical_gradient",
                                                                                          "stub"]
     assert lines[3].startswith(f"{NB2}: cannot be graded") and "no such file" in lines[3]
+
+
+@pytest.mark.slow
+@pytest.mark.browser  # test_browser's Chromium, on the page as a file: no server
+def test_browser_shows_the_reports_charts_and_tables(graded):
+    from test_browser import BROWSER_MISSING, CHROMIUM, CHROMIUM_ARGS, sync_playwright
+
+    if BROWSER_MISSING:
+        pytest.skip(BROWSER_MISSING)
+    _, out, data = graded
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto((out / "report.html").as_uri())
+            charts = page.locator("img.chart")
+            assert charts.count() == 2
+            for k in range(2):  # decoded and drawn: a broken image has no natural size
+                assert charts.nth(k).evaluate("img => img.complete && img.naturalWidth > 300 && img.naturalHeight > 100")
+                assert charts.nth(k).is_visible()
+            exercises = sum(1 for e in data["exercises"] if e["assignment"] == NB1)
+            first_map = page.locator(f"section[id='{NB1}'] table.map")
+            assert first_map.locator("tr").count() == 1 + 12  # a header, then every submission
+            assert first_map.locator("tr").first.locator("th").count() == 2 + exercises
+            assert first_map.locator("td.knock-on").count() == 3 and first_map.locator("td.not-graded").count() == 4
+            assert page.locator("table.failures td", has_text="broken").is_visible()
+            assert page.locator("table.pair mark").count() > 0
+            assert page.locator("table.persisting tr").count() == 3
+        finally:
+            chromium.close()
