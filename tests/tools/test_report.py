@@ -306,3 +306,16 @@ def test_browser_shows_the_reports_charts_and_tables(graded):
             assert page.locator("table.persisting tr").count() == 3
         finally:
             chromium.close()
+
+
+def test_a_class_run_ends_with_the_command_that_writes_its_report(monkeypatch, capsys):
+    from autograder.__main__ import main
+    from autograder.grade import class_run
+    from autograder.grade.submission import Row
+    from autograder.trust import sandbox
+
+    monkeypatch.setenv(sandbox.WITHOUT_SANDBOX_ENV, "1")  # the command sets it; this restores it after the test
+    monkeypatch.setattr(class_run, "grade_class", lambda *args, **kwargs: [Row("ann", "graded", 10, 10)])
+    assert main(["autograde", NB1, NB2, "--without-sandbox"]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"make report ASSIGNMENT='{NB1} {NB2}'" in last and f"python -m autograder report {NB1} {NB2}" in last
