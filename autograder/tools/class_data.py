@@ -180,10 +180,15 @@ def read_submission(root: Path, assignment: str, submitted, seconds: dict[str, f
     student, exercises, reasons = submitted.student_id, {}, []
     folder = root / "autograded" / student / assignment
     graded = all((folder / f"{nb.name}.ipynb").is_file() for nb in submitted.notebooks)
+    said = {}
+    for nb in submitted.notebooks if graded else []:
+        try:
+            said |= {r.id: r.message for r in results(nbformat.read(folder / f"{nb.name}.ipynb", as_version=4))}
+        except Exception as error:  # nbformat's JSON and schema errors, of many types: shown, not fatal
+            graded = False
+            reasons.append(f"its autograded notebook {nb.name}.ipynb cannot be read ({type(error).__name__}): "
+                           "grade it again")
     for nb in submitted.notebooks:
-        said = {}
-        if graded:
-            said = {r.id: r.message for r in results(nbformat.read(folder / f"{nb.name}.ipynb", as_version=4))}
         reasons += [c.comment[len(NOT_GRADED_COMMENT):] for c in nb.comments
                     if (c.comment or "").startswith(NOT_GRADED_COMMENT)]
         for grade in nb.grades:

@@ -85,7 +85,7 @@ is an exercise that fails because one it builds on does. <code>{{ unknown }}</co
 <table class="causes"><tr><th>exercise</th><th>passed</th><th>cause</th><th>kind</th><th>students</th></tr>
 {% for e in a.exercises %}{% for cause, students in e.causes.items() %}
 <tr><td>{{ e.id }}</td><td>{{ e.passed }}/{{ e.total }}</td><td><code>{{ cause }}</code></td>
-<td>{{ "knock-on" if cause.startswith("builds-on:") else "root" }}</td><td>{{ students|join(", ") }}</td></tr>
+<td>{{ kind(cause) }}</td><td>{{ students|join(", ") }}</td></tr>
 {% else %}<tr><td>{{ e.id }}</td><td>{{ e.passed }}/{{ e.total }}</td><td colspan="3">no failure</td></tr>
 {% endfor %}{% endfor %}
 </table>

@@ -319,3 +319,17 @@ def test_a_class_run_ends_with_the_command_that_writes_its_report(monkeypatch, c
     assert main(["autograde", NB1, NB2, "--without-sandbox"]) == 0
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"make report ASSIGNMENT='{NB1} {NB2}'" in last and f"python -m autograder report {NB1} {NB2}" in last
+
+
+@pytest.mark.slow  # nbgrader generates two assignments and records a class
+def test_an_autograded_notebook_that_cannot_be_read_is_listed_as_not_graded_and_the_rest_reported(graded, tmp_path):
+    root, _, _ = graded
+    course = tmp_path / "course"
+    shutil.copytree(root, course)
+    (course / "autograded" / "fwd-2" / NB1 / f"{NB1}.ipynb").write_text("{ cut short")
+    assert report.run(course, [NB1], tmp_path / "out", stdout=io.StringIO()) == 0
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    rows = {s["student"]: s for s in data["submissions"]}
+    assert not rows["fwd-2"]["graded"] and "cannot be read" in rows["fwd-2"]["reason"]
+    assert rows["fwd-1"]["graded"] and by_exercise(data, NB1, "central_difference")["causes"][FORWARD] == [
+        "fwd-1", "fwd-3"]
