@@ -333,3 +333,16 @@ def test_an_autograded_notebook_that_cannot_be_read_is_listed_as_not_graded_and_
     assert not rows["fwd-2"]["graded"] and "cannot be read" in rows["fwd-2"]["reason"]
     assert rows["fwd-1"]["graded"] and by_exercise(data, NB1, "central_difference")["causes"][FORWARD] == [
         "fwd-1", "fwd-3"]
+
+
+def test_only_a_root_cause_seen_in_two_assignments_persists():
+    from autograder.tools.class_data import ClassReport, Outcome, Submission
+
+    def submission(assignment, student, causes):
+        return Submission(student, assignment, 0, len(causes), {f"e{k}": Outcome(0, 1, c) for k, c in
+                                                                enumerate(causes)}, graded=True)
+    shared = ["stub", "builds-on:e0", UNKNOWN, NOT_GRADED]
+    report_ = ClassReport("c", {"a1": [], "a2": [], "a3": []}, [
+        submission("a1", "ann", shared), submission("a3", "ann", shared + ["e/slip"]),
+        submission("a2", "bob", ["e/slip"]), submission("a3", "bob", ["stub"])])
+    assert report_.persisting() == [{"student": "ann", "cause": "stub", "assignments": ["a1", "a3"]}]
