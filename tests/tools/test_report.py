@@ -14,17 +14,17 @@ import shutil
 
 import nbformat
 import pytest
+from nbformat.v4 import new_output
 
 from autograder.contract import exercise_id, nbgrader_meta
 from autograder.course import SCRATCH_COURSE_CONFIG, solution_version
-from autograder.course.preprocessors import outputs
 from autograder.grade.class_run import course_config, grade_class
 from autograder.grade.submission import Executed
 from autograder.tools import report, similar
 from autograder.tools.class_data import NOT_GRADED, UNKNOWN, cause_of, is_knock_on
 from autograder.tools.demo import MISTAKES
 from autograder.tools.progress import progress
-from autograder.trust.verdicts import VERIFIED, Verdict
+from autograder.trust.verdicts import VERIFIED
 from conftest import REPO
 
 NB1, NB2 = "01_nudging", "02_scalar_engine"
@@ -103,6 +103,17 @@ def the_class(root) -> dict[tuple[str, str], tuple[object, dict]]:
     }
 
 
+def planned_output(exercise: str, cause: str | None):
+    """A test cell's output as TrustedVerdicts writes it (a stream for a pass, a CheckFailure for a fail), written
+    out here so that the test does not depend on how the grader builds it: a diagnosis ending with its cause line,
+    or with none for UNKNOWN."""
+    if cause is None:
+        return new_output("stream", name="stdout", text=f"{exercise}: {VERIFIED}\n")
+    said = f"the planned slip of {exercise}" + ("" if cause == UNKNOWN else f"\ncause: {cause}")
+    return new_output("error", ename="CheckFailure", evalue=f"[{exercise}] {said}",
+                      traceback=[f"CheckFailure: [{exercise}]", *said.splitlines()])
+
+
 class PlannedWorker:
     """Stands in for execute_submission: each test cell gets the course's source (as nbgrader's sanitizing gives
     it) and the planned verdict's outputs, as TrustedVerdicts writes them."""
@@ -121,8 +132,7 @@ class PlannedWorker:
             if grade_id in self.tests[task.assignment]:
                 cell.source, exercise = self.tests[task.assignment][grade_id], exercise_id(grade_id)
                 cause = plan[exercise]
-                said = f"the planned slip of {exercise}" + ("" if cause == UNKNOWN else f"\ncause: {cause}")
-                cell.outputs = outputs(Verdict(exercise, cause is None, VERIFIED if cause is None else said), False)
+                cell.outputs = [planned_output(exercise, cause)]
         seconds = SLOW_S if task.student == "slow" else 1.0
         return Executed(task.student, {task.assignment: nbformat.writes(nb)}, "planned", seconds, "planned")
 
