@@ -17,7 +17,11 @@ from autograder.tools.report_page import page
 
 
 def write(report: ClassReport, out: Path) -> Path:
-    """Write the page and its data files into ``out``; returns the page's path."""
+    """Write the page and its data files into ``out`` (made if missing); returns the page's path.
+
+    Raises:
+        OSError: ``out`` cannot be made or written.
+    """
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report.to_dict(), indent=1))
     with open(out / "results.csv", "w", newline="") as f:
@@ -58,12 +62,16 @@ def run(course: Path, assignments: list[str], out: Path | None = None, stdout=No
     """
     from autograder.grade.class_run import LOGS  # where the class run keeps what it writes
 
+    out = out or Path(course) / LOGS / "report"
     try:
         report = read_class(course, assignments)
         add_similar(report, course)
-        written = write(report, out or Path(course) / LOGS / "report")
+        written = write(report, out)
     except ReportError as error:
         print(f"cannot report: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # the folder cannot be made or written: nothing read is lost, the gradebook untouched
+        print(f"cannot write the report into {out}: {error.strerror or error}", file=sys.stderr)
         return 2
     print(f"report: {written.resolve()} ({len(report.submissions)} submissions, {len(report.failures())} not "
           f"graded, {len(report.similar)} similar pairs flagged)", file=stdout or sys.stdout)

@@ -228,6 +228,9 @@ def test_a_report_of_an_assignment_nobody_graded_or_a_course_without_gradebook_s
     root, _, _ = graded
     assert report.run(root, ["03_backward_functions"], tmp_path / "out") == 2
     assert "03_backward_functions is not in the gradebook" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("")
+    assert report.run(root, [NB1], tmp_path / "a-file" / "out") == 2
+    assert "cannot write the report into" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert report.run(tmp_path / "empty", [], tmp_path / "out") == 2
     assert "no gradebook" in capsys.readouterr().err and not (tmp_path / "out").exists()
