@@ -1,0 +1,268 @@
+"""``make hub``: a JupyterHub on this machine for one instructor and two students, each a real Unix account, sharing
+nbgrader's exchange.
+
+What it sets up (as root: it creates accounts), following nbgrader's multi-user guidance
+(https://nbgrader.readthedocs.io/en/stable/configuration/jupyterhub_config.html):
+
+- the accounts, with a random password each (printed, and kept in ``<state>/passwords``, mode 0600), their homes
+  closed to the others (0700), so no student reads another's fetched or edited notebooks;
+- the exchange, nbgrader's default ``/srv/nbgrader/exchange``: world-writable as nbgrader asks, with the sticky bit
+  as well, so that no student can rename or remove the course's folder there, which the instructor owns. nbgrader
+  makes the rest: ``inbound/`` writable but not listable by students (a submission's folder carries a random suffix),
+  feedback in folders named by the submitted notebook's hash;
+- the instructor's course: a clone of this checkout in their home (``~/course``), sharing its virtual
+  environment, where Formgrader and ``make autograde`` run. Its ``nbgrader_config.py`` reads the exchange from
+  BACKPROP_EXCHANGE, which the hub sets for the instructor's server;
+- the students' settings (``<state>/learner``): this checkout's learner settings (no instructor extensions), and
+  an nbgrader configuration that fetches into the student's home and submits to the shared exchange.
+
+The hub itself listens on loopback only unless told otherwise; its proxy is ``configurable-http-proxy`` from npm,
+pinned in package.json and installed by ``make setup``'s ``npm ci``. ``make hub-remove`` removes the accounts this
+created, their homes, the course's exchange folder and the state folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from autograder.contract import COURSE_ID, REPO
+
+EXCHANGE_ENV = "BACKPROP_EXCHANGE"  # read by nbgrader_config.py: where the instructor releases and collects
+SETTINGS_ENV = "BACKPROP_HUB"  # the Hub settings, as JSON, for jupyter-config/hub/jupyterhub_config.py
+HUB_CONFIG = REPO / "jupyter-config" / "hub" / "jupyterhub_config.py"
+# The learner's server settings, without the instructor's extensions; its nbgrader_config.py is the hub's own.
+LEARNER_SETTINGS = REPO / "jupyter-config" / "learner"
+PROXY = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
+
+
+@dataclass(frozen=True)
+class Hub:
+    """One hub: where it keeps its state, the exchange, its accounts and its address.
+
+    ``port`` is the public one (the proxy's); the hub's own API listens on ``port + 1`` and the proxy's API on
+    ``port + 2``, all on 127.0.0.1 except the public address ``ip``.
+    """
+    state: Path = Path("/srv/backprop-hub")
+    exchange: Path = Path("/srv/nbgrader/exchange")  # nbgrader's default Exchange.root
+    instructor: str = "bfs-instructor"
+    students: tuple[str, ...] = ("bfs-ann", "bfs-bob")
+    ip: str = "127.0.0.1"
+    port: int = 8000
+    venv: Path = field(default_factory=lambda: Path(sys.prefix))
+
+    @property
+    def users(self) -> tuple[str, ...]:
+        return (self.instructor, *self.students)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.ip}:{self.port}"
+
+    def course(self) -> Path:
+        """The instructor's course folder, a clone of this checkout."""
+        return Path(pwd.getpwnam(self.instructor).pw_dir) / "course"
+
+    def to_env(self) -> str:
+        return json.dumps({**asdict(self), "students": list(self.students)}, default=str)
+
+    @classmethod
+    def from_env(cls, text: str) -> Hub:
+        raw = json.loads(text)
+        return cls(**{**raw, "state": Path(raw["state"]), "exchange": Path(raw["exchange"]),
+                      "students": tuple(raw["students"]), "venv": Path(raw["venv"])})
+
+
+class HubError(Exception):
+    """The hub cannot be set up here; the message says why and what to do."""
+
+
+def unavailable() -> str:
+    """Why this machine cannot make the hub's accounts or run its proxy, in a sentence, or "" when it can."""
+    if os.geteuid() != 0:
+        return "making the hub's Unix accounts needs root (run `sudo make hub`)"
+    missing = [tool for tool in ("useradd", "userdel", "chpasswd", "runuser", "git") if not shutil.which(tool)]
+    if missing:
+        return f"{', '.join(missing)} not on PATH (Debian packages passwd, util-linux, git)"
+    if not PROXY.exists():
+        return f"no {PROXY.relative_to(REPO)} (`npm ci` installs configurable-http-proxy; Debian package npm)"
+    return ""
+
+
+def create(hub: Hub) -> dict[str, str]:
+    """Make the accounts, the exchange, the instructor's course and the students' settings; return each new
+    account's password. An account that exists already is left as it is (and gets no password here).
+
+    Raises:
+        HubError: see unavailable(), or a step failed (its command's own message).
+    """
+    why = unavailable()
+    if why:
+        raise HubError(why)
+    hub.state.mkdir(parents=True, exist_ok=True)
+    hub.state.chmod(0o755)  # the students' servers read their settings here
+    passwords = {user: _account(hub, user) for user in hub.users}
+    passwords = {user: word for user, word in passwords.items() if word}
+    _exchange(hub)
+    _course(hub)
+    _learner_settings(hub)
+    if passwords:
+        file = hub.state / "passwords"
+        file.touch(mode=0o600)
+        file.write_text(file.read_text() + "".join(f"{user} {word}\n" for user, word in passwords.items()))
+    return passwords
+
+
+def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if done.returncode != 0:
+        raise HubError(f"`{' '.join(argv)}` failed: {(done.stderr or done.stdout).strip()}")
+    return done
+
+
+def _account(hub: Hub, user: str) -> str:
+    """Create ``user`` with a closed home and a random password (returned), noted in the state folder as the hub's
+    to remove; "" for an account that existed already."""
+    try:
+        pwd.getpwnam(user)
+        return ""
+    except KeyError:
+        pass
+    _run(["useradd", "--create-home", "--shell", "/bin/bash", user])
+    with open(hub.state / "accounts", "a") as made:
+        made.write(user + "\n")
+    Path(pwd.getpwnam(user).pw_dir).chmod(0o700)
+    password = secrets.token_urlsafe(12)
+    _run(["chpasswd"], input=f"{user}:{password}\n")
+    return password
+
+
+def _exchange(hub: Hub) -> None:
+    hub.exchange.mkdir(parents=True, exist_ok=True)
+    # nbgrader's release checks that the root's permission bits are 0o777 and leaves them be when they are; the
+    # sticky bit on top keeps students from renaming or removing what they do not own there.
+    hub.exchange.chmod(0o1777)
+    for parent in hub.exchange.parents:  # every user must reach it
+        if parent == Path("/"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o755)
+
+
+def _course(hub: Hub) -> None:
+    """Clone this checkout's committed tree into the instructor's home (once), owned by them, with this checkout's
+    virtual environment."""
+    course = hub.course()
+    if course.exists():
+        return
+    owner = pwd.getpwnam(hub.instructor)
+    _run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(course)])
+    (course / ".venv").symlink_to(hub.venv)
+    # make's rule that installs the venv compares these files with its stamp. A fresh clone's are newer than the
+    # stamp, but the same pins as the checkout's, whose install this venv is: give them the checkout's times.
+    for pins in ("requirements.txt", "pyproject.toml"):
+        if (course / pins).read_bytes() == (REPO / pins).read_bytes():
+            times = (REPO / pins).stat()
+            os.utime(course / pins, (times.st_atime, times.st_mtime))
+    _run(["chown", "-R", f"{owner.pw_uid}:{owner.pw_gid}", str(course)])
+
+
+def _learner_settings(hub: Hub) -> None:
+    """The students' Jupyter settings: the learner's server and lab settings of this checkout, and an nbgrader
+    configuration of the hub's."""
+    settings = hub.state / "learner"
+    if settings.exists():
+        shutil.rmtree(settings)
+    shutil.copytree(LEARNER_SETTINGS, settings, ignore=shutil.ignore_patterns("nbgrader_config.py"))
+    (settings / "nbgrader_config.py").write_text(
+        "# The hub's students' nbgrader settings (written by `make hub`, autograder/tools/hub.py): fetch into the\n"
+        "# student's home, the server's working folder, and submit to the shared exchange.\n"
+        "c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)\n"
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+        f"c.Exchange.root = {str(hub.exchange)!r}\n")
+    for path in [settings, *settings.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def configure(c, hub: Hub) -> None:
+    """Apply the hub's settings to JupyterHub's traitlets config ``c`` (jupyter-config/hub/jupyterhub_config.py)."""
+    c.JupyterHub.bind_url = hub.url
+    c.JupyterHub.hub_ip = "127.0.0.1"
+    c.JupyterHub.hub_port = hub.port + 1
+    c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{hub.port + 2}"
+    c.ConfigurableHTTPProxy.command = [str(PROXY)]
+    c.JupyterHub.db_url = f"sqlite:///{hub.state / 'jupyterhub.sqlite'}"
+    c.JupyterHub.cookie_secret_file = str(hub.state / "jupyterhub_cookie_secret")
+    c.JupyterHub.authenticator_class = "pam"  # the accounts' own passwords
+    c.Authenticator.allowed_users = set(hub.users)
+    c.Spawner.default_url = "/lab"
+    c.Spawner.cmd = [str(hub.venv / "bin" / "jupyterhub-singleuser")]
+    # Kernels run `python` and nbgrader runs `alembic`: this environment's. The kernels import labtools and the
+    # course's checks from this checkout, as a learner's own `make lab` does.
+    c.Spawner.environment = {"PATH": os.pathsep.join([str(hub.venv / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
+                             "PYTHONPATH": str(REPO)}
+    c.Spawner.http_timeout = 120  # a server's first start on a loaded 2-core machine
+    c.Spawner.start_timeout = 120
+
+    def per_user(spawner) -> None:
+        if spawner.user.name == hub.instructor:
+            # Formgrader takes the server's working folder for the course, so the server starts in ~/course.
+            spawner.cmd = ["/bin/sh", "-c", 'cd "$HOME/course" && exec "$@"', "sh", *spawner.cmd]
+            spawner.environment = {**spawner.environment, EXCHANGE_ENV: str(hub.exchange)}
+        else:
+            spawner.environment = {**spawner.environment, "JUPYTER_CONFIG_PATH": str(hub.state / "learner")}
+
+    c.Spawner.pre_spawn_hook = per_user
+
+
+def command(hub: Hub) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that start the hub (in the foreground), run from ``hub.state``."""
+    env = {**os.environ, SETTINGS_ENV: hub.to_env(),
+           "PATH": os.pathsep.join([str(hub.venv / "bin"), os.environ.get("PATH", "")]),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return [str(hub.venv / "bin" / "jupyterhub"), "-f", str(HUB_CONFIG)], env
+
+
+def remove(hub: Hub) -> list[str]:
+    """Remove what create() made: the accounts it created (with their homes), the course's exchange folder and the
+    state folder. Returns what was removed, one line each."""
+    removed = []
+    made = hub.state / "accounts"
+    for user in (made.read_text().split() if made.exists() else []):
+        if subprocess.run(["userdel", "--remove", user], capture_output=True).returncode in (0, 6, 12):
+            removed.append(f"account {user} and its home")  # 6: no such user; 12: no mail spool to remove
+    course = hub.exchange / COURSE_ID
+    if course.exists():
+        shutil.rmtree(course)
+        removed.append(str(course))
+    if hub.state.exists():
+        shutil.rmtree(hub.state)
+        removed.append(str(hub.state))
+    return removed
+
+
+def main(action: str) -> int:
+    """``make hub`` (action "start": set up, then run the hub until Ctrl-C) and ``make hub-remove`` ("remove")."""
+    hub = Hub(ip=os.environ.get("HUB_IP", Hub.ip), port=int(os.environ.get("HUB_PORT", Hub.port)))
+    if action == "remove":
+        for line in remove(hub):
+            print(f"removed {line}")
+        return 0
+    try:
+        passwords = create(hub)
+    except HubError as error:
+        print(f"make hub: {error}", file=sys.stderr)
+        return 2
+    print(f"JupyterHub at {hub.url}: instructor {hub.instructor}, students {', '.join(hub.students)}.")
+    for user, word in passwords.items():
+        print(f"  {user}: password {word}")
+    print(f"Passwords are kept in {hub.state / 'passwords'} (root only). The instructor's course is {hub.course()};"
+          f" the exchange is {hub.exchange}. Ctrl-C stops the hub; `make hub-remove` removes all of it.", flush=True)
+    argv, env = command(hub)
+    os.chdir(hub.state)
+    os.execve(argv[0], argv, env)
