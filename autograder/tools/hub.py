@@ -40,6 +40,21 @@ HUB_CONFIG = REPO / "jupyter-config" / "hub" / "jupyterhub_config.py"
 # The learner's server settings, without the instructor's extensions; its nbgrader_config.py is the hub's own.
 LEARNER_SETTINGS = REPO / "jupyter-config" / "learner"
 PROXY = REPO / "node_modules" / ".bin" / "configurable-http-proxy"
+# Run by root in a private mount namespace when the interpreter lies below a folder the accounts cannot enter (a
+# pyenv Python under /root, mode 0700): each such folder is bound back at its path over a tmpfs on its parent, so
+# every path stays the same, the accounts can start Python, and nothing else of that parent is there.
+REACH_INTERPRETER = """set -e
+for blocked in $BLOCKED; do
+    keep=$(mktemp -d)
+    mount --bind "$blocked" "$keep"
+    mount -t tmpfs -o mode=755 tmpfs "$(dirname "$blocked")"
+    mkdir -p "$blocked"
+    mount --bind "$keep" "$blocked"
+    umount "$keep"
+    rmdir "$keep"
+done
+exec "$@"
+"""
 
 
 @dataclass(frozen=True)
@@ -163,12 +178,13 @@ def _course(hub: Hub) -> None:
     owner = pwd.getpwnam(hub.instructor)
     _run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(course)])
     (course / ".venv").symlink_to(hub.venv)
-    # make's rule that installs the venv compares these files with its stamp. A fresh clone's are newer than the
-    # stamp, but the same pins as the checkout's, whose install this venv is: give them the checkout's times.
-    for pins in ("requirements.txt", "pyproject.toml"):
-        if (course / pins).read_bytes() == (REPO / pins).read_bytes():
-            times = (REPO / pins).stat()
-            os.utime(course / pins, (times.st_atime, times.st_mtime))
+    # make's rule that installs the venv compares the pins with its stamp. A fresh clone's files are newer than the
+    # stamp, but they are the pins this venv was installed from (`make hub` needs the stamp, which it makes first
+    # if the checkout's are newer): so they get the stamp's time, and the instructor's `make` installs nothing.
+    stamp = hub.venv / ".installed"
+    for pins in ("requirements.txt", "pyproject.toml", "package-lock.json"):
+        if stamp.exists() and (course / pins).read_bytes() == (REPO / pins).read_bytes():
+            os.utime(course / pins, (stamp.stat().st_mtime, stamp.stat().st_mtime))
     _run(["chown", "-R", f"{owner.pw_uid}:{owner.pw_gid}", str(course)])
 
 
@@ -211,21 +227,47 @@ def configure(c, hub: Hub) -> None:
 
     def per_user(spawner) -> None:
         if spawner.user.name == hub.instructor:
-            # Formgrader takes the server's working folder for the course, so the server starts in ~/course.
+            # Formgrader takes the server's working folder for the course, so the server starts in ~/course, and
+            # imports the course's code from there, as `make autograde` in that folder does.
             spawner.cmd = ["/bin/sh", "-c", 'cd "$HOME/course" && exec "$@"', "sh", *spawner.cmd]
-            spawner.environment = {**spawner.environment, EXCHANGE_ENV: str(hub.exchange)}
+            spawner.environment = {**spawner.environment, EXCHANGE_ENV: str(hub.exchange),
+                                   "PYTHONPATH": str(hub.course())}
         else:
             spawner.environment = {**spawner.environment, "JUPYTER_CONFIG_PATH": str(hub.state / "learner")}
 
     c.Spawner.pre_spawn_hook = per_user
 
 
+def unreachable(path: Path) -> Path | None:
+    """The top folder of ``path`` below the first ancestor other users cannot enter (``/root/.pyenv`` for
+    ``/root/.pyenv/versions/...`` when /root is 0700), or None when every ancestor lets them through."""
+    for ancestor in reversed(path.parents[:-1]):  # from the top down, / excluded
+        if not os.stat(ancestor).st_mode & 0o001:
+            return ancestor / path.relative_to(ancestor).parts[0]
+    return None
+
+
 def command(hub: Hub) -> tuple[list[str], dict[str, str]]:
-    """The argv and environment that start the hub (in the foreground), run from ``hub.state``."""
+    """The argv and environment that start the hub (in the foreground), run from ``hub.state``: in a private mount
+    namespace (REACH_INTERPRETER) where the accounts could not reach the interpreter otherwise.
+
+    Raises:
+        HubError: the interpreter is inside a top-level folder the accounts cannot enter (hiding all of it is too
+            much): install Python where others may run it.
+    """
     env = {**os.environ, SETTINGS_ENV: hub.to_env(),
            "PATH": os.pathsep.join([str(hub.venv / "bin"), os.environ.get("PATH", "")]),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return [str(hub.venv / "bin" / "jupyterhub"), "-f", str(HUB_CONFIG)], env
+    argv = [str(hub.venv / "bin" / "jupyterhub"), "-f", str(HUB_CONFIG)]
+    interpreter = Path(os.path.realpath(hub.venv / "bin" / "python"))
+    blocked = {found for found in (unreachable(interpreter), unreachable(hub.venv.resolve())) if found}
+    if not blocked:
+        return argv, env
+    if any(folder.parent == Path("/") for folder in blocked):
+        raise HubError(f"the accounts cannot reach {', '.join(sorted(map(str, blocked)))}, where this environment's "
+                       "Python is: install Python where other users may run it")
+    env["BLOCKED"] = " ".join(sorted(map(str, blocked)))
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", REACH_INTERPRETER, "hub", *argv], env
 
 
 def remove(hub: Hub) -> list[str]:
@@ -263,6 +305,10 @@ def main(action: str) -> int:
         print(f"  {user}: password {word}")
     print(f"Passwords are kept in {hub.state / 'passwords'} (root only). The instructor's course is {hub.course()};"
           f" the exchange is {hub.exchange}. Ctrl-C stops the hub; `make hub-remove` removes all of it.", flush=True)
-    argv, env = command(hub)
+    try:
+        argv, env = command(hub)
+    except HubError as error:
+        print(f"make hub: {error}", file=sys.stderr)
+        return 2
     os.chdir(hub.state)
     os.execve(argv[0], argv, env)
