@@ -22,13 +22,16 @@ created, their homes, the course's exchange folder and the state folder.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -71,6 +74,7 @@ class Hub:
     ip: str = "127.0.0.1"
     port: int = 8000
     venv: Path = field(default_factory=lambda: Path(sys.prefix))
+    server_args: tuple[str, ...] = ()  # more options for every user's server (the browser test's)
 
     @property
     def users(self) -> tuple[str, ...]:
@@ -85,13 +89,14 @@ class Hub:
         return Path(pwd.getpwnam(self.instructor).pw_dir) / "course"
 
     def to_env(self) -> str:
-        return json.dumps({**asdict(self), "students": list(self.students)}, default=str)
+        return json.dumps(asdict(self), default=str)
 
     @classmethod
     def from_env(cls, text: str) -> Hub:
         raw = json.loads(text)
         return cls(**{**raw, "state": Path(raw["state"]), "exchange": Path(raw["exchange"]),
-                      "students": tuple(raw["students"]), "venv": Path(raw["venv"])})
+                      "students": tuple(raw["students"]), "venv": Path(raw["venv"]),
+                      "server_args": tuple(raw["server_args"])})
 
 
 class HubError(Exception):
@@ -218,6 +223,7 @@ def configure(c, hub: Hub) -> None:
     c.Authenticator.allowed_users = set(hub.users)
     c.Spawner.default_url = "/lab"
     c.Spawner.cmd = [str(hub.venv / "bin" / "jupyterhub-singleuser")]
+    c.Spawner.args = list(hub.server_args)
     # Kernels run `python` and nbgrader runs `alembic`: this environment's. The kernels import labtools and the
     # course's checks from this checkout, as a learner's own `make lab` does.
     c.Spawner.environment = {"PATH": os.pathsep.join([str(hub.venv / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
@@ -272,12 +278,17 @@ def command(hub: Hub) -> tuple[list[str], dict[str, str]]:
 
 def remove(hub: Hub) -> list[str]:
     """Remove what create() made: the accounts it created (with their homes), the course's exchange folder and the
-    state folder. Returns what was removed, one line each."""
+    state folder. Returns what was removed, one line each, and a line starting "NOT removed" for an account that
+    could not be."""
     removed = []
     made = hub.state / "accounts"
     for user in (made.read_text().split() if made.exists() else []):
-        if subprocess.run(["userdel", "--remove", user], capture_output=True).returncode in (0, 6, 12):
-            removed.append(f"account {user} and its home")  # 6: no such user; 12: no mail spool to remove
+        _end_processes_of(user)
+        done = subprocess.run(["userdel", "--remove", user], capture_output=True, text=True)
+        if done.returncode in (0, 6, 12):  # 6: no such user (any more); 12: its home or mail spool was not there
+            removed.append(f"account {user} and its home")
+        else:  # 8: a process of the account still runs (its server: stop the hub first)
+            removed.append(f"NOT removed: account {user}: {done.stderr.strip()}")
     course = hub.exchange / COURSE_ID
     if course.exists():
         shutil.rmtree(course)
@@ -286,6 +297,31 @@ def remove(hub: Hub) -> list[str]:
         shutil.rmtree(hub.state)
         removed.append(str(hub.state))
     return removed
+
+
+def _end_processes_of(user: str, grace_s: float = 10) -> None:
+    """End every process an account of the hub's still runs (a server the hub left behind as it stopped):
+    SIGTERM, then SIGKILL after ``grace_s`` seconds. The account exists for the hub alone."""
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and _uid_of(entry) == uid]
+    for signal_number in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal_number)
+        deadline = time.monotonic() + grace_s
+        while (pids := [pid for pid in pids if Path(f"/proc/{pid}").exists()]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def _uid_of(process: Path) -> int | None:
+    """The real uid of a /proc/<pid> entry, or None for a process that has ended."""
+    try:
+        return process.stat().st_uid
+    except FileNotFoundError:
+        return None
 
 
 def main(action: str) -> int:
