@@ -39,7 +39,8 @@ SPAWN_S = 180  # a user's first server: JupyterLab, nbgrader's extensions and Fo
 GRADE_S = 600
 # What the second student gets wrong: notebook 1's forward difference where a central one is asked for.
 FORWARD = "def central_difference(f, x, h):\n    return (f(x + h) - f(x)) / h\n"
-# And what a submission's code would look at, if it could: the exchange and the other student's home.
+# And what a submission's code would look at, if it could: the exchange, the other student's home, and the course's
+# secret, gradebook, sources and submissions. (The path to its own folder exists there, empty but for that folder.)
 PROBE = "import os\nprint('seen:', [p for p in {paths!r} if os.path.exists(p)])\n"
 
 
@@ -161,7 +162,8 @@ def test_a_class_on_the_hub_from_release_to_feedback(running, browser):
     mistaken = nbformat.read(solution_notebook(ASSIGNMENT), as_version=4)
     [answer] = [c for c in mistaken.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "central_difference"]
     answer.source = FORWARD
-    others = [str(hub.exchange), str(Path(f"~{ann}").expanduser()), str(hub.course())]
+    others = [str(hub.exchange), str(Path(f"~{ann}").expanduser()),
+              *(str(hub.course() / name) for name in ("grading-secret", "gradebook.db", "source", "submitted"))]
     mistaken.cells.append(nbformat.v4.new_code_cell(PROBE.format(paths=others)))
     students = {}
     for student, nb in ((ann, solved), (bob, mistaken)):
