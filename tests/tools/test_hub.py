@@ -120,16 +120,17 @@ def log_in(browser, hub, user: str, password: str):
     return page
 
 
-def formgrader(page, hub, action: str) -> None:
+def formgrader(page, hub, action: str, outcome: str = "success-modal") -> str:
     """Press ``action``'s button (the cell's class: assign, release, collect, generate-feedback, release-feedback)
-    in Formgrader's row of the assignment and wait for its success dialog."""
+    in Formgrader's row of the assignment, wait for its dialog, which must be ``outcome``, and return its text."""
     page.goto(f"{hub.url}/user/{hub.instructor}/formgrader")
     button = page.locator("tr", has_text=ASSIGNMENT).locator(f"td.{action} a")
     button.wait_for(timeout=60_000)
     button.click()
     dialog = page.locator("#success-modal, #error-modal")
     dialog.wait_for(timeout=GRADE_S * 1000)
-    assert dialog.get_attribute("id") == "success-modal", dialog.inner_text()
+    assert dialog.get_attribute("id") == outcome, dialog.inner_text()
+    return dialog.inner_text()
 
 
 def assignment_list(page):
@@ -179,7 +180,7 @@ def test_a_class_on_the_hub_from_release_to_feedback(running, browser):
         students[student] = page
 
     formgrader(teacher, hub, "collect")
-    graded = as_user(process, hub.instructor, f"cd course && make autograde ASSIGNMENT={ASSIGNMENT}")
+    graded = as_user(process, hub.instructor, f"cd course && make autograde ASSIGNMENT={ASSIGNMENT} WORKERS=1")
     assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
     assert "WITHOUT a sandbox" not in graded.stdout + graded.stderr
     formgrader(teacher, hub, "generate-feedback")
@@ -210,3 +211,15 @@ def test_a_class_on_the_hub_from_release_to_feedback(running, browser):
     peek = as_user(process, ann, "".join(f"ls '{path}' >/dev/null 2>&1 && echo 'read {path}'; " for path in private)
                    + "true")
     assert peek.returncode == 0 and peek.stdout == "", peek.stdout + peek.stderr
+
+    # A student who writes into the exchange by hand, a later "submission" whose notebook is a link to the course's
+    # grading secret: the instructor's collect reads it as data, refuses it and copies nothing of what it points at.
+    planted = hub.exchange / COURSE_ID / "inbound" / f"{bob}+{ASSIGNMENT}+2099-01-01 00:00:00.000000 UTC+planted"
+    done = as_user(process, bob, f"mkdir '{planted}' && ln -s '{hub.course() / 'grading-secret'}' "
+                                 f"'{planted / (ASSIGNMENT + '.ipynb')}'")
+    assert done.returncode == 0, done.stderr
+    refusal = formgrader(teacher, hub, "collect", outcome="error-modal")
+    assert bob in refusal and "link" in refusal, refusal
+    secret = (hub.course() / "grading-secret").read_text().strip()
+    assert not [path for path in (hub.course() / "submitted").rglob("*")
+                if path.is_file() and secret in path.read_text(errors="replace")]
