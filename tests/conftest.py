@@ -135,7 +135,7 @@ def pytest_unconfigure(config):
     if browser:
         reporter.write_sep("!", f"BROWSER TESTS SKIPPED ({len(browser)}): {_skip_reason(browser[0])}", red=True,
                            bold=True)
-    hub = [r for r in skipped if "test_hub" in r.nodeid]
+    hub = [r for r in skipped if "test_hub.py" in r.nodeid]
     if hub:  # no accounts can be made here (not root), or no proxy: the JupyterHub's whole flow went untested
         reporter.write_sep("!", f"HUB TEST SKIPPED ({len(hub)}): {_skip_reason(hub[0])}", red=True, bold=True)
     if NO_SANDBOX:
