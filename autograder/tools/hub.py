@@ -347,4 +347,4 @@ def main(action: str) -> int:
         print(f"make hub: {error}", file=sys.stderr)
         return 2
     os.chdir(hub.state)
-    os.execve(argv[0], argv, env)
+    os.execvpe(argv[0], argv, env)  # `unshare` is found on PATH
