@@ -127,9 +127,16 @@ def create(hub: Hub) -> dict[str, str]:
         raise HubError(why)
     hub.state.mkdir(parents=True, exist_ok=True)
     hub.state.chmod(0o755)  # the students' servers read their settings here
+    hub.exchange.mkdir(parents=True, exist_ok=True)
+    for folder in (hub.exchange, hub.state):  # every account must reach both; their parents are not ours to open
+        closed = unreachable(folder)
+        if closed:
+            raise HubError(f"the accounts cannot enter {closed.parent}, so not {folder}: choose a folder they reach")
     passwords = {user: _account(hub, user) for user in hub.users}
     passwords = {user: word for user, word in passwords.items() if word}
-    _exchange(hub)
+    # nbgrader's release checks that the exchange's permission bits are 0o777 and leaves them be when they are; the
+    # sticky bit on top keeps students from renaming or removing what they do not own there.
+    hub.exchange.chmod(0o1777)
     _course(hub)
     _learner_settings(hub)
     if passwords:
@@ -161,17 +168,6 @@ def _account(hub: Hub, user: str) -> str:
     password = secrets.token_urlsafe(12)
     _run(["chpasswd"], input=f"{user}:{password}\n")
     return password
-
-
-def _exchange(hub: Hub) -> None:
-    hub.exchange.mkdir(parents=True, exist_ok=True)
-    # nbgrader's release checks that the root's permission bits are 0o777 and leaves them be when they are; the
-    # sticky bit on top keeps students from renaming or removing what they do not own there.
-    hub.exchange.chmod(0o1777)
-    for parent in hub.exchange.parents:  # every user must reach it
-        if parent == Path("/"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o755)
 
 
 def _course(hub: Hub) -> None:
