@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCE = REPO / "source"
+# The source notebooks that grading compares a submission with. In a checkout the link resolves to source/; a wheel
+# holds the notebooks themselves there (pyproject.toml's package data), so an installed grader needs no checkout.
+SOURCE = (Path(__file__).resolve().parent / "course_source").resolve()
 COURSE_ID = "backprop-from-scratch"
 TEST_PREFIX = "test_"
 TRUSTED_GRADING_ENV = "BACKPROP_TRUSTED_GRADING"  # set for nbgrader's kernels when verdicts come from outside
