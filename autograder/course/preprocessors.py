@@ -34,6 +34,7 @@ from autograder import checks  # imported before any learner kernel runs: nothin
 from autograder.course.limits import (MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES, NOTEBOOK_CPU_S,
                                      NOTEBOOK_WALL_S, oversized)
 from autograder.trust import cputime, sandbox, secret, verdicts
+from autograder.trust.pids import ProcessCap
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
 # lazily is imported here first, since two threads importing one package at once can break its import.
 import IPython.core.inputtransformer2  # noqa: F401
@@ -517,6 +518,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.transport = "ipc"
         self.ip = str(self.private / "ipc")
         self.connection_file = str(self.private / "kernel.json")
+        self._cap = ProcessCap.rlimit_only()  # made anew for each start of the kernel
 
     def client(self, **kwargs):
         """The client, whose sockets refuse a message past MAX_MESSAGE_BYTES (ZeroMQ drops it and reconnects), so
@@ -539,14 +541,23 @@ class SandboxedKernelManager(AsyncKernelManager):
         command, kw = await super()._async_pre_start_kernel(**kw)
         # Its own terminal output (connection banners, learner prints to fd 1/2 at exit) is not grading output.
         kw.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return sandbox.kernel_command(command, self.private, kw.get("cwd")), kw
+        self._cap.close()  # a restarted kernel's old sandbox has ended
+        self._cap = ProcessCap()
+        return sandbox.kernel_command(command, self.private, kw.get("cwd"), self._cap), kw
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        """Tidy up after the kernel: jupyter_client's own cleanup, the sandbox's pids cgroup, and (unless it is
+        restarted) the private folder. Safe to run twice: nbclient runs it after a shutdown that ran it too."""
         with contextlib.suppress(FileNotFoundError):  # cleaned up already
             self.private.chmod(0o700)
         await super()._async_cleanup_resources(restart=restart)
+        self._cap.close()
         if not restart:
             shutil.rmtree(self.private, ignore_errors=True)
+
+    # nbclient calls this name, which AsyncKernelManager binds to the base class's coroutine function itself, so
+    # overriding the coroutine alone missed a dead kernel (no shutdown to run it): its private folder stayed.
+    cleanup_resources = _async_cleanup_resources
 
 
 def outputs(verdict: verdicts.Verdict, kernel_claimed_pass: bool) -> list:

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder.trust import cputime, sandbox, wire
+from autograder.trust.pids import ProcessCap
 from autograder.trust.wire import MAPPED_ERRORS, ProtocolError
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
@@ -294,14 +295,16 @@ def _index(value, size: int | None = None) -> int:
     return value
 
 
-def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
-    """worker.py in a sandbox of its own, talking over the socket ``fd``; ``env`` is added to its environment."""
+def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, cap: ProcessCap, home: str = "/tmp",
+                      **env) -> subprocess.Popen:
+    """worker.py in a sandbox of its own, talking over the socket ``fd``, its tasks capped by ``cap`` (the caller
+    closes it); ``env`` is added to its environment."""
     binds, env = dict(GRADER_FILES), {**sandbox.environment(), "WORKER_FD": str(fd), **env}
     no_processes = sandbox.no_new_processes()  # each worker loads it before learner code runs (worker.py)
     if no_processes:
         binds[no_processes] = sandbox.INSIDE_FILTER
         env["WORKER_FILTER"] = sandbox.INSIDE_FILTER if sandbox.bubblewrap() else str(no_processes)
-    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, env=env, limits=limits)
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, env=env, limits=limits, cap=cap)
     if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path (wire.py beside it), in a private folder
         command[-1] = str(WORKER_SCRIPT)
         env.update(HOME=home, WORKER_HOME=home)
@@ -325,6 +328,7 @@ class Zygote:
         self._limits = limits
         self._control: socket.socket | None = None
         self._process: subprocess.Popen | None = None
+        self._cap: ProcessCap | None = None
         self._broken = not sandbox.bubblewrap()  # outside a PID namespace "every other process" is not ours
 
     def __enter__(self) -> "Zygote":
@@ -372,13 +376,21 @@ class Zygote:
                 os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
             self._control.close()
-        self._process = self._control = None
+            self._cap.close()
+        self._process = self._control = self._cap = None
 
     def _start(self) -> None:
         here, there = socket.socketpair()
-        self._process = _sandboxed_worker(there.fileno(), self._limits, subprocess.DEVNULL,
-                                          WORKER_ZYGOTE="1")
-        there.close()
+        self._cap = ProcessCap()
+        try:
+            self._process = _sandboxed_worker(there.fileno(), self._limits, subprocess.DEVNULL, self._cap,
+                                              WORKER_ZYGOTE="1")
+        except OSError:
+            here.close()
+            self._cap.close()
+            raise
+        finally:
+            there.close()
         self._control = here
         self._control.settimeout(ZYGOTE_TIMEOUT_S)
 
@@ -425,6 +437,7 @@ class Worker:
         hard_cpu = max(1, min(limits.cpu_seconds, math.ceil(min(b.left() for b in self._budgets)) + 1))
         here, there = socket.socketpair()
         self._socket = here
+        self._cap: ProcessCap | None = None  # a worker of its own sandbox's (a forked one is in its zygote's)
         self._home = tempfile.TemporaryDirectory(prefix="grading-worker-")
         self._stderr = open(Path(self._home.name) / "stderr", "wb")
         try:
@@ -454,11 +467,14 @@ class Worker:
         """The worker's process (forked from ``zygote`` when it can), and the PID of its sandbox's root."""
         if zygote is not None and zygote.fork(there, self._stderr, limits.cpu_seconds):
             return _ForkedWorker(zygote), zygote.pid
-        process = _sandboxed_worker(there.fileno(), limits, self._stderr, home=self._home.name)
+        self._cap = ProcessCap()
+        process = _sandboxed_worker(there.fileno(), limits, self._stderr, self._cap, home=self._home.name)
         return process, process.pid
 
     def _discard(self, here: socket.socket) -> None:
         """Tidy up a worker whose process never started."""
+        if self._cap is not None:
+            self._cap.close()
         here.close()
         self._stderr.close()
         self._home.cleanup()
@@ -478,6 +494,8 @@ class Worker:
         for budget in self._budgets:
             budget.spent += self._cpu
         self._kill()
+        if self._cap is not None:
+            self._cap.close()
         self._socket.close()
         self._stderr.close()
         self._home.cleanup()
