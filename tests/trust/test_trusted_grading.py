@@ -664,6 +664,32 @@ def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():
         assert command[at - 1] == "--bind" and command[at + 1] == str(manager.private)
 
 
+@pytest.mark.slow  # a kernel
+@requires_sandbox
+def test_a_kernel_that_dies_leaves_neither_its_private_folder_nor_its_process_cap_behind():
+    """nbclient tidies a dead kernel up with ``cleanup_resources`` alone (there is no kernel left to shut down),
+    which AsyncKernelManager binds to its own coroutine: an override of that coroutine never ran for it."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    from autograder.course.preprocessors import SandboxedKernelManager
+
+    made = []
+
+    class Recorded(SandboxedKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            started = await super()._async_pre_start_kernel(**kw)
+            made.append((self.private, self._cap.group))
+            return started
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nos._exit(1)")])
+    with pytest.raises(DeadKernelError):
+        NotebookClient(nb, kernel_manager_class=Recorded, kernel_name="python3", timeout=60).execute()
+    [(private, group)] = made
+    assert not private.exists()
+    assert group is None or not group.exists()
+
+
 @pytest.mark.slow
 def test_a_correct_solution_still_passes_on_a_machine_loaded_by_other_processes(tmp_path):
     """Four busy processes at the same priority as grading (more than this machine's cores): a learner's correct
