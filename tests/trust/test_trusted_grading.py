@@ -184,6 +184,9 @@ import numpy as np
 open("/tmp/answers.txt", "w").write("kept for the next exercise")
 open("/dev/shm/notes.txt", "w").write("and here")
 os.makedirs("/tmp/extra", exist_ok=True)
+os.mkdir("/dev/shm/unlisted", 0o300)  # written and entered by name, never listed: nor by the zygote's clean-up
+os.mkdir("/dev/shm/unlisted/deeper", 0o300)
+open("/dev/shm/unlisted/deeper/notes.txt", "w").write("found by name")
 np.ones = None  # tampering with a library the next exercise uses
 """
 
@@ -207,6 +210,7 @@ def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote
             in_tmp, in_shm, in_grader, processes = second.evaluate(looks)
             mine = str(second.evaluate("os.getpid()"))
             assert (in_tmp, in_shm, sorted(in_grader)) == (fresh_tmp, fresh_shm, sorted(GRADER_FILES))
+            assert not second.evaluate("os.path.exists('/dev/shm/unlisted/deeper/notes.txt')")
             assert sorted(processes, key=int) == ["1", "2", mine]  # the sandbox's init, the zygote, this worker
             assert second.evaluate("np.ones(2).tolist()") == [1.0, 1.0]
             assert second.evaluate(STARTED) == sandbox_started  # cleaned up, not replaced by a fresh zygote
