@@ -24,6 +24,10 @@ MAX_CELLS = 1000
 # What the kernel's run may leave in the outputs (a plot is about 50 KiB), per cell and for the whole notebook.
 MAX_CELL_OUTPUT_BYTES = 2 << 20
 MAX_OUTPUT_BYTES = 16 << 20
+# Output the grading process receives from one run before it stops the kernel: past the caps every message is
+# dropped, but reading and decoding it still costs the grading process CPU (a cell can send 12 MiB in a fraction of
+# a second, for as long as it runs).
+FLOOD_BYTES = 2 * MAX_OUTPUT_BYTES
 
 
 def oversized(size_bytes: int, cells: int) -> str | None:

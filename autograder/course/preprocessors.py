@@ -31,8 +31,8 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 
 from autograder import checks  # imported before any learner kernel runs: nothing it writes changes them
-from autograder.course.limits import (MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES, NOTEBOOK_CPU_S,
-                                     NOTEBOOK_IDLE_S, NOTEBOOK_WALL_S, OVERLOAD_FACTOR, oversized)
+from autograder.course.limits import (FLOOD_BYTES, MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES,
+                                     NOTEBOOK_CPU_S, NOTEBOOK_IDLE_S, NOTEBOOK_WALL_S, OVERLOAD_FACTOR, oversized)
 from autograder.trust import cputime, sandbox, secret, verdicts
 from autograder.trust.pids import ProcessCap
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
@@ -295,6 +295,9 @@ class ContainedExecute(Execute):
         elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(msg["content"]))):
             if self._output.first_cut():
                 cell.outputs.append(new_output("stream", name="stdout", text=CUT))
+            if self._output.flooded() and self._watch is not None:
+                self._watch.end(f"the notebook's cells sent more than {FLOOD_BYTES >> 20} MiB of output, so the "
+                                "kernel was stopped: does a cell print without end?")
             return None
         return super().process_message(msg, cell, cell_index)
 
@@ -324,6 +327,10 @@ class OutputCap:
             self.cell, self._index, self._cut = 0, cell_index, False
         self.cell, self.notebook = self.cell + size, self.notebook + size
         return self.cell <= MAX_CELL_OUTPUT_BYTES and self.notebook <= MAX_OUTPUT_BYTES
+
+    def flooded(self) -> bool:
+        """Whether the run has sent more than FLOOD_BYTES, kept or not (then it is stopped)."""
+        return self.notebook > FLOOD_BYTES
 
     def first_cut(self) -> bool:
         """True the first time in a cell that an output is dropped (the cell then gets one note saying so)."""
@@ -407,6 +414,12 @@ class KernelWatch(threading.Thread):
             return (f"the notebook's cells spent more than {self.idle_s:g} s in all neither computing nor waiting "
                     "for a CPU, so the kernel was stopped: does a cell sleep, or wait for input?")
         return None
+
+    def end(self, reason: str) -> None:
+        """Kill the kernel now, for ``reason`` (unless it was stopped for another already)."""
+        self.reason = self.reason or reason
+        self.stop()
+        self.process.kill()
 
     def stop(self) -> None:
         self._done.set()

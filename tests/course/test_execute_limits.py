@@ -77,6 +77,24 @@ def test_outputs_are_kept_to_their_cap_per_cell_and_per_notebook(monkeypatch):
     assert cap.first_cut()  # a note in that cell too
 
 
+def test_a_run_that_floods_the_output_past_twice_the_notebooks_cap_is_flooded(monkeypatch):
+    monkeypatch.setattr(preprocessors, "MAX_OUTPUT_BYTES", 25)
+    monkeypatch.setattr(preprocessors, "FLOOD_BYTES", 50)
+    cap = OutputCap()
+    assert not cap.admits(0, 30) and not cap.flooded()  # dropped, but not yet costly
+    assert not cap.admits(1, 30) and cap.flooded()
+
+
+def test_the_kernel_watch_ends_a_kernel_for_a_reason_given():
+    sleepy = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(60)"])
+    watch = KernelWatch(sleepy, 100)
+    watch.start()
+    watch.end("flooded")
+    assert sleepy.wait(timeout=10) < 0 and watch.reason == "flooded"
+    watch.join(timeout=5)
+    assert not watch.is_alive()
+
+
 def test_an_error_output_is_cut_to_its_last_lines():
     content = {"ename": "ValueError", "evalue": "v" * 10**6, "traceback": [f"line {i}" for i in range(10**5)]}
     bound_error(content)
