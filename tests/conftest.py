@@ -1,7 +1,9 @@
 """Shared set-up: Jupyter and IPython state in a temp folder, the venv's tools on PATH, and paths to notebooks."""
 import functools
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -146,3 +148,22 @@ def pytest_unconfigure(config):
 
 def _skip_reason(report) -> str:
     return report.longrepr[2] if isinstance(report.longrepr, tuple) else ""
+
+
+crowds_cpu_0 = pytest.mark.skipif(shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2,
+                                  reason="needs taskset and two CPUs")
+
+
+@contextmanager
+def hogs_on_cpu_0(count: int = 8):
+    """``count`` busy processes on CPU 0, at the same priority as everything else, each in a session of its own (with
+    the scheduler's autogroups, processes of one session share one slice: a sandbox, in its own session, would get
+    half the core whatever their number)."""
+    started = [subprocess.Popen(["taskset", "-c", "0", "yes"], stdout=subprocess.DEVNULL, start_new_session=True)
+               for _ in range(count)]
+    try:
+        yield
+    finally:
+        for hog in started:
+            hog.kill()
+            hog.wait()

@@ -66,7 +66,7 @@ VISIBLE_TEST = declare("visible-test", "a visible assert of the test cell failed
 
 _STOPPED = ((MEMORY, ("out of memory",)), (RECURSION, ("segmentation fault", "recursion")),
             (KILLED, ("killed by signal", "ended the process", "not an answer")),
-            (TIMEOUT, ("did not finish", "CPU time", "took more than", "stopped answering")))
+            (TIMEOUT, ("did not finish", "CPU time", "took more than", "stopped answering", "neither computing")))
 
 
 def of_stop(reason: str) -> str:

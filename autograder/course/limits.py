@@ -8,9 +8,14 @@ import os
 from autograder.grade.submission import MAX_FILE_BYTES
 
 # The whole notebook's run, which no cell resets: CPU seconds of the kernel's sandbox (a solution's kernel uses
-# 3-10 s), and a wall-clock backstop for a kernel that waits without computing.
+# 3-10 s), and as many seconds of its cells' time when the sandbox was not even runnable (neither computing nor
+# waiting for a CPU: it sleeps or waits), which no load brings on (autograder.trust.cputime.Runnable).
 NOTEBOOK_CPU_S = float(os.environ.get("BACKPROP_NOTEBOOK_CPU_S", "300"))
-NOTEBOOK_WALL_S = 4 * NOTEBOOK_CPU_S
+NOTEBOOK_IDLE_S = NOTEBOOK_CPU_S
+# On the wall clock, for a cell and for the whole run, this many times its limits: only a machine too loaded to grade
+# gets there (1/30 of a core; at load 19 on 2 cores a sandbox gets about 1/10), and the reason says grading failed.
+OVERLOAD_FACTOR = 30
+NOTEBOOK_WALL_S = OVERLOAD_FACTOR * NOTEBOOK_CPU_S
 # What a submission may be: the course's notebooks have at most 75 cells and 0.3 MiB with their outputs. A file past
 # MAX_FILE_BYTES is refused before it is read (autograder.grade.submission.read_file); this is the same bound on a
 # notebook nbgrader has read already (its JSON).
@@ -19,6 +24,10 @@ MAX_CELLS = 1000
 # What the kernel's run may leave in the outputs (a plot is about 50 KiB), per cell and for the whole notebook.
 MAX_CELL_OUTPUT_BYTES = 2 << 20
 MAX_OUTPUT_BYTES = 16 << 20
+# Output the grading process receives from one run before it stops the kernel: past the caps every message is
+# dropped, but reading and decoding it still costs the grading process CPU (a cell can send 12 MiB in a fraction of
+# a second, for as long as it runs).
+FLOOD_BYTES = 2 * MAX_OUTPUT_BYTES
 
 
 def oversized(size_bytes: int, cells: int) -> str | None:

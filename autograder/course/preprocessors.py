@@ -31,9 +31,10 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 
 from autograder import checks  # imported before any learner kernel runs: nothing it writes changes them
-from autograder.course.limits import (MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES, NOTEBOOK_CPU_S,
-                                     NOTEBOOK_WALL_S, oversized)
+from autograder.course.limits import (FLOOD_BYTES, MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES,
+                                     NOTEBOOK_CPU_S, NOTEBOOK_IDLE_S, NOTEBOOK_WALL_S, OVERLOAD_FACTOR, oversized)
 from autograder.trust import cputime, sandbox, secret, verdicts
+from autograder.trust.pids import ProcessCap
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
 # lazily is imported here first, since two threads importing one package at once can break its import.
 import IPython.core.inputtransformer2  # noqa: F401
@@ -213,8 +214,11 @@ class ContainedExecute(Execute):
     error output naming the reason (nbgrader scores a test cell without outputs as passed, so "not run" must be an
     error), and grading goes on: TrustedVerdicts still checks every trusted exercise from its own worker.
 
-    Limits (autograder.course): each cell has nbclient's wall-clock timeout; the whole run, which no cell resets,
-    has NOTEBOOK_CPU_S CPU seconds of the kernel's sandbox (KernelWatch) and NOTEBOOK_WALL_S on the wall clock; a
+    Limits (autograder.course), none on the wall clock but for a machine too loaded to grade: each cell may use its
+    timeout (``self.timeout``) in CPU seconds of the kernel's sandbox and as many seconds not runnable (sleeping or
+    waiting), and the whole run, which no cell resets, NOTEBOOK_CPU_S and NOTEBOOK_IDLE_S (KernelWatch); only past
+    OVERLOAD_FACTOR times those on the wall clock (nbclient's timeout, NOTEBOOK_WALL_S) is a kernel stopped as the
+    machine's fault, saying so; a
     notebook past MAX_NOTEBOOK_BYTES or MAX_CELLS is not run at all; outputs past MAX_CELL_OUTPUT_BYTES in a cell or
     MAX_OUTPUT_BYTES in the notebook are dropped with a note, and an error output is cut to ERROR_LINES lines.
 
@@ -229,7 +233,13 @@ class ContainedExecute(Execute):
         if MEASURED_TAG in cell.metadata.get("tags", []):
             cell.outputs = [new_output("stream", name="stdout", text=NOT_MEASURED)]
             return cell, resources
-        return super().preprocess_cell(cell, resources, index)
+        if self._watch is None:  # nbconvert starts the kernel before the first cell; this is a safeguard
+            return super().preprocess_cell(cell, resources, index)
+        self._watch.cell_started()
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        finally:
+            self._watch.cell_ended()
 
     def preprocess(self, nb, resources, km=None):
         refused = refusal(nb)
@@ -258,11 +268,9 @@ class ContainedExecute(Execute):
             return self._watch.reason
         if isinstance(error, DeadKernelError):
             return "the kernel running your notebook died: does your code call exit(), os._exit() or kill a process?"
-        if time.monotonic() >= self._wall_end:
-            return (f"running your notebook took more than {NOTEBOOK_WALL_S:g} s in all (wall clock), so it was "
-                    "stopped: does a cell sleep, or wait for input?")
-        return (f"a cell did not finish within {self.timeout} s and did not stop when interrupted: "
-                "is there a loop that never ends, with the interrupt signal ignored?")
+        return ("grading failed, through no fault of your code: the machine was too loaded to finish running your "
+                f"notebook (a cell within {OVERLOAD_FACTOR * (self.timeout or NOTEBOOK_CPU_S):g} s, the whole run "
+                f"within {NOTEBOOK_WALL_S:g} s on the wall clock). Ask your instructor to grade it again.")
 
     def start_new_kernel_client(self, **kwargs):  # the sync wrapper, as nbconvert calls it
         client = super().start_new_kernel_client(**kwargs)
@@ -272,12 +280,16 @@ class ContainedExecute(Execute):
 
     def start_new_kernel(self, **kwargs) -> None:  # what nbconvert's preprocess calls (the sync wrapper)
         super().start_new_kernel(**kwargs)
-        self._watch = KernelWatch(self.km.provisioner.process, NOTEBOOK_CPU_S)
+        cell_s = self.timeout or NOTEBOOK_CPU_S
+        self._watch = KernelWatch(self.km.provisioner.process, NOTEBOOK_CPU_S, cell_s=cell_s, idle_s=NOTEBOOK_IDLE_S)
         self._watch.start()
 
     def _get_timeout(self, cell) -> float:
-        """A cell's wall-clock timeout, no later than the notebook's own backstop (at least 1 s)."""
-        return max(1.0, min(super()._get_timeout(cell) or NOTEBOOK_WALL_S, self._wall_end - time.monotonic()))
+        """A cell's wall-clock limit, for a machine too loaded to grade only: OVERLOAD_FACTOR times its timeout, no
+        later than the notebook's own (at least 1 s)."""
+        cell_s = super()._get_timeout(cell)
+        cell_wall = OVERLOAD_FACTOR * cell_s if cell_s else NOTEBOOK_WALL_S
+        return max(1.0, min(cell_wall, self._wall_end - time.monotonic()))
 
     def process_message(self, msg, cell, cell_index):
         # Learner code can send any message on its kernel's session: each is data to check, never to trust.
@@ -293,6 +305,9 @@ class ContainedExecute(Execute):
         elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(content))):
             if self._output.first_cut():
                 cell.outputs.append(new_output("stream", name="stdout", text=CUT))
+            if self._output.flooded() and self._watch is not None:
+                self._watch.end(f"the notebook's cells sent more than {FLOOD_BYTES >> 20} MiB of output, so the "
+                                "kernel was stopped: does a cell print without end?")
             return None
         try:
             return super().process_message(msg, cell, cell_index)
@@ -336,6 +351,10 @@ class OutputCap:
         self.cell, self.notebook = self.cell + size, self.notebook + size
         return self.cell <= MAX_CELL_OUTPUT_BYTES and self.notebook <= MAX_OUTPUT_BYTES
 
+    def flooded(self) -> bool:
+        """Whether the run has sent more than FLOOD_BYTES, kept or not (then it is stopped)."""
+        return self.notebook > FLOOD_BYTES
+
     def first_cut(self) -> bool:
         """True the first time in a cell that an output is dropped (the cell then gets one note saying so)."""
         first, self._cut = not self._cut, True
@@ -354,27 +373,76 @@ def refusal(nb) -> str | None:
 
 
 class KernelWatch(threading.Thread):
-    """Kills a kernel whose sandbox has used more than ``cpu_s`` CPU seconds in all, polling every POLL_S.
+    """Kills a kernel whose sandbox has used more than ``cpu_s`` CPU seconds in all (``cell_s`` in one cell), or
+    whose cells have spent more than ``idle_s`` seconds in all (``cell_s`` in one) not runnable, neither computing
+    nor waiting for a CPU (autograder.trust.cputime.Runnable); polling every POLL_S.
 
     The kernel's RLIMIT_CPU (sandbox.KERNEL_LIMITS) bounds its one process; this bounds the whole sandbox, learner
-    subprocesses included, and names the reason (``reason``), which nbclient's DeadKernelError does not.
+    subprocesses included, and names the reason (``reason``), which nbclient's DeadKernelError does not. A starved
+    kernel is runnable, so however loaded the machine, it is stopped only by what its own code does. Between cells
+    (``cell_started``, ``cell_ended``) the kernel waits for nbgrader: that counts against nothing.
     """
 
     POLL_S = 0.5
 
-    def __init__(self, process: subprocess.Popen, cpu_s: float):
+    def __init__(self, process: subprocess.Popen, cpu_s: float, cell_s: float | None = None,
+                 idle_s: float | None = None):
         super().__init__(daemon=True, name="kernel-cpu")
         self.process, self.cpu_s = process, cpu_s
+        self.cell_s, self.idle_s = cell_s or cpu_s, idle_s or cpu_s
         self.reason: str | None = None
         self._done = threading.Event()
+        self._lock = threading.Lock()  # the clock is sampled from this thread and from the cells' one
+        self._clock = cputime.Runnable(process.pid)
+        self._cell: tuple[float, float, float] | None = None  # (wall, CPU, runnable) when the running cell began
+        self._idled = 0.0  # seconds not runnable in the cells that have ended
+
+    def cell_started(self) -> None:
+        with self._lock:
+            self._cell = (time.monotonic(), *self._clock.sample())
+
+    def cell_ended(self) -> None:
+        with self._lock:
+            if self._cell is not None:
+                self._idled += self._idle(*self._clock.sample())
+            self._cell = None
+
+    def _idle(self, cpu: float, runnable: float) -> float:
+        wall, _, runnable_then = self._cell
+        return max(0.0, time.monotonic() - wall - (runnable - runnable_then))
 
     def run(self) -> None:
         while not self._done.wait(self.POLL_S):
-            if cputime.tree_cpu_seconds(self.process.pid) > self.cpu_s:
-                self.reason = (f"the kernel running your notebook used more than {self.cpu_s:g} s of CPU time in "
-                               "all, so it was stopped: is a cell very slow, or a loop endless?")
+            with self._lock:
+                cpu, runnable = self._clock.sample()
+                self.reason = self._why(cpu, runnable)
+            if self.reason:
                 self.process.kill()
                 return
+
+    def _why(self, cpu: float, runnable: float) -> str | None:
+        if cpu > self.cpu_s:
+            return (f"the kernel running your notebook used more than {self.cpu_s:g} s of CPU time in all, so it "
+                    "was stopped: is a cell very slow, or a loop endless?")
+        if self._cell is None:
+            return None
+        idle = self._idle(cpu, runnable)
+        if cpu - self._cell[1] > self.cell_s:
+            return (f"a cell used more than {self.cell_s:g} s of CPU time, so the kernel was stopped: is there a "
+                    "loop that never ends?")
+        if idle > self.cell_s:
+            return (f"a cell spent more than {self.cell_s:g} s neither computing nor waiting for a CPU, so the "
+                    "kernel was stopped: does it sleep, or wait for input?")
+        if self._idled + idle > self.idle_s:
+            return (f"the notebook's cells spent more than {self.idle_s:g} s in all neither computing nor waiting "
+                    "for a CPU, so the kernel was stopped: does a cell sleep, or wait for input?")
+        return None
+
+    def end(self, reason: str) -> None:
+        """Kill the kernel now, for ``reason`` (unless it was stopped for another already)."""
+        self.reason = self.reason or reason
+        self.stop()
+        self.process.kill()
 
     def stop(self) -> None:
         self._done.set()
@@ -553,6 +621,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.transport = "ipc"
         self.ip = str(self.private / "ipc")
         self.connection_file = str(self.private / "kernel.json")
+        self._cap = ProcessCap.rlimit_only()  # made anew for each start of the kernel
 
     def client(self, **kwargs):
         """The client, whose sockets refuse a message past MAX_MESSAGE_BYTES (ZeroMQ drops it and reconnects), so
@@ -575,14 +644,23 @@ class SandboxedKernelManager(AsyncKernelManager):
         command, kw = await super()._async_pre_start_kernel(**kw)
         # Its own terminal output (connection banners, learner prints to fd 1/2 at exit) is not grading output.
         kw.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return sandbox.kernel_command(command, self.private, kw.get("cwd")), kw
+        self._cap.close()  # a restarted kernel's old sandbox has ended
+        self._cap = ProcessCap()
+        return sandbox.kernel_command(command, self.private, kw.get("cwd"), self._cap), kw
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        """Tidy up after the kernel: jupyter_client's own cleanup, the sandbox's pids cgroup, and (unless it is
+        restarted) the private folder. Safe to run twice: nbclient runs it after a shutdown that ran it too."""
         with contextlib.suppress(FileNotFoundError):  # cleaned up already
             self.private.chmod(0o700)
         await super()._async_cleanup_resources(restart=restart)
+        self._cap.close()
         if not restart:
             shutil.rmtree(self.private, ignore_errors=True)
+
+    # nbclient calls this name, which AsyncKernelManager binds to the base class's coroutine function itself, so
+    # overriding the coroutine alone missed a dead kernel (no shutdown to run it): its private folder stayed.
+    cleanup_resources = _async_cleanup_resources
 
 
 def outputs(verdict: verdicts.Verdict, kernel_claimed_pass: bool) -> list:

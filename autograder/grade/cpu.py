@@ -42,13 +42,16 @@ class Hierarchy:
         return "cgroup v1 cpuacct" if self.version == 1 else "cgroup v2"
 
 
-def hierarchies(proc_cgroup: str, mounts: str) -> list[Hierarchy]:
-    """The hierarchies that can count this process's CPU, v1's ``cpuacct`` first (where both are mounted, as on
-    systemd's hybrid layout, it is the one whose counter has always been there).
+def hierarchies(proc_cgroup: str, mounts: str, controller: str = "cpuacct") -> list[Hierarchy]:
+    """The hierarchies that can count this process's CPU (or serve another v1 ``controller``: the sandboxes' process
+    caps ask for ``pids``), v1's first (where both are mounted, as on systemd's hybrid layout, it is the one whose
+    counter has always been there). A v2 hierarchy is listed whatever controllers it enables: whether a new group
+    there has the controller's files shows only once it is made.
 
     Args:
         proc_cgroup: the text of /proc/self/cgroup, lines such as ``2:cpuacct:/a`` (v1) or ``0::/a`` (v2).
         mounts: the text of /proc/self/mounts, where each hierarchy is mounted.
+        controller: the v1 controller whose hierarchy to find.
     """
     v1_root = v2_root = None
     for line in mounts.splitlines():
@@ -56,24 +59,25 @@ def hierarchies(proc_cgroup: str, mounts: str) -> list[Hierarchy]:
         if len(fields) < 4:
             continue
         fstype, where, options = fields[2], fields[1], fields[3].split(",")
-        if fstype == "cgroup" and "cpuacct" in options and v1_root is None:
+        if fstype == "cgroup" and controller in options and v1_root is None:
             v1_root = Path(where)
         elif fstype == "cgroup2" and v2_root is None:
             v2_root = Path(where)
     found = []
     for line in proc_cgroup.splitlines():
         number, controllers, path = line.split(":", 2)
-        if v1_root is not None and "cpuacct" in controllers.split(","):
+        if v1_root is not None and controller in controllers.split(","):
             found.append(Hierarchy(1, v1_root / path.lstrip("/")))
         elif v2_root is not None and number == "0" and controllers == "":
             found.append(Hierarchy(2, v2_root / path.lstrip("/")))
     return sorted(found, key=lambda h: h.version)
 
 
-def this_machine() -> list[Hierarchy]:
-    """The hierarchies of this process on this machine; none where /proc cannot be read (not Linux)."""
+def this_machine(controller: str = "cpuacct") -> list[Hierarchy]:
+    """The hierarchies of this process on this machine (:func:`hierarchies`); none where /proc cannot be read (not
+    Linux)."""
     try:
-        return hierarchies(PROC_CGROUP.read_text(), MOUNTS.read_text())
+        return hierarchies(PROC_CGROUP.read_text(), MOUNTS.read_text(), controller)
     except OSError:
         return []
 

@@ -10,9 +10,11 @@ right numbers, which takes a correct implementation.
 Both speak the protocol of ``autograder.trust.wire``, which says what travels and how, and decodes strictly here:
 only plain data, handles and our own functions and arrays come back, so nothing the worker sends can run code here.
 Every request has a deadline in CPU seconds of the worker's sandbox (``autograder.trust.cputime``), so a loaded
-machine cannot make a correct answer time out, with a wall-clock backstop several times longer for code that waits
-without computing; the workers of one submission share one :class:`Budget` that no exercise gives back. A worker
-that misses a deadline, dies, or sends garbage is killed and named.
+machine cannot make a correct answer time out, and a limit on the time its sandbox was not even runnable (neither
+running nor waiting for a CPU: ``cputime.Runnable``) for code that sleeps or blocks, which a starved sandbox never
+reaches either; the workers of one submission share one :class:`Budget` that no exercise gives back. A worker that
+misses a deadline, dies, or sends garbage is killed and named. Only a wall-clock limit far past all of those stops a
+worker on a machine too loaded to grade (:class:`Overloaded`), and that is the grader's failure, not a verdict.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from autograder.trust import cputime, sandbox, wire
+from autograder.trust.pids import ProcessCap
 from autograder.trust.wire import MAPPED_ERRORS, ProtocolError
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
@@ -45,8 +48,15 @@ DEFAULT_TIMEOUT_S = 10.0  # CPU seconds of the worker's sandbox for one request
 ZYGOTE_TIMEOUT_S = 10.0  # a fork, or killing a worker and tidying up: milliseconds; more means the zygote is gone
 EXERCISE_BUDGET_S = 120.0  # CPU seconds of all of one exercise's requests together
 SUBMISSION_BUDGET_S = 300.0  # CPU seconds of all the workers of one submission together (verdicts.verdicts)
-# Wall-clock backstop: this many times a CPU limit. Code that sleeps or blocks uses no CPU, and a machine loaded by
-# other gradings gives a worker a fraction of a core: with 4 busy processes on 2 cores, about a third.
+# Code that sleeps or blocks uses no CPU: it is stopped once its sandbox has not been runnable for this many times a
+# CPU limit (a starved sandbox is runnable, waiting for a CPU, so load cannot bring this on).
+IDLE_FACTOR = 3
+# The machine too loaded to grade: a request or budget still unfinished after this many times its CPU limit on the
+# wall clock (1/30 of a core for a whole limit: at load 19 on 2 cores a sandbox gets about 1/10) fails the grading,
+# never the code (Overloaded).
+OVERLOAD_FACTOR = 30
+# The in-kernel harness's own wall-clock backstop for a learner's JupyterLab, where no sandbox is measured
+# (autograder/checks/harness/diagnostics.py).
 WALL_FACTOR = 6
 SLICE_S = 0.2  # a wait this long samples the worker's CPU (0.3 ms a sample); shorter requests never pay for it
 MESSAGE_LIMIT = 300  # of a learner exception's text quoted in a diagnosis (it is the learner's text, not ours)
@@ -95,13 +105,19 @@ class Stopped(BaseException):
         self.reason = reason
 
 
+class Overloaded(Stopped):
+    """The machine was too loaded to finish checking (OVERLOAD_FACTOR): grading failed, and says so; nothing is known
+    about the answer."""
+
+
 class Unavailable(Exception):
     """The worker could not be started, or did not answer before any learner code ran: nothing about the answer is
     known, so the exercise fails with this reason (never the learner's fault)."""
 
 
 class Budget:
-    """CPU seconds that workers may use between them, never given back, with a wall-clock backstop from its creation.
+    """CPU seconds, and seconds of not being runnable, that workers may use between them, never given back; and a
+    wall-clock limit from its creation past which the machine is taken as too loaded to grade.
 
     One per exercise (each Worker makes its own) and one per submission (verdicts.verdicts shares it between that
     submission's workers). A Worker charges it what its sandbox used when it closes, and checks it, with what it is
@@ -109,34 +125,51 @@ class Budget:
     """
 
     def __init__(self, cpu_s: float, what: str, wall_s: float | None = None):
-        """``what`` names whose checks they are in a reason ("this exercise's checks"); ``wall_s`` defaults to
-        WALL_FACTOR times ``cpu_s``."""
+        """``what`` names whose checks they are in a reason ("this exercise's checks"); it may spend IDLE_FACTOR
+        times ``cpu_s`` not runnable; ``wall_s`` defaults to OVERLOAD_FACTOR times ``cpu_s``."""
         self.cpu_s, self.what = cpu_s, what
-        self.wall_s = WALL_FACTOR * cpu_s if wall_s is None else wall_s
+        self.idle_s = IDLE_FACTOR * cpu_s
+        self.wall_s = OVERLOAD_FACTOR * cpu_s if wall_s is None else wall_s
         self.spent = 0.0  # CPU seconds charged by closed workers
+        self.idled = 0.0  # seconds not runnable, charged by closed workers
         self._wall_end = time.monotonic() + self.wall_s
 
     def left(self, running: float = 0.0) -> float:
         """CPU seconds left, with ``running`` seconds used by a worker that has not closed yet."""
         return self.cpu_s - self.spent - running
 
-    def exhausted(self, running: float = 0.0) -> str | None:
-        """Why nothing more may run (CPU used up, or the wall-clock backstop passed), or None."""
+    def exhausted(self, running: float = 0.0, idling: float = 0.0) -> str | None:
+        """Why nothing more may run (CPU used up, or too long not runnable), or None; ``running`` and ``idling``:
+        what a worker that has not closed yet used so far.
+
+        Raises:
+            Overloaded: the wall-clock limit has passed (the machine, not the code).
+        """
         if self.left(running) <= 0:
             return (f"{self.what} used more than {self.cpu_s:g} s of CPU time in all, so the rest was not checked: "
                     "is your code very slow?")
+        if self.idled + idling > self.idle_s:
+            return (f"{self.what} spent more than {self.idle_s:g} s in all neither computing nor waiting for a CPU, "
+                    "so the rest was not checked: does your code sleep or wait for input?")
         if time.monotonic() >= self._wall_end:
-            return (f"{self.what} took more than {self.wall_s:g} s in all (wall clock) while using little CPU, so the "
-                    "rest was not checked: does your code sleep or wait for input?")
+            raise Overloaded(f"grading failed, through no fault of your code: the machine was too loaded to finish "
+                             f"{self.what} within {self.wall_s:g} s. Ask your instructor to grade it again.")
         return None
 
 
 @dataclasses.dataclass
 class _Deadline:
     """The limits of one request and the requests it makes while it waits (callbacks)."""
-    cpu_start: float  # the worker's CPU seconds when it began
-    cpu_s: float      # CPU seconds it may use
-    wall_end: float   # time.monotonic() past which it is stopped whatever its CPU (moved on by callbacks served)
+    cpu_start: float       # the worker's CPU seconds when it began
+    cpu_s: float           # CPU seconds it may use, and IDLE_FACTOR times as many not runnable
+    runnable_start: float  # the worker's runnable seconds when it began
+    wall_start: float      # time.monotonic() when it began
+    served: float = 0.0    # seconds spent serving its callbacks: the trusted side's time, not the worker's
+    idled: float = 0.0     # seconds not runnable, as of its last sample (charged when it ends)
+
+    def idle(self, runnable: float) -> float:
+        """Seconds the worker was not runnable during the request, given its runnable seconds now."""
+        return max(0.0, time.monotonic() - self.wall_start - self.served - (runnable - self.runnable_start))
 
 
 class LearnerError(Exception):
@@ -294,14 +327,16 @@ def _index(value, size: int | None = None) -> int:
     return value
 
 
-def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, home: str = "/tmp", **env) -> subprocess.Popen:
-    """worker.py in a sandbox of its own, talking over the socket ``fd``; ``env`` is added to its environment."""
+def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, cap: ProcessCap, home: str = "/tmp",
+                      **env) -> subprocess.Popen:
+    """worker.py in a sandbox of its own, talking over the socket ``fd``, its tasks capped by ``cap`` (the caller
+    closes it); ``env`` is added to its environment."""
     binds, env = dict(GRADER_FILES), {**sandbox.environment(), "WORKER_FD": str(fd), **env}
     no_processes = sandbox.no_new_processes()  # each worker loads it before learner code runs (worker.py)
     if no_processes:
         binds[no_processes] = sandbox.INSIDE_FILTER
         env["WORKER_FILTER"] = sandbox.INSIDE_FILTER if sandbox.bubblewrap() else str(no_processes)
-    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, env=env, limits=limits)
+    command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, env=env, limits=limits, cap=cap)
     if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path (wire.py beside it), in a private folder
         command[-1] = str(WORKER_SCRIPT)
         env.update(HOME=home, WORKER_HOME=home)
@@ -325,6 +360,7 @@ class Zygote:
         self._limits = limits
         self._control: socket.socket | None = None
         self._process: subprocess.Popen | None = None
+        self._cap: ProcessCap | None = None
         self._broken = not sandbox.bubblewrap()  # outside a PID namespace "every other process" is not ours
 
     def __enter__(self) -> "Zygote":
@@ -372,13 +408,21 @@ class Zygote:
                 os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
             self._control.close()
-        self._process = self._control = None
+            self._cap.close()
+        self._process = self._control = self._cap = None
 
     def _start(self) -> None:
         here, there = socket.socketpair()
-        self._process = _sandboxed_worker(there.fileno(), self._limits, subprocess.DEVNULL,
-                                          WORKER_ZYGOTE="1")
-        there.close()
+        self._cap = ProcessCap()
+        try:
+            self._process = _sandboxed_worker(there.fileno(), self._limits, subprocess.DEVNULL, self._cap,
+                                              WORKER_ZYGOTE="1")
+        except OSError:
+            here.close()
+            self._cap.close()
+            raise
+        finally:
+            there.close()
         self._control = here
         self._control.settimeout(ZYGOTE_TIMEOUT_S)
 
@@ -425,6 +469,7 @@ class Worker:
         hard_cpu = max(1, min(limits.cpu_seconds, math.ceil(min(b.left() for b in self._budgets)) + 1))
         here, there = socket.socketpair()
         self._socket = here
+        self._cap: ProcessCap | None = None  # a worker of its own sandbox's (a forked one is in its zygote's)
         self._home = tempfile.TemporaryDirectory(prefix="grading-worker-")
         self._stderr = open(Path(self._home.name) / "stderr", "wb")
         try:
@@ -441,7 +486,9 @@ class Worker:
         self._installed: dict[str, Remote] = {}
         self.stopped: Stopped | None = None
         self._unsent: Exception | None = None  # a trusted callback's exception that crossed as a RuntimeError
-        self._cpu_start, self._cpu, self._sampled_at = cputime.tree_cpu_seconds(self._root), 0.0, time.monotonic()
+        self._clock = cputime.Runnable(self._root)
+        self._cpu = self._runnable = self._idled = 0.0  # CPU, runnable and not-runnable seconds so far
+        self._sampled_at = time.monotonic()
         global _OPEN_WORKERS
         _OPEN_WORKERS += 1
         try:
@@ -454,11 +501,14 @@ class Worker:
         """The worker's process (forked from ``zygote`` when it can), and the PID of its sandbox's root."""
         if zygote is not None and zygote.fork(there, self._stderr, limits.cpu_seconds):
             return _ForkedWorker(zygote), zygote.pid
-        process = _sandboxed_worker(there.fileno(), limits, self._stderr, home=self._home.name)
+        self._cap = ProcessCap()
+        process = _sandboxed_worker(there.fileno(), limits, self._stderr, self._cap, home=self._home.name)
         return process, process.pid
 
     def _discard(self, here: socket.socket) -> None:
         """Tidy up a worker whose process never started."""
+        if self._cap is not None:
+            self._cap.close()
         here.close()
         self._stderr.close()
         self._home.cleanup()
@@ -477,7 +527,10 @@ class Worker:
         self._sample()
         for budget in self._budgets:
             budget.spent += self._cpu
+            budget.idled += self._idled
         self._kill()
+        if self._cap is not None:
+            self._cap.close()
         self._socket.close()
         self._stderr.close()
         self._home.cleanup()
@@ -516,12 +569,14 @@ class Worker:
     def request(self, message: dict, timeout: float = DEFAULT_TIMEOUT_S, call_args: tuple = ()):
         """Send one request and wait for its reply, serving the worker's callbacks meanwhile.
 
-        ``timeout`` is in CPU seconds of the worker's sandbox; the request is also stopped after WALL_FACTOR times
-        as long on the wall clock. Nested requests (made by a callback while the outer one waits) share the outer
-        request's deadline.
+        ``timeout`` is in CPU seconds of the worker's sandbox; the request is also stopped once the sandbox has not
+        been runnable for IDLE_FACTOR times as long (callbacks served excepted), and, as the grader's failure, after
+        OVERLOAD_FACTOR times as long on the wall clock. Nested requests (made by a callback while the outer one
+        waits) share the outer request's deadline.
 
         Raises:
             Stopped: the worker missed a deadline, ran out of a budget, died or broke the protocol (it is killed).
+            Overloaded: the machine was too loaded to finish the request (it is killed).
         """
         if self.stopped:
             raise self.stopped
@@ -529,7 +584,7 @@ class Worker:
         if outermost:
             if time.monotonic() - self._sampled_at >= SLICE_S:  # many short requests add up too
                 self._check()
-            self._deadline = _Deadline(self._cpu, timeout, time.monotonic() + WALL_FACTOR * timeout)
+            self._deadline = _Deadline(self._cpu, timeout, self._runnable, time.monotonic())
             self._unsent = None
         self._next_id += 1
         request_id = self._next_id
@@ -545,7 +600,7 @@ class Worker:
                 if frame.get("op") == "callback" and isinstance(frame.get("id"), int) and frame["id"] < 0:
                     served = time.monotonic()
                     self._send(self._serve_callback(frame))
-                    self._deadline.wall_end += time.monotonic() - served  # the trusted side's time, not the worker's
+                    self._deadline.served += time.monotonic() - served
                     continue
                 raise ProtocolError("a reply to no request")
             if type(frame.get("raised_recursion_limit")) is int:
@@ -561,6 +616,7 @@ class Worker:
                              "write to file descriptors it did not open, or change the grading process's code?") from None
         finally:
             if outermost:
+                self._idled += self._deadline.idled  # as sampled: the wait for the reply's reading is the grader's
                 self._deadline = None
         raise self._original(failure)
 
@@ -653,8 +709,9 @@ class Worker:
         return self._cpu
 
     def _sample(self) -> None:
-        """Read the sandbox's CPU (never less than before: a sandbox that is gone reads 0)."""
-        self._cpu = max(self._cpu, cputime.tree_cpu_seconds(self._root) - self._cpu_start)
+        """Read the sandbox's CPU and runnable seconds (never less than before: a sandbox that is gone reads 0)."""
+        cpu, runnable = self._clock.sample()
+        self._cpu, self._runnable = max(self._cpu, cpu), max(self._runnable, runnable)
         self._sampled_at = time.monotonic()
 
     def _check(self) -> None:
@@ -662,24 +719,37 @@ class Worker:
 
         Raises:
             Stopped: with the limit that was passed.
+            Overloaded: the machine was too loaded to go on (OVERLOAD_FACTOR): no verdict.
         """
         self._sample()
         deadline = self._deadline
         if deadline is not None and self._cpu - deadline.cpu_start > deadline.cpu_s:
             raise self._stop(f"your code did not finish within {deadline.cpu_s:g} s of CPU time: is there a loop "
                              "that never ends?")
+        idle = 0.0
+        if deadline is not None:
+            idle = deadline.idled = deadline.idle(self._runnable)
         for budget in self._budgets:
-            reason = budget.exhausted(self._cpu)
+            try:
+                reason = budget.exhausted(self._cpu, self._idled + idle)
+            except Overloaded as overloaded:
+                raise self._stop(overloaded.reason, Overloaded) from None
             if reason:
                 raise self._stop(reason)
-        if deadline is not None and time.monotonic() >= deadline.wall_end:
-            raise self._stop(f"your code did not finish within {WALL_FACTOR * deadline.cpu_s:g} s on the wall "
-                             "clock while using little CPU: does it sleep, or wait for input or a lock?")
+        if deadline is None:
+            return
+        if idle > IDLE_FACTOR * deadline.cpu_s:
+            raise self._stop(f"your code spent {IDLE_FACTOR * deadline.cpu_s:g} s neither computing nor waiting for "
+                             "a CPU, so it was stopped: does it sleep, or wait for input or a lock?")
+        if time.monotonic() - deadline.wall_start - deadline.served > OVERLOAD_FACTOR * deadline.cpu_s:
+            raise self._stop(f"grading failed, through no fault of your code: the machine was too loaded to finish "
+                             f"one step of the checks within {OVERLOAD_FACTOR * deadline.cpu_s:g} s. Ask your "
+                             "instructor to grade it again.", Overloaded)
 
-    def _stop(self, reason: str) -> Stopped:
+    def _stop(self, reason: str, kind: type[Stopped] = Stopped) -> Stopped:
         """Kill the worker and remember why: every later request fails at once with the same reason."""
         self._kill()
-        self.stopped = Stopped(reason)
+        self.stopped = kind(reason)
         return self.stopped
 
     def _death(self) -> str:

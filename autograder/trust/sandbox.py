@@ -42,6 +42,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from autograder.prerequisites import bubblewrap_problem
+from autograder.trust.pids import ProcessCap, fallback_warning
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -195,10 +196,10 @@ def no_new_processes() -> Path | None:
 
 
 def warning() -> str | None:
-    """A loud, one-paragraph warning when grading runs without the sandbox or its process filter; None when both
-    are there."""
+    """A loud, one-paragraph warning when grading runs without the sandbox, its process filter or a pids cgroup for
+    it; None when all are there."""
     if bubblewrap() and no_new_processes():
-        return None
+        return fallback_warning()
     if bubblewrap():
         return ("WARNING: libseccomp is not available (apt install libseccomp2), so learner code being graded can "
                 "start processes: each sandbox still ends them all, but a fork bomb can slow the machine for the "
@@ -304,7 +305,8 @@ def _interpreters_packages() -> list[Path]:
 
 def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None = None,
          writable: dict[Path, Path] | None = None, workdir: str = "/tmp", env: dict[str, str | None] | None = None,
-         limits: Limits = Limits(), extra: list[str] = (), seccomp: bool = False) -> list[str]:
+         limits: Limits = Limits(), extra: list[str] = (), seccomp: bool = False,
+         cap: ProcessCap | None = None) -> list[str]:
     """The command line that runs ``argv`` sandboxed and limited.
 
     Args:
@@ -318,12 +320,15 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
         limits: rlimits for the process and everything it starts.
         extra: more bwrap arguments, placed after the mounts above (a sized tmpfs, say).
         seccomp: start no process (no_new_processes), where that filter exists; threads are fine.
+        cap: the pids cgroup (or, without one, the init's RLIMIT_NPROC) capping the sandbox's processes and threads;
+            the caller closes it once the sandbox has ended. None: RLIMIT_NPROC alone.
     """
     bwrap = bubblewrap()
-    if not bwrap:
-        return limits.prlimit() + argv
+    cap = cap or ProcessCap.rlimit_only()
+    if not bwrap:  # no user namespace of its own, so no RLIMIT_NPROC either: the group alone, where there is one
+        return cap.command(limits.prlimit() + argv)
     binds = {**(binds or {}), INIT_SCRIPT: Path(INSIDE_INIT)}
-    env = {**environment(), **(env or {})}
+    env = {**environment(), **(env or {}), **cap.environment()}
     if seccomp and no_new_processes():  # loaded by the init into the program, before it starts
         binds[no_new_processes()] = Path(INSIDE_FILTER)
         env["SANDBOX_FILTER"] = INSIDE_FILTER
@@ -350,7 +355,8 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
     for key, value in env.items():
         if value is not None:
             command += ["--setenv", key, value]
-    return limits.prlimit() + command + ["--chdir", workdir, "--", sys.executable, "-I", INSIDE_INIT, *argv]
+    return cap.command(limits.prlimit() + command + ["--chdir", workdir, "--", sys.executable, "-I", INSIDE_INIT,
+                                                     *argv])
 
 
 def environment(home: str = "/tmp") -> dict[str, str]:
@@ -374,15 +380,16 @@ COPY_THEN_KERNEL = ("import os, shutil, sys\n"
                     "os.chdir(sys.argv[2])\nos.execvp(sys.argv[3], sys.argv[3:])\n")
 
 
-def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]:
+def kernel_command(argv: list[str], private: Path, cwd: str | None, cap: ProcessCap | None = None) -> list[str]:
     """nbgrader's kernel, sandboxed (role :data:`KERNEL`): it works in a size-limited, writable copy of its
     submission folder (``cwd``, at the same path), imports the course's ``labtools`` and a stand-in ``autograder``
     (kernel_autograder.py: the hidden tests call ``check``, whose verdict comes from outside; the checks and their
     reference answers are not there) and reads ``data/``, all read-only, and
     shares ``private`` (its connection file and IPC sockets) with nbgrader. Nothing else of the course exists
-    inside, and it has no network: its own network namespace has only a loopback of its own."""
+    inside, and it has no network: its own network namespace has only a loopback of its own. ``cap`` caps its
+    processes and threads (see :func:`wrap`)."""
     if not bubblewrap():  # nothing to copy into: the kernel runs in nbgrader's own copy of the submission, limited
-        return KERNEL_LIMITS.prlimit() + argv
+        return (cap or ProcessCap.rlimit_only()).command(KERNEL_LIMITS.prlimit() + argv)
     cwd = str(Path(cwd or os.getcwd()).resolve())
     binds = {Path(cwd): Path(SUBMISSION_INSIDE)}
     for package in ("labtools", "data"):
@@ -397,4 +404,4 @@ def kernel_command(argv: list[str], private: Path, cwd: str | None) -> list[str]
     env = {"IPYTHONDIR": "/tmp/.ipython", "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime", "PYTHONPATH": str(REPO)}
     copy = [sys.executable, "-I", "-c", COPY_THEN_KERNEL, SUBMISSION_INSIDE, cwd, *argv]
     return wrap(copy, role=KERNEL, binds=binds, writable={private: private}, workdir="/", env=env,
-                limits=KERNEL_LIMITS, extra=["--size", str(SUBMISSION_BYTES), "--tmpfs", cwd], seccomp=True)
+                limits=KERNEL_LIMITS, extra=["--size", str(SUBMISSION_BYTES), "--tmpfs", cwd], seccomp=True, cap=cap)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import sys
 
 PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 38, 22, 2  # linux/prctl.h, seccomp.h
@@ -51,6 +52,9 @@ def main(argv: list[str]) -> None:
         raise SystemExit("the sandbox's init could not make itself undumpable")
     if SYS_KEYCTL is not None:  # a new, empty session keyring: the grader's own keys are not the sandbox's
         libc.syscall(SYS_KEYCTL, KEYCTL_JOIN_SESSION_KEYRING, None)
+    tasks = os.environ.pop("SANDBOX_NPROC", None)  # no pids cgroup for this sandbox (autograder/trust/pids.py)
+    if tasks:  # counted in this sandbox's own user namespace, so the host's other processes of the user do not count
+        resource.setrlimit(resource.RLIMIT_NPROC, (int(tasks), int(tasks)))
     program = os.fork()
     if program == 0:
         try:

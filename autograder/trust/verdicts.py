@@ -221,11 +221,13 @@ class Judging:
 
 def judged(check_id: str, run: Judging) -> Verdict:
     """judge, failing closed: an exercise whose check could not be run fails with the reason, never passes."""
-    exhausted = run.budget.exhausted()
-    if exhausted:
-        return Verdict(check_id, False, with_cause(exhausted, causes.of_stop(exhausted)))
     try:
+        exhausted = run.budget.exhausted()
+        if exhausted:
+            return Verdict(check_id, False, with_cause(exhausted, causes.of_stop(exhausted)))
         return judge(check_id, run)
+    except remote.Overloaded as overloaded:  # the machine's fault: no verdict, and the reason says so
+        return Verdict(check_id, False, with_cause(overloaded.reason, causes.COURSE_ERROR))
     except remote.Unavailable as unavailable:
         return Verdict(check_id, False, with_cause(f"{unavailable} Ask your instructor to grade it again.",
                                                    causes.COURSE_ERROR))
@@ -251,7 +253,11 @@ def judge(check_id: str, run: Judging) -> Verdict:
     """
     while True:
         worker = remote.Worker(zygote=run.zygote, shared=run.budget)
-        problems, culprit = load(worker, [c for c in run.cells if c.name not in run.poisoned])
+        try:
+            problems, culprit = load(worker, [c for c in run.cells if c.name not in run.poisoned])
+        except remote.Overloaded:
+            worker.close()
+            raise
         if culprit is None:
             break
         worker.close()
@@ -266,6 +272,8 @@ def judge(check_id: str, run: Judging) -> Verdict:
             check(check_id, WorkerNamespace(worker), quiet=True, settled=run.settled)
         except CheckFailure as failure:
             return Verdict(check_id, False, explain(failure.message, problems))
+        except remote.Overloaded:
+            raise
         except remote.Stopped as stop:  # reading a name stalled or killed the worker
             return Verdict(check_id, False, explain(with_cause(stop.reason, causes.of_stop(stop.reason)), problems))
     return Verdict(check_id, True, VERIFIED)
@@ -284,6 +292,8 @@ def load(worker: remote.Worker, cells: list[Cell]) -> tuple[list[str], str | Non
                 worker.run(cell.code, f"<{cell.name}>", timeout=LOAD_TIMEOUT_S)
             else:
                 worker.request({"op": "given", "code": cell.code, "name": f"<{cell.name}>"}, timeout=LOAD_TIMEOUT_S)
+        except remote.Overloaded:  # not the cell's doing: it must not be left out as a runaway
+            raise
         except remote.Stopped as stop:
             problems.append(f"{cell.name}: {stop.reason}")
             return problems, cell.name

@@ -16,7 +16,7 @@ from autograder.course.preprocessors import (JOB, NOT_RUN, UNCHECKED, ContainedE
                                              TrustedVerdicts, bound_error, verdict_job)
 from autograder.grade.notebook import UnusableNotebook, read_submission
 from autograder.trust.verdicts import VERIFIED, Verdict
-from conftest import REPO, solution_notebook
+from conftest import REPO, crowds_cpu_0, hogs_on_cpu_0, solution_notebook
 
 NB = "01_nudging"
 LOG = logging.getLogger("test")
@@ -75,6 +75,24 @@ def test_outputs_are_kept_to_their_cap_per_cell_and_per_notebook(monkeypatch):
     assert cap.admits(1, 10)  # a fresh cell, a fresh cap: 21 bytes in all so far
     assert not cap.admits(2, 5)  # within the cell's cap, past the notebook's (dropped outputs count: they arrived)
     assert cap.first_cut()  # a note in that cell too
+
+
+def test_a_run_that_floods_the_output_past_twice_the_notebooks_cap_is_flooded(monkeypatch):
+    monkeypatch.setattr(preprocessors, "MAX_OUTPUT_BYTES", 25)
+    monkeypatch.setattr(preprocessors, "FLOOD_BYTES", 50)
+    cap = OutputCap()
+    assert not cap.admits(0, 30) and not cap.flooded()  # dropped, but not yet costly
+    assert not cap.admits(1, 30) and cap.flooded()
+
+
+def test_the_kernel_watch_ends_a_kernel_for_a_reason_given():
+    sleepy = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(60)"])
+    watch = KernelWatch(sleepy, 100)
+    watch.start()
+    watch.end("flooded")
+    assert sleepy.wait(timeout=10) < 0 and watch.reason == "flooded"
+    watch.join(timeout=5)
+    assert not watch.is_alive()
 
 
 def test_an_error_output_is_cut_to_its_last_lines():
@@ -137,8 +155,9 @@ def test_the_kernel_watch_kills_a_sandbox_past_its_cpu_and_not_one_that_sleeps()
     try:
         for watch in watches:
             watch.start()
-        started = time.monotonic()
-        assert busy.wait(timeout=10) < 0 and time.monotonic() - started < 0.6 + 2 * KernelWatch.POLL_S + 1
+        _, status, usage = os.wait4(busy.pid, 0)  # killed promptly in CPU time (its wall time depends on the load)
+        busy.returncode = -os.WTERMSIG(status)
+        assert busy.returncode < 0 and usage.ru_utime + usage.ru_stime < 0.6 + 2 * KernelWatch.POLL_S + 0.5
         assert "used more than 0.6 s of CPU time in all" in watches[0].reason
         time.sleep(1)
         assert sleepy.poll() is None and watches[1].reason is None
@@ -174,3 +193,41 @@ def test_the_kernels_whole_run_has_a_cpu_budget_no_cell_resets_and_outputs_are_c
     assert code == 0 and report["score"] == report["max_score"] == 10
     assert ("the kernel running your notebook used more than 6 s of CPU time in all" in page) is stopped
     assert "[Output cut here: a cell may leave 2 MiB" in page and page.count("x" * 1000) < 2200
+
+
+def test_the_kernel_watch_stops_a_cell_that_sleeps_but_not_the_kernel_waiting_between_cells():
+    sleepy = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(60)"])
+    watch = KernelWatch(sleepy, 100, cell_s=1.0)
+    try:
+        watch.start()
+        time.sleep(1.5)  # between cells: waiting for nbgrader is no one's fault
+        assert sleepy.poll() is None and watch.reason is None
+        watch.cell_started()
+        assert sleepy.wait(timeout=10) < 0
+        assert "a cell spent more than 1 s neither computing nor waiting for a CPU" in watch.reason
+    finally:
+        watch.stop()
+        sleepy.kill()
+        sleepy.wait()
+
+
+@pytest.mark.slow  # about 10 s of a crowded core
+@crowds_cpu_0
+def test_the_kernel_watch_tells_a_starved_endless_loop_as_a_loop():
+    """Eight hogs on the loop's core give it about a ninth of it: nine seconds of wall time to use its one second of
+    CPU, all of them runnable, so not a sleep."""
+    with hogs_on_cpu_0():
+        loop = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True:\n    pass"],
+                                start_new_session=True)
+        watch = KernelWatch(loop, 100, cell_s=1.0)
+        try:
+            watch.start()
+            started = time.monotonic()
+            watch.cell_started()
+            assert loop.wait(timeout=120) < 0
+            assert "a cell used more than 1 s of CPU time" in watch.reason
+            assert time.monotonic() - started > 3, "the core was not crowded: this proves nothing"
+        finally:
+            watch.stop()
+            loop.kill()
+            loop.wait()

@@ -152,7 +152,7 @@ def tanh_network_gradients(x, w1, b1, w2, t):
 # Attacks on the machine rather than the grade: each runs when its cell runs (in the kernel and in the check
 # worker), leaves its exercise a stub, and must cost its author nothing more and the classmates nothing at all.
 START_PROCESSES = """
-import os
+import os, threading
 started = 0
 for _ in range(200):  # a fork bomb's first generation
     try:
@@ -163,6 +163,19 @@ for _ in range(200):  # a fork bomb's first generation
         break
 def central_difference(f, x, h):
     raise NotImplementedError()
+threading.stack_size(256 * 1024)  # a thread bomb, stopped at 1000 so that a machine without the cap survives it
+parked, threads = threading.Event(), []
+for _ in range(1000):
+    try:
+        threads.append(threading.Thread(target=parked.wait))
+        threads[-1].start()
+    except RuntimeError:  # "can't start new thread": the sandbox's process cap
+        threads.pop()
+        break
+parked.set()
+if len(threads) == 1000:  # uncapped: as if all those threads had bought the answer
+    def central_difference(f, x, h):
+        return (f(x + h) - f(x - h)) / (2 * h)
 """
 
 FILL_THE_DISKS = """

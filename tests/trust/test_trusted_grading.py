@@ -184,6 +184,9 @@ import numpy as np
 open("/tmp/answers.txt", "w").write("kept for the next exercise")
 open("/dev/shm/notes.txt", "w").write("and here")
 os.makedirs("/tmp/extra", exist_ok=True)
+os.mkdir("/dev/shm/unlisted", 0o300)  # written and entered by name, never listed: nor by the zygote's clean-up
+os.mkdir("/dev/shm/unlisted/deeper", 0o300)
+open("/dev/shm/unlisted/deeper/notes.txt", "w").write("found by name")
 np.ones = None  # tampering with a library the next exercise uses
 """
 
@@ -207,6 +210,7 @@ def test_each_exercise_gets_a_worker_as_clean_as_a_fresh_sandbox_from_the_zygote
             in_tmp, in_shm, in_grader, processes = second.evaluate(looks)
             mine = str(second.evaluate("os.getpid()"))
             assert (in_tmp, in_shm, sorted(in_grader)) == (fresh_tmp, fresh_shm, sorted(GRADER_FILES))
+            assert not second.evaluate("os.path.exists('/dev/shm/unlisted/deeper/notes.txt')")
             assert sorted(processes, key=int) == ["1", "2", mine]  # the sandbox's init, the zygote, this worker
             assert second.evaluate("np.ones(2).tolist()") == [1.0, 1.0]
             assert second.evaluate(STARTED) == sandbox_started  # cleaned up, not replaced by a fresh zygote
@@ -662,6 +666,32 @@ def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():
         assert "--share-net" not in command and "--unshare-all" in command
         at = command.index(str(manager.private))
         assert command[at - 1] == "--bind" and command[at + 1] == str(manager.private)
+
+
+@pytest.mark.slow  # a kernel
+@requires_sandbox
+def test_a_kernel_that_dies_leaves_neither_its_private_folder_nor_its_process_cap_behind():
+    """nbclient tidies a dead kernel up with ``cleanup_resources`` alone (there is no kernel left to shut down),
+    which AsyncKernelManager binds to its own coroutine: an override of that coroutine never ran for it."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    from autograder.course.preprocessors import SandboxedKernelManager
+
+    made = []
+
+    class Recorded(SandboxedKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            started = await super()._async_pre_start_kernel(**kw)
+            made.append((self.private, self._cap.group))
+            return started
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nos._exit(1)")])
+    with pytest.raises(DeadKernelError):
+        NotebookClient(nb, kernel_manager_class=Recorded, kernel_name="python3", timeout=60).execute()
+    [(private, group)] = made
+    assert not private.exists()
+    assert group is None or not group.exists()
 
 
 @pytest.mark.slow
