@@ -18,7 +18,7 @@ from hypothesis.errors import Flaky, FlakyFailure
 from autograder.trust import remote
 from autograder.contract import TRUSTED_GRADING_ENV
 from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, exercise_ids, has_check, prerequisites  # noqa: F401 (the public API)
-from autograder.checks.harness.diagnostics import Abandon, CheckFailure, recursion_limit_kept
+from autograder.checks.harness.diagnostics import Abandon, CheckFailure, kernel_limits, recursion_limit_kept
 from autograder.checks.harness.traces import left_as_found
 
 
@@ -60,14 +60,15 @@ def check(exercise_id: str, namespace: Mapping, quiet: bool = False,
         return
     if (exercise_id, _cell_run()) == _passed_last:  # a source notebook's hidden block, then run_check: once is enough
         return
-    if settled is None:  # a learner's kernel or a test: reuse what this process found, for the same objects
-        settled = _still_valid(namespace)
-        try:
+    with kernel_limits():  # the exercises it builds on share its limits, as they share its worker when grading
+        if settled is None:  # a learner's kernel or a test: reuse what this process found, for the same objects
+            settled = _still_valid(namespace)
+            try:
+                _verify(exercise_id, namespace, settled)
+            finally:
+                _keep(settled, namespace)
+        else:
             _verify(exercise_id, namespace, settled)
-        finally:
-            _keep(settled, namespace)
-    else:
-        _verify(exercise_id, namespace, settled)
     _remember_pass(exercise_id)
     if not quiet:
         print(f"{exercise_id}: all hidden checks passed.")
