@@ -19,6 +19,7 @@ from autograder.trust import remote
 from autograder.contract import TRUSTED_GRADING_ENV
 from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, exercise_ids, has_check, prerequisites  # noqa: F401 (the public API)
 from autograder.checks.harness.diagnostics import Abandon, CheckFailure, kernel_limits, recursion_limit_kept
+from autograder.checks.harness.faults import CourseError, course_fault
 from autograder.checks.harness.traces import left_as_found
 
 
@@ -149,7 +150,10 @@ def _run(spec: Check, namespace: Mapping) -> None:
         raise CheckFailure(exercise_id, "your code gave different answers for the same input when run again: does it "
                                         "keep state between calls (a counter, a cache, a global), or depend on the "
                                         "order in which a set is iterated (which changes from run to run)?") from None
-    except Exception as error:  # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
+    except Exception as error:
+        if course_fault(error):  # the check's own bug: said so, with the exercise, and logged where it is graded
+            raise CourseError(exercise_id, error) from None
+        # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
         raise CheckFailure(exercise_id, f"the check could not use your answer ({type(error).__name__}: {error}); "
                                         "make sure it returns what the exercise asks for.") from None
 

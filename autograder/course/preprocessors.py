@@ -38,7 +38,7 @@ from autograder.trust import cputime, sandbox, secret, verdicts
 # lazily is imported here first, since two threads importing one package at once can break its import.
 import IPython.core.inputtransformer2  # noqa: F401
 import labtools.datasets  # noqa: F401
-from autograder.contract import MEASURED_TAG, assignments, exercise_id, nbgrader_meta
+from autograder.contract import COURSE_ERROR, MEASURED_TAG, assignments, exercise_id, nbgrader_meta
 from autograder.grade.submission import read_tree
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -123,6 +123,9 @@ class TrustedVerdicts(NbGraderPreprocessor):
                 claimed = not failure and any("all hidden checks passed" in o.get("text", "") for o in cell.outputs)
                 if verdict.passed and failure:  # the kernel's visible asserts can cost points, never give them
                     verdict = verdicts.Verdict(verdict.exercise, False, failure)
+                if verdict.course_error:
+                    self.log.error("%s: course error in the check of %s: %s", resources.get("unique_key"),
+                                   exercise, verdict.message)
                 cell.outputs = outputs(verdict, kernel_claimed_pass=claimed)
         return nb, resources
 
@@ -554,8 +557,9 @@ def outputs(verdict: verdicts.Verdict, kernel_claimed_pass: bool) -> list:
     if verdict.passed:
         return [new_output("stream", name="stdout", text=f"{verdict.exercise}: {verdict.message}\n")]
     message = (DIFFERS if kernel_claimed_pass else "") + verdict.message
-    return [new_output("error", ename="CheckFailure", evalue=f"[{verdict.exercise}] {message}",
-                       traceback=[f"CheckFailure: [{verdict.exercise}]", *message.splitlines()])]
+    ename = COURSE_ERROR if verdict.course_error else "CheckFailure"  # the class run's row looks for it
+    return [new_output("error", ename=ename, evalue=f"[{verdict.exercise}] {message}",
+                       traceback=[f"{ename}: [{verdict.exercise}]", *message.splitlines()])]
 
 
 __all__ = ["ContainedExecute", "RefuseUnsafeFiles", "ReplayExecution", "SandboxedKernelManager", "SeparateCopiedCells",
@@ -565,7 +569,7 @@ __all__ = ["ContainedExecute", "RefuseUnsafeFiles", "ReplayExecution", "Sandboxe
 def diagnosis(error: dict) -> str:
     """One readable message for a test cell's error output."""
     name, value = error.get("ename", ""), error.get("evalue", "")
-    if name == "CheckFailure":
+    if name in ("CheckFailure", COURSE_ERROR):
         return re.sub(r"^\[[^\]]+\] ", "", value)
     if name == "NotImplementedError":
         return "a function it calls is not written yet: replace `raise NotImplementedError()` with your code."
