@@ -17,7 +17,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION = 1
 # nbgrader runs `alembic` and Jupyter runs `python`: both must be the virtual environment's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup demo test test-quick check lint lab pair instructor release solutions grade autograde bench bench-grading bench-checks data clean
+.PHONY: help setup demo test test-quick check lint lab pair instructor release solutions grade autograde report progress bench bench-grading bench-checks data clean
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
@@ -32,6 +32,9 @@ help:
 	@echo "make autograde ASSIGNMENT=01_nudging [WORKERS=N] [SCHEDULER=tcp://host:8786] [STUDENT=id...] [FORCE=1]"
 	@echo "                 grade every submission under submitted/ in parallel (Dask) into gradebook.db;"
 	@echo "                 refused without a usable bubblewrap unless WITHOUT_SANDBOX=1"
+	@echo "make report [ASSIGNMENT='01_nudging 02_scalar_engine']   what the class got wrong, after make autograde:"
+	@echo "                 autograde-logs/report/report.html (and CSV/JSON); default: every graded assignment"
+	@echo "make progress    your five notebooks graded: each exercise done or open, with the cause of each open one"
 	@echo "make check EX=unbroadcast   one exercise's tests and its notebook's consistency tests (under a minute)"
 	@echo "make release [NB=03_backward_functions]   regenerate notebooks/ from source/ (nbgrader generate_assignment)"
 	@echo "make solutions [NB=03_backward_functions] regenerate solutions/ from source/ (executed, hidden tests removed)"
@@ -104,6 +107,12 @@ autograde: $(STAMP)
 	$(BIN)/python -m autograder autograde $(ASSIGNMENT) $(if $(WORKERS),--workers $(WORKERS)) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(foreach s,$(STUDENT),--student $(s)) $(if $(FORCE),--force) \
 		$(if $(WITHOUT_SANDBOX),--without-sandbox)
+
+report: $(STAMP)
+	$(BIN)/python -m autograder report $(ASSIGNMENT)
+
+progress: $(STAMP)
+	$(BIN)/python -m autograder progress
 
 bench-grading: $(STAMP)
 	$(BIN)/python -m autograder bench-grading

@@ -59,18 +59,16 @@ def check(exercise_id: str, namespace: Mapping, quiet: bool = False,
     if skipped_in_kernel(exercise_id):
         print(f"{exercise_id}: checked outside this kernel.")  # nbgrader autograde: TrustedVerdicts decides
         return
-    if (exercise_id, _cell_run()) == _passed_last:  # a source notebook's hidden block, then run_check: once is enough
-        return
     with kernel_limits():  # the exercises it builds on share its limits, as they share its worker when grading
-        if settled is None:  # a learner's kernel or a test: reuse what this process found, for the same objects
-            settled = _still_valid(namespace)
+        if settled is not None:  # a grading run: its own verdicts only, nothing this process remembers
+            _verify(exercise_id, namespace, settled)
+        elif (exercise_id, _cell_run()) != _passed_last:  # a hidden block, then run_check, in one cell: once is enough
+            settled = _still_valid(namespace)  # a learner's kernel or a test: reuse what it found, for the same objects
             try:
                 _verify(exercise_id, namespace, settled)
             finally:
                 _keep(settled, namespace)
-        else:
-            _verify(exercise_id, namespace, settled)
-    _remember_pass(exercise_id)
+            _remember_pass(exercise_id)
     if not quiet:
         print(f"{exercise_id}: all hidden checks passed.")
 

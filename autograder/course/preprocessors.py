@@ -281,13 +281,28 @@ class ContainedExecute(Execute):
         return max(1.0, min(super()._get_timeout(cell) or NOTEBOOK_WALL_S, self._wall_end - time.monotonic()))
 
     def process_message(self, msg, cell, cell_index):
+        # Learner code can send any message on its kernel's session: each is data to check, never to trust.
+        content = msg.get("content")
+        if not isinstance(content, dict):
+            return self._dropped(cell, "content that is not a mapping")
+        if str(msg["msg_type"]).startswith("comm"):  # widgets: no page shows them here, and nbclient keeps their
+            return None                              # state for good (a red team grew the grader by 4 MiB a message)
+        if "execution_count" in content and not valid_count(content["execution_count"]):
+            content["execution_count"] = None  # nbclient copies it onto the cell, which could then not be saved
         if msg["msg_type"] == "error":
-            bound_error(msg["content"])
-        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(msg["content"]))):
+            bound_error(content)
+        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(content))):
             if self._output.first_cut():
                 cell.outputs.append(new_output("stream", name="stdout", text=CUT))
             return None
-        return super().process_message(msg, cell, cell_index)
+        try:
+            return super().process_message(msg, cell, cell_index)
+        except (AttributeError, KeyError, TypeError, ValueError, nbformat.ValidationError) as error:  # a field amiss
+            return self._dropped(cell, f"{type(error).__name__}: {str(error)[:200]}")
+
+    @staticmethod
+    def _dropped(cell, why: str) -> None:
+        cell.outputs.append(new_output("stream", name="stdout", text=INVALID_MESSAGE.format(why=why)))
 
     def on_cell_executed(self, **kwargs):
         if kwargs["execute_reply"]["content"].get("status") == "error":
@@ -296,6 +311,12 @@ class ContainedExecute(Execute):
 
 
 OUTPUT_MESSAGES = ("stream", "display_data", "execute_result", "update_display_data")
+INVALID_MESSAGE = "\n[A message from the kernel was not a valid output ({why}); it was dropped while grading.]\n"
+
+
+def valid_count(value) -> bool:
+    """Whether ``value`` is an execution count nbformat's schema admits: a whole number from 0, or None."""
+    return value is None or type(value) is int and value >= 0
 CUT = (f"\n[Output cut here: a cell may leave {MAX_CELL_OUTPUT_BYTES >> 20} MiB of output and a notebook "
        f"{MAX_OUTPUT_BYTES >> 20} MiB; the rest was dropped while grading.]\n")
 ERROR_LINES, ERROR_CHARS = 40, 2000  # of an error output: its last lines, each cut to this many characters
@@ -454,7 +475,7 @@ class InertLearnerContent(NbGraderPreprocessor):
     - outputs keep only INERT_OUTPUTS (an image only if it is base64) and no metadata; a display with nothing left
       says which kinds were dropped;
     - a markdown cell the course does not have word for word (the learner's own, or one they edited) is shown as
-      its literal text (an indented code block), so no HTML, link or image of theirs is rendered; a raw cell's text
+      its literal text (``literal_markdown``), so no HTML, link or image of theirs is rendered; a raw cell's text
       is escaped; their attachments go;
     - a grade id that is not plain letters, digits, ``_`` and ``-`` loses its nbgrader metadata (Formgrader writes
       grade ids into the page unescaped), and the notebook's metadata is the course notebook's (no widget state,
@@ -480,12 +501,25 @@ def inert_cell(cell, course_sources: set[str]) -> None:
         del cell.metadata["nbgrader"]
     if cell.cell_type == "code":
         cell.outputs = [inert_output(o) for o in cell.outputs]
+        if not valid_count(cell.get("execution_count")):  # templates write it into the page unescaped
+            cell.execution_count = None
     elif cell.source not in course_sources:
         cell.pop("attachments", None)
         if cell.cell_type == "markdown":
-            cell.source = "\n".join("    " + line for line in cell.source.split("\n"))
+            cell.source = literal_markdown(cell.source)
         else:
             cell.source = html.escape(cell.source)
+
+
+def literal_markdown(text: str) -> str:
+    """Markdown that renders ``text`` as literal text: escaped, inside one ``<pre>`` HTML block.
+
+    Markdown parsers read nothing inside such a block until a line holding ``</pre>``, and escaping leaves no ``<``
+    of the learner's, so the only end tag is ours, whatever the text's line ends. An indented code block, tried
+    first, was not enough: CommonMark ends a line at a lone carriage return too, so text after one rendered as
+    markdown again (a red team ran a script in Formgrader so). Line ends are made ``\n`` for the reader's sake.
+    """
+    return "<pre>" + html.escape("\n".join(text.splitlines())) + "</pre>"
 
 
 def inert_output(output):

@@ -562,16 +562,30 @@ def _client(course, run: Run, stop: "StopRequest"):
                                     "start one, or leave out --scheduler for a local cluster") from None
         with client:
             if isinstance(run.scheduler, str):
-                try:
-                    client.wait_for_workers(1, timeout=NO_WORKERS_S)
-                except TimeoutError:
-                    raise ClassGradingError(f"the Dask scheduler at {run.scheduler} has had no worker for "
-                                            f"{NO_WORKERS_S} s; start some (`dask worker {run.scheduler}`)") from None
+                _wait_for_a_worker(client, run.scheduler, stop)
             yield client
     finally:
         if cluster is not None:
             cluster.close()
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _wait_for_a_worker(client, scheduler: str, stop: StopRequest) -> None:
+    """Wait until the scheduler has a worker, in slices, so that a Ctrl-C meanwhile ends the wait at once (the run then
+    stops every task unsent) instead of after NO_WORKERS_S.
+
+    Raises:
+        ClassGradingError: no worker for NO_WORKERS_S seconds.
+    """
+    deadline = time.monotonic() + NO_WORKERS_S
+    while not stop.requested:
+        try:
+            client.wait_for_workers(1, timeout=min(1.0, max(deadline - time.monotonic(), 0.01)))
+            return
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise ClassGradingError(f"the Dask scheduler at {scheduler} has had no worker for {NO_WORKERS_S} s; "
+                                        f"start some (`dask worker {scheduler}`)") from None
 
 
 def remove_scratch(folder: Path) -> None:

@@ -143,3 +143,19 @@ def test_a_time_limit_outlives_a_nested_call(monkeypatch):
 
     with pytest.raises(Abandon):
         call_learner("ex", probe_call, shown_input="a probe")
+
+
+def test_a_grading_run_checks_again_whatever_passed_before_in_the_same_cell_run(monkeypatch):
+    """Graded from one IPython cell (nbgrader's API in a notebook), one student's pass must not excuse the next one's
+    answer: skipping a second check in the same cell run (a test cell's hidden block, then its run_check) is for the
+    learner's kernel only (red team 4, F4: an exercise passed unchecked so)."""
+    import autograder.checks as checks
+    from autograder.tools.solutions import solution_namespace
+
+    monkeypatch.setattr(checks, "_cell_run", lambda: 7)  # every call below in one cell run
+    monkeypatch.setattr(checks, "_passed_last", None)
+    checks.check("central_difference", solution_namespace("01_nudging"), quiet=True, settled={})
+    forward = solution_namespace("01_nudging", {"central_difference": [
+        ("return (f(x + h) - f(x - h)) / (2 * h)", "return (f(x + h) - f(x)) / h")]})
+    with pytest.raises(CheckFailure):
+        checks.check("central_difference", forward, quiet=True, settled={})

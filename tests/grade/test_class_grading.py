@@ -741,3 +741,37 @@ def test_a_stalled_task_blames_only_the_worker_running_it_now_and_a_workerless_c
     assert dispatch.watch([ended, moved, frozen]) == (None, [(ended, ""), (moved, "stuck"), (frozen, "stuck")])
     dispatch._drop("stuck")
     assert client.removed == ["stuck"] and dispatch.scattered == {"nb": None}
+
+
+class WorkerlessClient:
+    """A client whose scheduler never gets a worker, and a Ctrl-C that arrives during its ``calls``-th wait."""
+
+    def __init__(self, stop, calls: int | None):
+        self.stop, self.calls, self.waits = stop, calls, 0
+
+    def wait_for_workers(self, n_workers, timeout):
+        self.waits += 1
+        if self.waits == self.calls:
+            self.stop.requested = True
+        raise TimeoutError
+
+
+def test_ctrl_c_ends_the_wait_for_an_external_schedulers_first_worker(monkeypatch):
+    """The wait is cut into slices: Ctrl-C during one ends it after that slice (the run then sends nothing), while a
+    wait nobody cuts short ends with the reason once NO_WORKERS_S has passed."""
+    clock = [0.0]
+    monkeypatch.setattr(class_run.time, "monotonic", lambda: clock[0])
+    stop = class_run.StopRequest()
+    client = WorkerlessClient(stop, calls=2)
+    class_run._wait_for_a_worker(client, "tcp://10.0.0.1:8786", stop)
+    assert client.waits == 2
+    stop.requested = False
+
+    def slow_wait(n_workers, timeout):
+        clock[0] += timeout
+        raise TimeoutError
+
+    client.wait_for_workers = slow_wait
+    with pytest.raises(ClassGradingError, match=r"has had no worker for 30 s; start some"):
+        class_run._wait_for_a_worker(client, "tcp://10.0.0.1:8786", stop)
+    assert clock[0] >= class_run.NO_WORKERS_S

@@ -454,6 +454,8 @@ def attacking_submission():
     markdown = next(c for c in nb.cells if c.cell_type == "markdown")
     markdown.source += "\n\n" + trap
     nb.cells.insert(1, nbformat.v4.new_markdown_cell(trap))
+    # CommonMark ends a line at a lone carriage return: text after one is a paragraph of its own
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"my notes\r\r<img src=x onerror=\"{FIRE}('cr')\">\r"))
     nb.cells.insert(2, nbformat.v4.new_raw_cell(f"<script>{FIRE}('raw')</script>"))
     test = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code")
     test.metadata.nbgrader["grade_id"] = f"x\"><img src=x onerror=\"{FIRE}('id')\">"
@@ -505,7 +507,7 @@ def test_nothing_a_submission_holds_runs_in_formgrader_or_the_feedback(pages, tm
     page = pages()
     attack = attacking_submission()
     control = fired(page, rendered(copy.deepcopy(attack), "formgrade"), tmp_path)
-    assert {"html", "md", "id"} <= set(control) and any(f.startswith("link") for f in control), control
+    assert {"html", "md", "cr", "id"} <= set(control) and any(f.startswith("link") for f in control), control
     inert, _ = InertLearnerContent().preprocess(attack, {"nbgrader": {"assignment": "01_nudging"}})
     for template in ("formgrade", "feedback"):
         page = pages()

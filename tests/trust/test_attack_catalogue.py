@@ -246,7 +246,19 @@ WHY = {  # what the grade says of each attacked exercise: the attack failed, and
                  "tanh_network_gradients": "not written yet", "log_square_trace": "null"},
 }
 # The same attacker's own markdown cell: raw HTML, and a link that runs a script when clicked.
-SCRIPT_IN_MARKDOWN = "<img src=x onerror=\"fetch('/formgrader/api/grade/1')\"> [see](javascript:alert(1))"
+SCRIPT_IN_MARKDOWN = "notes\r\r<img src=x onerror=\"fetch('/formgrader/api/grade/1')\"> [see](javascript:alert(1))"
+# ... and its last cell: messages forged on the kernel's own session, which nbformat cannot save (an execution
+# count that is a script, an output without its fields), then the kernel's death before the reply that would
+# overwrite the count. Once, nbgrader dropped the whole submission for them.
+FORGED_MESSAGES = """
+kernel = get_ipython().kernel
+for kind, content in [("execute_result", {"data": {"text/plain": "x"}, "metadata": {}, "execution_count": "<script>"}),
+                      ("display_data", {"data": 5}), ("execute_input", {"code": "", "execution_count": "<b>in</b>"})]:
+    kernel.session.send(kernel.iopub_socket, kind, content, parent=kernel.get_parent("shell"), ident=kind.encode())
+import os, time
+time.sleep(1)
+os._exit(0)
+"""
 HONEST = {"full-marks": 10.0, "untouched": 0.0, "mistake": 8.0}
 DEMO_ATTACKER = "attacker"  # make demo's: silences the checks, writes the gradebook, kills its parent (tools/demo.py)
 
@@ -286,6 +298,7 @@ def build(course: Path) -> dict[str, nbformat.NotebookNode]:
         everyone[student] = memorised(nb, course) if MEMORISED in attacks.values() else nb
         if CLAIM_A_PASS in attacks.values():
             everyone[student].cells.insert(1, nbformat.v4.new_markdown_cell(SCRIPT_IN_MARKDOWN))
+            everyone[student].cells.append(nbformat.v4.new_code_cell(FORGED_MESSAGES))
     for student, nb in everyone.items():
         path = course / "submitted" / student / NB / f"{NB}.ipynb"
         path.parent.mkdir(parents=True)
@@ -327,7 +340,9 @@ def scripts(course: Path) -> list[str]:
         for n, cell in enumerate(nbformat.read(path, as_version=4).cells):
             kinds = {kind for output in cell.get("outputs", []) for kind in output.get("data", {})}
             found += [f"{path.parts[-3]} cell {n}: {kind}" for kind in sorted(kinds - set(INERT_OUTPUTS))]
-            if cell.cell_type == "markdown" and cell.source.startswith("<img"):
+            if cell.get("execution_count") is not None and type(cell.execution_count) is not int:
+                found.append(f"{path.parts[-3]} cell {n}: an execution count of the learner's")
+            if cell.cell_type == "markdown" and "<img" in cell.source:  # literal text holds no "<" of theirs
                 found.append(f"{path.parts[-3]} cell {n}: the learner's markdown as markdown")
     return found
 
