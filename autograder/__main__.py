@@ -1,5 +1,5 @@
 """Command line: ``python -m autograder {grade,autograde,report,progress,release,solutions,demo,bench,bench-grading,
-bench-checks,lab}``.
+bench-checks,lab,hub}``.
 
 Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded, or the course's grading
 secret cannot be read (reason on stderr, and with ``--json`` in the printed object's "error", its scores null).
@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     lab = commands.add_parser("lab", help="start JupyterLab for a learner, a pair or an instructor; arguments "
                                           "after the kind go to JupyterLab")
     lab.add_argument("kind", choices=("learner", "pair", "instructor"))
+    hub = commands.add_parser("hub", help="set up and start a JupyterHub for an instructor and two students "
+                                          "(as root), or remove it")
+    hub.add_argument("action", choices=("start", "remove"), nargs="?", default="start")
     args, rest = parser.parse_known_args(argv)
     if rest and args.command != "lab":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -72,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "lab":
         from autograder.tools.lab import main as lab  # each command loads only its own code
         return lab(args.kind, rest)
+    if args.command == "hub":
+        from autograder.tools.hub import main as hub  # each command loads only its own code
+        return hub(args.action)
     if args.command == "bench-grading":
         from autograder.tools.bench_grading import main as bench_grading  # each command loads only its own code
         return bench_grading()

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCE = REPO / "source"
+# The source notebooks that grading compares a submission with. In a checkout the link resolves to source/; a wheel
+# holds the notebooks themselves there (pyproject.toml's package data), so an installed grader needs no checkout.
+SOURCE = (Path(__file__).resolve().parent / "course_source").resolve()
 COURSE_ID = "backprop-from-scratch"
 TEST_PREFIX = "test_"
 TRUSTED_GRADING_ENV = "BACKPROP_TRUSTED_GRADING"  # set for nbgrader's kernels when verdicts come from outside
@@ -20,14 +22,14 @@ WIDGET_FUNCTIONS = ("h_explorer", "backward_stepper")  # labtools functions that
 MEASURED_TAG = "measured"  # a cell whose outputs are timings: solutions/ keeps it without outputs
 # The ename of a graded test cell's output when its check failed by itself (a course error, not the answer's): the
 # class run's rows look for it in the graded notebooks.
-COURSE_ERROR = "CourseError"
+COURSE_ERROR_ENAME = "CourseError"
 
 
 def course_errors(nb) -> list[str]:
     """The exercises of a graded notebook whose checks failed by themselves: their test cells' course error outputs
     (``[exercise] course error: ...``), in notebook order."""
     return [output.get("evalue", "")[1:].partition("]")[0] for cell in nb.cells if cell.get("cell_type") == "code"
-            for output in cell.get("outputs", []) if output.get("ename") == COURSE_ERROR]
+            for output in cell.get("outputs", []) if output.get("ename") == COURSE_ERROR_ENAME]
 
 
 def assignments() -> dict[str, Path]:
@@ -55,3 +57,22 @@ def nbgrader_cells(nb) -> list[dict]:
 def exercise_id(grade_id: str) -> str:
     """The exercise id of a test cell (``test_<id>``) or of an answer cell (``<id>``)."""
     return grade_id[len(TEST_PREFIX):] if grade_id.startswith(TEST_PREFIX) else grade_id
+
+
+# Every failed check's diagnosis ends with one line naming its cause by a stable id (autograder.checks.causes lists
+# them): the grade's --json, the class run's log and the instructor's report read it from there.
+CAUSE_PREFIX = "cause: "
+
+
+def cause_of(message: str) -> str | None:
+    """The cause id on a diagnosis's last line (``cause: <id>``), or None when the message has none."""
+    last = message.rstrip("\n").rpartition("\n")[2]
+    return last[len(CAUSE_PREFIX):].strip() or None if last.startswith(CAUSE_PREFIX) else None
+
+
+def with_cause(message: str, cause: str) -> str:
+    """``message`` ending with the line ``cause: <cause>``, in place of the cause line it ended with, if any."""
+    body = message.rstrip("\n")
+    if cause_of(body) is not None:
+        body = body.rpartition("\n")[0]
+    return f"{body}\n{CAUSE_PREFIX}{cause}" if body else f"{CAUSE_PREFIX}{cause}"

@@ -38,7 +38,9 @@ from autograder.trust import cputime, sandbox, secret, verdicts
 # lazily is imported here first, since two threads importing one package at once can break its import.
 import IPython.core.inputtransformer2  # noqa: F401
 import labtools.datasets  # noqa: F401
-from autograder.contract import COURSE_ERROR, MEASURED_TAG, assignments, exercise_id, nbgrader_meta
+from autograder.checks import causes
+from autograder.contract import (COURSE_ERROR_ENAME, MEASURED_TAG, assignments, cause_of, exercise_id, nbgrader_meta,
+                                 with_cause)
 from autograder.grade.submission import read_tree
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -109,11 +111,12 @@ class TrustedVerdicts(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         job = resources.pop(JOB, None) or verdict_job(nb, resources, self.log, course_folder(self))
         try:
-            found, missing = job.result(), job.refused or UNCHECKED
+            found, missing = job.result(), with_cause(job.refused or UNCHECKED, causes.REFUSED)
         except Exception as error:  # the grader's own failure: no verdict, so no points, and the reason
             self.log.error("%s: the trusted verdicts failed: %r", resources.get("unique_key"), error)
             found, missing = {}, (f"the grader could not check this notebook ({type(error).__name__}: "
                                   f"{str(error)[:200]}). Ask your instructor to grade it again.")
+            missing = with_cause(missing, causes.COURSE_ERROR)
         for cell in nb.cells:
             meta = nbgrader_meta(cell)
             if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
@@ -591,7 +594,7 @@ def outputs(verdict: verdicts.Verdict, kernel_claimed_pass: bool) -> list:
     if verdict.passed:
         return [new_output("stream", name="stdout", text=f"{verdict.exercise}: {verdict.message}\n")]
     message = (DIFFERS if kernel_claimed_pass else "") + verdict.message
-    ename = COURSE_ERROR if verdict.course_error else "CheckFailure"  # the class run's row looks for it
+    ename = COURSE_ERROR_ENAME if verdict.course_error else "CheckFailure"  # the class run's row looks for it
     return [new_output("error", ename=ename, evalue=f"[{verdict.exercise}] {message}",
                        traceback=[f"{ename}: [{verdict.exercise}]", *message.splitlines()])]
 
@@ -601,9 +604,20 @@ __all__ = ["ContainedExecute", "RefuseUnsafeFiles", "ReplayExecution", "Sandboxe
 
 
 def diagnosis(error: dict) -> str:
-    """One readable message for a test cell's error output."""
+    """One readable message for a test cell's error output, ending with its cause line (a CheckFailure's own, else
+    the cause its kind of error names)."""
+    told = _told(error)
+    return told if cause_of(told) else with_cause(told, _ERROR_CAUSES.get(error.get("ename", ""), causes.CRASH))
+
+
+_ERROR_CAUSES = {"CheckFailure": causes.MISMATCH, "NotImplementedError": causes.STUB,
+                 "CellTimeoutError": causes.TIMEOUT, "AssertionError": causes.VISIBLE_TEST,
+                 "NameError": causes.NOT_DEFINED}
+
+
+def _told(error: dict) -> str:
     name, value = error.get("ename", ""), error.get("evalue", "")
-    if name in ("CheckFailure", COURSE_ERROR):
+    if name in ("CheckFailure", COURSE_ERROR_ENAME):
         return re.sub(r"^\[[^\]]+\] ", "", value)
     if name == "NotImplementedError":
         return "a function it calls is not written yet: replace `raise NotImplementedError()` with your code."

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hypothesis.errors import HypothesisException
 
+from autograder.checks import causes
 from autograder.checks.harness.diagnostics import CheckFailure
 
 # The errors an operation on an unexpected value raises; NotImplementedError (a RuntimeError) is a stub's.
@@ -32,7 +33,8 @@ class CourseError(CheckFailure):
     def __init__(self, exercise: str, error: BaseException):
         super().__init__(exercise, f"course error: the check of `{exercise}` itself failed "
                                    f"({type(error).__name__}: {str(error)[:300]}). That is a bug in the course, not "
-                                   "in your answer; please tell your instructor, with this message.", cause=error)
+                                   "in your answer; please tell your instructor, with this message.", cause=error,
+                         cause_id=causes.COURSE_ERROR)
 
 
 def course_fault(error: BaseException) -> bool:
