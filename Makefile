@@ -17,7 +17,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION = 1
 # nbgrader runs `alembic` and Jupyter runs `python`: both must be the virtual environment's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup demo test test-quick check lint lab pair instructor hub hub-remove release solutions grade autograde report progress bench bench-grading data clean
+.PHONY: help setup demo test test-quick check lint lab pair instructor hub hub-remove release solutions grade autograde report progress bench bench-grading bench-checks data clean
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
@@ -42,6 +42,7 @@ help:
 	@echo "make solutions [NB=03_backward_functions] regenerate solutions/ from source/ (executed, hidden tests removed)"
 	@echo "make bench       time one MNIST-sized epoch: course engine vs hand-written numpy vs torch"
 	@echo "make bench-grading  grade a synthetic class serially (nbgrader) and in parallel (Dask); about 15 minutes"
+	@echo "make bench-checks   time every test cell in a kernel, solution and wrong answer, medians of 3; about 10 minutes"
 	@echo "make data        download full MNIST into data/mnist/ (needs a network; the course works offline without)"
 	@echo "make clean       remove runtime folders (keeps .venv)"
 
@@ -132,6 +133,9 @@ bench-grading: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m autograder bench
+
+bench-checks: $(STAMP)
+	$(BIN)/python -m autograder bench-checks
 
 data: $(STAMP)
 	$(BIN)/python -m labtools.datasets download

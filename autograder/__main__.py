@@ -1,5 +1,5 @@
 """Command line: ``python -m autograder {grade,autograde,report,progress,release,solutions,demo,bench,bench-grading,
-lab,hub}``.
+bench-checks,lab,hub}``.
 
 Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded, or the course's grading
 secret cannot be read (reason on stderr, and with ``--json`` in the printed object's "error", its scores null).
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("bench", help="time one MNIST-sized epoch: course engine vs numpy vs torch")
     commands.add_parser("bench-grading", help="grade a synthetic class serially with nbgrader and in parallel; "
                                               "print the speed-up")
+    commands.add_parser("bench-checks", help="time every test cell in a kernel, with the solution and a wrong answer")
     lab = commands.add_parser("lab", help="start JupyterLab for a learner, a pair or an instructor; arguments "
                                           "after the kind go to JupyterLab")
     lab.add_argument("kind", choices=("learner", "pair", "instructor"))
@@ -92,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         from autograder.tools.bench import main as bench  # each command loads only its own code
         return bench()
+    if args.command == "bench-checks":
+        from autograder.tools.bench_checks import main as bench_checks  # each command loads only its own code
+        return bench_checks()
     from autograder.course import build  # release, solutions: nbgrader loads only for them
 
     names = [Path(name).stem for name in args.names]

@@ -20,6 +20,16 @@ TRUSTED_GRADING_ENV = "BACKPROP_TRUSTED_GRADING"  # set for nbgrader's kernels w
 INTERACTIVE_TAG = "skip-execution"
 WIDGET_FUNCTIONS = ("h_explorer", "backward_stepper")  # labtools functions that return a live widget
 MEASURED_TAG = "measured"  # a cell whose outputs are timings: solutions/ keeps it without outputs
+# The ename of a graded test cell's output when its check failed by itself (a course error, not the answer's): the
+# class run's rows look for it in the graded notebooks.
+COURSE_ERROR_ENAME = "CourseError"
+
+
+def course_errors(nb) -> list[str]:
+    """The exercises of a graded notebook whose checks failed by themselves: their test cells' course error outputs
+    (``[exercise] course error: ...``), in notebook order."""
+    return [output.get("evalue", "")[1:].partition("]")[0] for cell in nb.cells if cell.get("cell_type") == "code"
+            for output in cell.get("outputs", []) if output.get("ename") == COURSE_ERROR_ENAME]
 
 
 def assignments() -> dict[str, Path]:

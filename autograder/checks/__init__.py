@@ -19,7 +19,8 @@ from autograder.trust import remote
 from autograder.contract import TRUSTED_GRADING_ENV
 from autograder.checks import causes
 from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, exercise_ids, has_check, prerequisites  # noqa: F401 (the public API)
-from autograder.checks.harness.diagnostics import Abandon, CheckFailure, recursion_limit_kept
+from autograder.checks.harness.diagnostics import Abandon, CheckFailure, kernel_limits, recursion_limit_kept
+from autograder.checks.harness.faults import CourseError, course_fault
 from autograder.checks.harness.traces import left_as_found
 
 
@@ -59,15 +60,16 @@ def check(exercise_id: str, namespace: Mapping, quiet: bool = False,
     if skipped_in_kernel(exercise_id):
         print(f"{exercise_id}: checked outside this kernel.")  # nbgrader autograde: TrustedVerdicts decides
         return
-    if settled is not None:  # a grading run: its own verdicts only, nothing this process remembers
-        _verify(exercise_id, namespace, settled)
-    elif (exercise_id, _cell_run()) != _passed_last:  # a hidden block, then run_check, in one cell: once is enough
-        settled = _still_valid(namespace)  # a learner's kernel or a test: reuse what it found, for the same objects
-        try:
+    with kernel_limits():  # the exercises it builds on share its limits, as they share its worker when grading
+        if settled is not None:  # a grading run: its own verdicts only, nothing this process remembers
             _verify(exercise_id, namespace, settled)
-        finally:
-            _keep(settled, namespace)
-        _remember_pass(exercise_id)
+        elif (exercise_id, _cell_run()) != _passed_last:  # a hidden block, then run_check, in one cell: once is enough
+            settled = _still_valid(namespace)  # a learner's kernel or a test: reuse what it found, for the same objects
+            try:
+                _verify(exercise_id, namespace, settled)
+            finally:
+                _keep(settled, namespace)
+            _remember_pass(exercise_id)
     if not quiet:
         print(f"{exercise_id}: all hidden checks passed.")
 
@@ -151,7 +153,10 @@ def _run(spec: Check, namespace: Mapping) -> None:
                                         "keep state between calls (a counter, a cache, a global), or depend on the "
                                         "order in which a set is iterated (which changes from run to run)?",
                            cause_id=causes.NONDETERMINISTIC) from None
-    except Exception as error:  # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
+    except Exception as error:
+        if course_fault(error):  # the check's own bug: said so, with the exercise, and logged where it is graded
+            raise CourseError(exercise_id, error) from None
+        # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
         raise CheckFailure(exercise_id, f"the check could not use your answer ({type(error).__name__}: {error}); "
                                         "make sure it returns what the exercise asks for.",
                            cause_id=causes.UNUSABLE) from None

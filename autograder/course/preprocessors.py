@@ -40,7 +40,8 @@ from autograder.trust.pids import ProcessCap
 import IPython.core.inputtransformer2  # noqa: F401
 import labtools.datasets  # noqa: F401
 from autograder.checks import causes
-from autograder.contract import MEASURED_TAG, assignments, cause_of, exercise_id, nbgrader_meta, with_cause
+from autograder.contract import (COURSE_ERROR_ENAME, MEASURED_TAG, assignments, cause_of, exercise_id, nbgrader_meta,
+                                 with_cause)
 from autograder.grade.submission import read_tree
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -126,6 +127,9 @@ class TrustedVerdicts(NbGraderPreprocessor):
                 claimed = not failure and any("all hidden checks passed" in o.get("text", "") for o in cell.outputs)
                 if verdict.passed and failure:  # the kernel's visible asserts can cost points, never give them
                     verdict = verdicts.Verdict(verdict.exercise, False, failure)
+                if verdict.course_error:
+                    self.log.error("%s: course error in the check of %s: %s", resources.get("unique_key"),
+                                   exercise, verdict.message)
                 cell.outputs = outputs(verdict, kernel_claimed_pass=claimed)
         return nb, resources
 
@@ -668,8 +672,9 @@ def outputs(verdict: verdicts.Verdict, kernel_claimed_pass: bool) -> list:
     if verdict.passed:
         return [new_output("stream", name="stdout", text=f"{verdict.exercise}: {verdict.message}\n")]
     message = (DIFFERS if kernel_claimed_pass else "") + verdict.message
-    return [new_output("error", ename="CheckFailure", evalue=f"[{verdict.exercise}] {message}",
-                       traceback=[f"CheckFailure: [{verdict.exercise}]", *message.splitlines()])]
+    ename = COURSE_ERROR_ENAME if verdict.course_error else "CheckFailure"  # the class run's row looks for it
+    return [new_output("error", ename=ename, evalue=f"[{verdict.exercise}] {message}",
+                       traceback=[f"{ename}: [{verdict.exercise}]", *message.splitlines()])]
 
 
 __all__ = ["ContainedExecute", "RefuseUnsafeFiles", "ReplayExecution", "SandboxedKernelManager", "SeparateCopiedCells",
@@ -690,7 +695,7 @@ _ERROR_CAUSES = {"CheckFailure": causes.MISMATCH, "NotImplementedError": causes.
 
 def _told(error: dict) -> str:
     name, value = error.get("ename", ""), error.get("evalue", "")
-    if name == "CheckFailure":
+    if name in ("CheckFailure", COURSE_ERROR_ENAME):
         return re.sub(r"^\[[^\]]+\] ", "", value)
     if name == "NotImplementedError":
         return "a function it calls is not written yet: replace `raise NotImplementedError()` with your code."

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.contract import course_errors
 from autograder.course import configure, quiet_nbgrader, set_stage
 from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, refusal, results
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
@@ -174,7 +175,9 @@ class Course:
                        (nbgrader_reason(outcome.get("log") or outcome.get("error") or "") or "see the log"))
         with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
             submission = gradebook.find_submission(assignment, executed.student)
-            row = Row(executed.student, "graded", submission.score, submission.max_score)
+            broken = [ex for text in executed.notebooks.values() for ex in course_errors(nbformat.reads(text, 4))]
+            note = f"course error in the check of {', '.join(broken)} (see the log)" if broken else ""
+            row = Row(executed.student, "graded", submission.score, submission.max_score, note=note)
         row.causes = self.causes(assignment, executed.student)
         return row
 

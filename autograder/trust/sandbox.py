@@ -43,6 +43,7 @@ from packaging.requirements import Requirement
 
 from autograder.prerequisites import bubblewrap_problem
 from autograder.trust.pids import ProcessCap, fallback_warning
+from autograder.trust.worker import CPU_KILL_MARGIN_S  # the forked workers' margin: one value for every sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -51,7 +52,7 @@ MIB = 1 << 20
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of one sandboxed process (Linux rlimits, set with prlimit)."""
-    cpu_seconds: int = 300          # total CPU time of the process: a check's budget, not one call's
+    cpu_seconds: int = 300          # total CPU time of the process (SIGXCPU): a check's budget, not one call's
     memory_bytes: int = 4 << 30     # address space; numpy and OpenBLAS reserve ~1 GiB of it before any work
     file_bytes: int = 64 << 20      # largest file it may write (its tmpfs lives in memory)
     open_files: int = 256
@@ -61,8 +62,9 @@ class Limits:
         both): a background job starts grading with SIGINT ignored, a class run's local cluster (shielding its
         workers from Ctrl-C) with SIGINT blocked, and both survive exec. A kernel's bubblewrap that does not take
         SIGINT outlives jupyter_client's SIGINT at shutdown and waits while the kernel runs IPython's teardown: about
-        0.8 s of CPU per notebook."""
-        return ["env", "--default-signal", "prlimit", f"--cpu={self.cpu_seconds}", f"--as={self.memory_bytes}",
+        0.8 s of CPU per notebook. The CPU limit's hard value is CPU_KILL_MARGIN_S above its soft one (why: there)."""
+        cpu = f"{self.cpu_seconds}:{self.cpu_seconds + CPU_KILL_MARGIN_S}"
+        return ["env", "--default-signal", "prlimit", f"--cpu={cpu}", f"--as={self.memory_bytes}",
                 f"--fsize={self.file_bytes}", f"--nofile={self.open_files}", "--core=0", "--"]
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from autograder.checks import causes, check, has_check
 from autograder.checks.harness.diagnostics import CheckFailure, case_seed
+from autograder.checks.harness.faults import CourseError
 from autograder.trust import remote
 from autograder.contract import exercise_id, nbgrader_meta, with_cause
 
@@ -31,6 +32,7 @@ class Verdict:
     exercise: str
     passed: bool
     message: str  # a failure's ends with the line ``cause: <id>`` (autograder.checks.causes)
+    course_error: bool = False  # the check failed by itself (harness.faults.CourseError): the course's bug
 
 
 @dataclass
@@ -271,7 +273,7 @@ def judge(check_id: str, run: Judging) -> Verdict:
         try:
             check(check_id, WorkerNamespace(worker), quiet=True, settled=run.settled)
         except CheckFailure as failure:
-            return Verdict(check_id, False, explain(failure.message, problems))
+            return Verdict(check_id, False, explain(failure.message, problems), isinstance(failure, CourseError))
         except remote.Overloaded:
             raise
         except remote.Stopped as stop:  # reading a name stalled or killed the worker

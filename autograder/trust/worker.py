@@ -386,6 +386,10 @@ NAMESPACE["get_ipython"] = Shell
 
 
 PR_SET_DUMPABLE = 4  # linux/prctl.h
+# Seconds between RLIMIT_CPU's soft limit and its hard one. Linux checks the hard limit first, so with the two equal a
+# process out of CPU time gets SIGKILL, which reads as "your code kills processes"; below it, SIGXCPU, which says
+# what happened. Code that ignores SIGXCPU still dies at the hard limit. (sandbox.Limits gives every sandbox the same.)
+CPU_KILL_MARGIN_S = 2
 
 
 def main() -> None:
@@ -438,11 +442,12 @@ def zygote(control: socket.socket) -> None:
 
 
 def _forked_worker(connection_fd: int, stderr_fd: int, cpu_seconds: int) -> None:
-    """A worker as if freshly started: its own session, stderr, folder, random state and CPU limit (seconds, soft
-    and hard, so learner code cannot raise it). Never returns."""
+    """A worker as if freshly started: its own session, stderr, folder, random state and CPU limit (``cpu_seconds``
+    soft, so the worker ends by SIGXCPU, and CPU_KILL_MARGIN_S more hard, which learner code cannot raise). Never
+    returns."""
     code = 1
     try:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + CPU_KILL_MARGIN_S))
         os.setsid()
         os.dup2(stderr_fd, 2)
         os.close(stderr_fd)

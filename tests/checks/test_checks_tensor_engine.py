@@ -197,6 +197,17 @@ def test_topological_sort_accepts_kahns_algorithm():
     check("topological_sort", engine(extra=KAHN))
 
 
+def test_topological_sort_may_return_a_tuple_which_backprop_walks_as_a_list():
+    as_tuple = engine({"topological_sort": [("    return order\n", "    return tuple(order)\n")]})
+    check("topological_sort", as_tuple)
+    check("backprop", as_tuple)
+
+
+def test_topological_sort_must_return_a_sequence_not_an_iterator():
+    rejects("topological_sort", engine({"topological_sort": [("    return order\n", "    return iter(order)\n")]}),
+            "return a list of tensors, got list_iterator")
+
+
 @pytest.mark.parametrize("code, phrase", [
     (RECURSIVE, "RecursionError"),
     (MARK_ON_PUSH, "before one of its parents"),

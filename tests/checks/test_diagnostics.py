@@ -59,6 +59,42 @@ def test_learner_code_in_this_process_is_timed_by_its_cpu_and_may_wait_a_while(m
     assert call_learner("ex", lambda x: time.sleep(0.5) or x, 7) == 7  # past 0.2 s of wall time, but no CPU
 
 
+def blas_threads() -> set[int]:
+    from threadpoolctl import threadpool_info
+
+    return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+
+def test_learner_code_checked_in_this_process_gets_one_blas_thread_as_in_grading():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=2):  # what a 2-core machine gives numpy by default
+        with diagnostics.kernel_limits():
+            assert call_learner("ex", blas_threads) == {1}
+            with diagnostics.kernel_limits():  # an exercise it builds on: the same limits, not entered again
+                assert call_learner("ex", blas_threads) == {1}
+        assert blas_threads() == {2}  # put back
+
+
+def test_an_exercises_calls_in_this_process_share_one_cpu_budget(monkeypatch):
+    """As a worker's exercise budget: many calls, each well within its own limit, stop once they add up to it."""
+    monkeypatch.setattr(diagnostics.remote, "EXERCISE_BUDGET_S", 0.6)
+
+    def busy(seconds):
+        started = time.process_time()
+        while time.process_time() - started < seconds:
+            pass
+        return seconds
+
+    with diagnostics.kernel_limits():
+        assert call_learner("ex", busy, 0.2) == call_learner("ex", busy, 0.2) == 0.2  # 0.4 s: within it
+        with pytest.raises(Abandon, match="the checks of this exercise used more than 0.6 s of CPU time") as info:
+            call_learner("ex", busy, 0.5, shown_input="x = 0.5")
+    assert "while running for input x = 0.5" in info.value.failure.message
+    with diagnostics.kernel_limits():  # the next check starts afresh
+        assert call_learner("ex", busy, 0.3) == 0.3
+
+
 @pytest.mark.parametrize("value", ["3", [1.0, 2.0], None])
 def test_as_float_rejects_non_numbers(value):
     with pytest.raises(CheckFailure):

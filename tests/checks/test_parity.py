@@ -120,7 +120,10 @@ def test_the_trusted_grader_gives_every_case_the_verdict_the_check_tests_give(no
 SAMPLE_EVERY = 12  # of the catalogue's cases, in its order: about 30, with every notebook and both verdicts
 # Cases that once got one verdict in a kernel and another in grading, kept in the sample whatever its size.
 ALWAYS = ("test_topological_order_rejects_recursive_walks", "test_backward_rejects_other_walks[3]",
-          "test_apply_op_rejects")
+          "test_apply_op_rejects",
+          # notebook 4's recursive topological_sort that raises the recursion limit (and puts it back): refused in
+          # the kernel, where learner code shares the check's process, and by grade, where it runs in a worker
+          "tensor_engine::test_red_team_findings_are_rejected[4]", "tensor_engine::test_red_team_findings_are_rejected[5]")
 CENTRAL = "def central_difference(f, x, h):"
 # An answer cell under a cell magic that does not run Python: the kernel defines nothing, so neither may grading.
 WRITEFILE = Case("parity::writefile", "central_difference",
@@ -129,13 +132,22 @@ WRITEFILE = Case("parity::writefile", "central_difference",
 # and one under %%time, which runs it.
 TIMED = Case("parity::time", "central_difference",
              Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%time\n" + CENTRAL)]}), passes=True)
+# An answer cell that raises: what it defined before the raise is all there is, in a kernel as in grading.
+RIGHT = "    return (f(x + h) - f(x - h)) / (2 * h)\n"
+RAISES_FIRST = Case("parity::raises before defining", "central_difference",
+                    Recipe("01_nudging", {"central_difference": [(CENTRAL, "raise ValueError('stuck')\n" + CENTRAL)]}),
+                    passes=False, phrases=("`central_difference` is not defined",))
+RAISES_AFTER = Case("parity::raises after defining", "central_difference",
+                    Recipe("01_nudging", {"central_difference": [
+                        (CENTRAL, f"{CENTRAL}\n{RIGHT}\n\nraise ValueError('stuck')\n\n\ndef first_try(f, x, h):")]}),
+                    passes=True)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def sample() -> list[Case]:
     cases = catalogue().cases
     return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
-        + [WRITEFILE, TIMED]
+        + [WRITEFILE, TIMED, RAISES_FIRST, RAISES_AFTER]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:

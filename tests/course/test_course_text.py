@@ -331,3 +331,52 @@ def test_the_readme_and_the_notebooks_map_the_handouts_core_and_stretch_alike():
     assert wording in openings["03_backward_functions"] and "which are this notebook" in openings["03_backward_functions"]
     assert wording in openings["04_tensor_engine"] and "this notebook is section 2" in openings["04_tensor_engine"]
     assert "the module library and MNIST, the stretch" in openings["05_modules_mnist"]
+
+
+# ------------------------------------------------------------------------------------------------ what a check builds on
+
+EXERCISE_HEADING = re.compile(r"^### Exercise (\d+) — ", re.M)
+
+
+def exercise_texts(name) -> dict[str, tuple[int, str]]:
+    """Exercise id -> (its number, its text): the markdown from its heading down to its answer cell, flattened."""
+    found, number, text = {}, None, []
+    for cell in source_nb(name).cells:
+        if cell.cell_type == "markdown":
+            heading = EXERCISE_HEADING.search(cell.source)
+            if heading:
+                number, text = int(heading.group(1)), []
+            text.append(cell.source)
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and number is not None:
+            found[meta["grade_id"]] = (number, flat("\n".join(text)))
+    return found
+
+
+def builds_on_stated(text: str) -> set[int]:
+    """The exercise numbers a text's "Builds on" sentence names (none without one)."""
+    sentence = re.search(r"\*\*Builds on\*\* exercises? (.*?):", text)
+    return {int(n) for n in re.findall(r"(?:^|, | and )(\d+) \(", sentence.group(1))} if sentence else set()
+
+
+def test_every_exercise_says_which_exercises_its_check_runs_first(assignment):
+    """The registry's builds_on is what the check demands: the text says exactly that, no more and no less."""
+    from autograder.checks import has_check, prerequisites
+
+    texts = exercise_texts(assignment)
+    for exercise, (number, text) in texts.items():
+        if has_check(exercise):
+            wanted = {texts[earlier][0] for earlier in prerequisites(exercise)}
+            assert builds_on_stated(text) == wanted, f"{assignment} exercise {number} ({exercise}): {text[:300]}"
+
+
+def test_the_builds_on_reader_tells_a_missing_or_extra_exercise():
+    stated = flat("**Builds on** exercises 2 (`log_back`) and 3 (`multiply_back0` and `multiply_back1`): ...")
+    assert builds_on_stated(stated) == {2, 3}
+    assert builds_on_stated("**Builds on** exercise 1 (`unbroadcast`): its check runs first") == {1}
+    assert builds_on_stated("Call `unbroadcast` from exercise 1.") == set()  # mentioned, not stated as a demand
+
+
+def test_topological_sort_says_it_may_return_a_list_or_a_tuple_as_its_check_accepts():
+    text = exercise_texts("04_tensor_engine")["topological_sort"][1]
+    assert "as a list (a tuple does as well" in text

@@ -12,7 +12,7 @@ import time
 import nbformat
 import pytest
 
-from autograder.trust import cputime, remote, verdicts
+from autograder.trust import cputime, remote, sandbox, verdicts
 from autograder.contract import assignments
 from conftest import COURSE_SECRET, crowds_cpu_0, hogs_on_cpu_0, solution_notebook
 
@@ -75,6 +75,18 @@ def test_a_worker_starved_of_the_cpu_is_not_stopped(forked):
         worker.run(BUSY.format(seconds=0.4), "<cell>", timeout=1)
         starver.join()
         assert time.monotonic() - started > 2.5 and worker.evaluate("1") == 1
+
+
+@forks
+def test_a_worker_past_its_cpu_rlimit_is_told_so_not_blamed_for_killing(forked):
+    """The operating system's limit (2 s here, under every deadline and budget) ends the worker by SIGXCPU, which is
+    reported as CPU time used up; with the soft limit equal to the hard one it was SIGKILL ("does your code kill
+    processes?"). Code within the limit runs on."""
+    with remote.Zygote() as zygote, remote.Worker(sandbox.Limits(cpu_seconds=2), zygote=zygote if forked else None) \
+            as worker:
+        worker.run(BUSY.format(seconds=0.3), "<cell>", timeout=30)
+        with pytest.raises(remote.Stopped, match="used up the CPU time left for checking it"):
+            worker.run("while True:\n    pass", "<cell>", timeout=30)
 
 
 def test_code_that_sleeps_is_stopped_once_it_has_not_been_runnable_for_three_times_its_cpu_limit():

@@ -18,6 +18,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 from hypothesis import HealthCheck, seed, settings
+from threadpoolctl import threadpool_limits
 
 from autograder.checks import causes
 from autograder.contract import cause_of, with_cause
@@ -205,6 +206,50 @@ def _time_limit(seconds: float):
             signal.signal(signum, handler)
 
 
+# The exercise being checked in this process (kernel_limits): its budget, and this process's CPU time when it began.
+_KERNEL_BUDGET: list[tuple[remote.Budget, float]] = []
+
+
+@contextlib.contextmanager
+def kernel_limits():
+    """Trusted grading's limits for learner code that runs in this process (a learner's kernel, the tests).
+
+    One BLAS thread, as the worker's environment gives it (OPENBLAS_NUM_THREADS=1): notebook 5's training check took
+    10-34 s on a loaded 2-core machine with two, 0.9 s with one. And remote.EXERCISE_BUDGET_S seconds of this
+    process's CPU time for the whole check, as a worker's exercise budget (here it also counts the check's own work,
+    a small part): call_learner gives no call more than what is left. The exercises it builds on share its budget,
+    as they share its worker. Both are restored on every exit. Nothing changes under a worker, which has its own.
+    """
+    if _KERNEL_BUDGET or remote.in_use():
+        yield
+        return
+    with threadpool_limits(limits=1):
+        _KERNEL_BUDGET.append((remote.Budget(remote.EXERCISE_BUDGET_S, "the checks of this exercise"),
+                               time.process_time()))
+        try:
+            yield
+        finally:
+            _KERNEL_BUDGET.pop()
+
+
+def _call_limit(exercise: str) -> tuple[float, str | None]:
+    """CPU seconds the next learner call in this process may take, and what to say when it runs out: the call's
+    own limit, or what is left of the exercise's budget when that is less.
+
+    Raises:
+        Abandon: the budget is used up already.
+    """
+    if not _KERNEL_BUDGET:
+        return CALL_TIMEOUT_S, None
+    budget, started = _KERNEL_BUDGET[-1]
+    used = time.process_time() - started
+    spent = budget.exhausted(used)
+    if spent:
+        raise Abandon(CheckFailure(exercise, spent))
+    left = budget.left(used)
+    return (left, budget.exhausted(budget.cpu_s)) if left < CALL_TIMEOUT_S else (CALL_TIMEOUT_S, None)
+
+
 def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input: str = "", **kwargs):
     """Call learner code; turn a crash, a stub, a runaway loop or a changed argument into a CheckFailure.
 
@@ -215,8 +260,9 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
     """
     where = f" for input {shown_input}" if shown_input else ""
     given = [(a, a.copy()) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
+    limit, out_of_budget = (CALL_TIMEOUT_S, None) if remote.in_use() else _call_limit(exercise)
     try:
-        with contextlib.nullcontext() if remote.in_use() else _time_limit(CALL_TIMEOUT_S), remote.writing_back():
+        with contextlib.nullcontext() if remote.in_use() else _time_limit(limit), remote.writing_back():
             result = fn(*args, **kwargs)
     except CheckFailure:
         raise
@@ -228,9 +274,11 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
         raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})",
                                    cause_id=causes.of_stop(stop.reason))) from None
     except _Timeout as timeout:
-        limit = f"{CALL_TIMEOUT_S:g} s of CPU time" if timeout.cpu else \
-            f"{remote.WALL_FACTOR * CALL_TIMEOUT_S:g} s on the wall clock"
-        raise Abandon(CheckFailure(exercise, f"your code did not finish within {limit}{where}: "
+        if out_of_budget:
+            raise Abandon(CheckFailure(exercise, f"{out_of_budget} (while running{where or ' your code'})",
+                                       cause_id=causes.TIMEOUT)) from None
+        within = f"{limit:g} s of CPU time" if timeout.cpu else f"{remote.WALL_FACTOR * limit:g} s on the wall clock"
+        raise Abandon(CheckFailure(exercise, f"your code did not finish within {within}{where}: "
                                              "is there a loop that never ends?", cause_id=causes.TIMEOUT)) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
