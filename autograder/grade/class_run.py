@@ -428,7 +428,7 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         raise ClassGradingError(f"--workers must be 1 or more, not {workers}")
     if not (math.isfinite(timeout_s) and timeout_s > 0):  # nan and inf pass a plain `<= 0`, then break join()
         raise ClassGradingError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
-    if scheduler is None:
+    if scheduler is None and execute is execute_submission:  # its kernels' sockets go in this TMPDIR
         _check_socket_room(names)
     run = Run(list(students), force, workers, scheduler, timeout_s, execute, out or sys.stderr)
     quiet_nbgrader()
@@ -851,10 +851,10 @@ class Dispatch:
             name = None
         if self.cluster is not None and name in self.cluster.worker_spec:
             # Dask's LocalCluster keeps a removed worker's spec and never starts it again: without a new one,
-            # every task after it would wait for a worker that never comes.
-            size = len(self.cluster.worker_spec)
-            del self.cluster.worker_spec[name]
-            self.cluster.scale(size)
+            # every task after it would wait for a worker that never comes. The spec goes under a new name (under
+            # its own, the cluster would take the worker it still lists for the new one); scale() starts it.
+            self.cluster.worker_spec[f"replacing-{name}"] = self.cluster.worker_spec.pop(name)
+            self.cluster.scale(len(self.cluster.worker_spec))
         # The snapshots were broadcast to that worker too; Dask may drop a key whose holder was removed, and with
         # it every task that needs it, so the retries get fresh copies. With no worker left there is nowhere to
         # send them: submit() tries again, and watch() ends the run if none comes back.

@@ -92,7 +92,7 @@ def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> tuple[
     except (OSError, EOFError):  # the fork server ended before it could say it had
         return FORK_SERVER_ENDED, 0.0
     started = time.monotonic()
-    _announce_start()
+    announce_start()
     process.join(snapshot.timeout_s)
     seconds = time.monotonic() - started
     if process.exitcode is None:
@@ -147,8 +147,9 @@ def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
         path.write_bytes(content)
 
 
-def _announce_start() -> None:
-    """Log this task's key under STARTED on the scheduler (nothing outside a Dask worker, as in tests)."""
+def announce_start() -> None:
+    """Log the running task's key under STARTED on the scheduler, for the run's deadline (class_run.Dispatch.watch).
+    Nothing outside a Dask worker (tests)."""
     try:
         from distributed import get_worker
         worker = get_worker()
