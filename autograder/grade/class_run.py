@@ -765,7 +765,8 @@ class Dispatch:
                 future.cancel()
                 if worker:
                     self._drop(worker)
-                done.append((future, _stalled(pending[future], worker, self.deadline_s)))
+                started = future.key in self.started or future.done()
+                done.append((future, _stalled(pending[future], worker, self.deadline_s, started)))
             for future, executed in done:
                 task = pending.pop(future)
                 if executed.error and stop.requested:  # most likely the interrupt itself
@@ -874,10 +875,13 @@ async def _remove_worker(dask_scheduler, address: str) -> None:
     await dask_scheduler.remove_worker(address, stimulus_id="class-run-stalled", close=True)
 
 
-def _stalled(task: Task, worker: str, deadline_s: float) -> Executed:
+def _stalled(task: Task, worker: str, deadline_s: float, started: bool = True) -> Executed:
+    """A task given up on: past its deadline, or (``started`` False) its grading process not begun within START_S
+    and the deadline."""
     where = f"its Dask worker {worker}" if worker else "its Dask worker"
-    return Executed(task.student, {}, "", deadline_s, worker,
-                    f"no result within {deadline_s:g} s from {where} (frozen, or cut off); stopped")
+    waited = f"no result within {deadline_s:g} s" if started else \
+        f"no grading process started and no result within {deadline_s + START_S:g} s"
+    return Executed(task.student, {}, "", deadline_s, worker, f"{waited} from {where} (frozen, or cut off); stopped")
 
 
 def _record(course, log, task: Task, executed: Executed, journal: Journal) -> Row:

@@ -12,6 +12,7 @@ import pytest
 
 from autograder.grade import class_run
 from autograder.grade.class_run import ClassGradingError, grade_class, preflight
+from autograder.grade.submission import Task
 from conftest import REPO
 
 NB = "01_nudging"
@@ -186,6 +187,9 @@ def test_a_tasks_deadline_starts_when_its_grading_process_does_and_a_silent_one_
     assert dispatch.watch([slow, silent]) == (None, [(slow, "tls://healthy")])
     clock[0] = 100.0 + 25 + class_run.START_S + 1
     assert (silent, "tls://stuck") in dispatch.watch([silent])[1]
+    said = class_run._stalled(Task("silent", {}), "tls://stuck", 25.0, started=False).error
+    assert said.startswith(f"no grading process started and no result within {25 + class_run.START_S} s from its "
+                           "Dask worker tls://stuck"), said
 
 
 def test_a_worker_dropped_from_the_runs_own_cluster_is_replaced_and_one_elsewhere_is_not(monkeypatch):
