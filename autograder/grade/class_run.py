@@ -282,7 +282,7 @@ def preflight(folder: Path, ignored: list[str], course_nbs: dict[str, nbformat.N
     """(files, note) of a submission folder; files is None when it cannot be graded at all, and note says why.
 
     Nothing reads the folder before this: a student folder named as a pattern or linked (student_refusal), a
-    link, a special file or too much in it is refused here (read_tree), and so is a submission missing one of the
+    link, a special file or too much in it is refused here (read_tree), and so is a submission holding none of the
     assignment's notebooks (nbgrader would stop on it in a worker, with advice meant for its own setup).
     Each notebook of the assignment (``course_nbs``: the source notebooks by name) is checked as
     ``python -m autograder grade`` checks one (autograder.grade.notebook): what that refuses fails here, with the
@@ -296,9 +296,9 @@ def preflight(folder: Path, ignored: list[str], course_nbs: dict[str, nbformat.N
         files = read_tree(folder, ignored)
     except UnsafeSubmissionError as refused:
         return None, str(refused)
-    missing = [f"{name}.ipynb" for name in sorted(course_nbs) if f"{name}.ipynb" not in files]
-    if missing:
-        return None, f"the submission holds no {', '.join(missing)}"
+    expected = [f"{name}.ipynb" for name in sorted(course_nbs)]
+    if expected and not any(name in files for name in expected):  # one missing of several: nbgrader scores it 0
+        return None, f"the submission holds no {' or '.join(expected)}"
     said = []
     for name in sorted(n for n in files if n.endswith(".ipynb") and "/" not in n):
         try:

@@ -61,6 +61,15 @@ def test_a_submission_without_the_assignments_notebook_is_refused_unsent(tmp_pat
     assert found is None and note == f"the submission holds no {NB}.ipynb"
 
 
+def test_a_submission_holding_one_of_two_notebooks_is_graded(tmp_path, sources):
+    """nbgrader scores the one missing (0); only a submission with none of them is refused."""
+    two = {**sources, "extra": sources[NB]}
+    found, note = preflight(submission(tmp_path, "someone", {f"{NB}.ipynb": SOURCE.read_bytes()}), [], two)
+    assert found is not None, note
+    assert preflight(tmp_path / "submitted" / "someone" / NB, [], {"extra": sources[NB]}) == \
+        (None, "the submission holds no extra.ipynb")
+
+
 class StandInCourse:
     """What _grade asks of a Course, with two students graded before: records every call that names a student."""
 
