@@ -17,7 +17,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION = 1
 # nbgrader runs `alembic` and Jupyter runs `python`: both must be the virtual environment's.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup demo test test-quick check lint lab pair instructor release solutions grade autograde bench bench-grading data clean
+.PHONY: help setup demo test test-quick check lint lab pair instructor hub hub-remove release solutions grade autograde report progress bench bench-grading data clean
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
@@ -27,11 +27,16 @@ help:
 	@echo "make lab         JupyterLab on notebooks/, for a learner"
 	@echo "make pair [IP=0.0.0.0]  the same with real-time collaboration: driver and navigator open the printed URL"
 	@echo "make instructor  JupyterLab at the course root, opening Formgrader"
+	@echo "make hub [HUB_IP=0.0.0.0] [HUB_PORT=8000]   (root) a JupyterHub for an instructor and two students, each a"
+	@echo "                 Unix account, sharing nbgrader's exchange; make hub-remove removes the accounts and all"
 	@echo "make grade NB=notebooks/01_nudging/01_nudging.ipynb   grade one notebook against the hidden tests"
 	@echo "make setup       check the system's prerequisites (one line per missing piece), create .venv"
 	@echo "make autograde ASSIGNMENT=01_nudging [WORKERS=N] [SCHEDULER=tcp://host:8786] [STUDENT=id...] [FORCE=1]"
 	@echo "                 grade every submission under submitted/ in parallel (Dask) into gradebook.db;"
 	@echo "                 refused without a usable bubblewrap unless WITHOUT_SANDBOX=1"
+	@echo "make report [ASSIGNMENT='01_nudging 02_scalar_engine']   what the class got wrong, after make autograde:"
+	@echo "                 autograde-logs/report/report.html (and CSV/JSON); default: every graded assignment"
+	@echo "make progress    your five notebooks graded: each exercise done or open, with the cause of each open one"
 	@echo "make check EX=unbroadcast   one exercise's tests and its notebook's consistency tests (under a minute)"
 	@echo "make release [NB=03_backward_functions]   regenerate notebooks/ from source/ (nbgrader generate_assignment)"
 	@echo "make solutions [NB=03_backward_functions] regenerate solutions/ from source/ (executed, hidden tests removed)"
@@ -46,11 +51,16 @@ setup:
 	@$(PYTHON) -m autograder.prerequisites
 	@$(MAKE) --no-print-directory $(STAMP) CHECKED=1
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt pyproject.toml package-lock.json
 	$(if $(CHECKED),,@$(PYTHON) -m autograder.prerequisites)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@# The hub's proxy (make hub), pinned in package-lock.json (it needs node 20 or later). Without it only make hub
+	@# is missing, and its test skips, so a failure here is said, not fatal.
+	if command -v npm >/dev/null; then npm ci --silent --no-audit --no-fund || echo "npm ci failed: make hub \
+	has no proxy (configurable-http-proxy needs node 20 or later)"; \
+	else echo "no npm: make hub needs it for configurable-http-proxy (apt install npm)"; fi
 	touch $@
 
 demo: $(STAMP)
@@ -103,6 +113,19 @@ autograde: $(STAMP)
 	$(BIN)/python -m autograder autograde $(ASSIGNMENT) $(if $(WORKERS),--workers $(WORKERS)) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(foreach s,$(STUDENT),--student $(s)) $(if $(FORCE),--force) \
 		$(if $(WITHOUT_SANDBOX),--without-sandbox)
+
+report: $(STAMP)
+	$(BIN)/python -m autograder report $(ASSIGNMENT)
+
+progress: $(STAMP)
+	$(BIN)/python -m autograder progress
+
+# As root: the accounts are real Unix users (autograder/tools/hub.py). The hub runs until Ctrl-C.
+hub: $(STAMP)
+	$(BIN)/python -m autograder hub start
+
+hub-remove: $(STAMP)
+	$(BIN)/python -m autograder hub remove
 
 bench-grading: $(STAMP)
 	$(BIN)/python -m autograder bench-grading

@@ -1,4 +1,5 @@
-"""Command line: ``python -m autograder {grade,autograde,release,solutions,demo,bench,bench-grading,lab}``.
+"""Command line: ``python -m autograder {grade,autograde,report,progress,release,solutions,demo,bench,bench-grading,
+lab,hub}``.
 
 Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded, or the course's grading
 secret cannot be read (reason on stderr, and with ``--json`` in the printed object's "error", its scores null).
@@ -42,6 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         build_one = commands.add_parser(command, help=what)
         build_one.add_argument("names", nargs="*", metavar="ASSIGNMENT", help="only these (default: every one); "
                                "a notebook's path names its assignment too")
+    report = commands.add_parser("report", help="what the class got wrong: one HTML page (and CSV/JSON) from the "
+                                                "gradebook and the autograded notebooks; grades unchanged")
+    report.add_argument("assignment", nargs="*", help="default: every assignment with submissions")
+    report.add_argument("--course", type=Path, default=Path("."), help="the course folder (default: here)")
+    report.add_argument("--out", type=Path, metavar="FOLDER", help="where to write (default: "
+                        "<course>/autograde-logs/report)")
+    commands.add_parser("progress", help="a self-study learner's five notebooks: each exercise done or not, with "
+                                         "the cause of each open one")
     commands.add_parser("demo", help="rebuild everything and grade a demo class with nbgrader")
     commands.add_parser("bench", help="time one MNIST-sized epoch: course engine vs numpy vs torch")
     commands.add_parser("bench-grading", help="grade a synthetic class serially with nbgrader and in parallel; "
@@ -49,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     lab = commands.add_parser("lab", help="start JupyterLab for a learner, a pair or an instructor; arguments "
                                           "after the kind go to JupyterLab")
     lab.add_argument("kind", choices=("learner", "pair", "instructor"))
+    hub = commands.add_parser("hub", help="set up and start a JupyterHub for an instructor and two students "
+                                          "(as root), or remove it")
+    hub.add_argument("action", choices=("start", "remove"), nargs="?", default="start")
     args, rest = parser.parse_known_args(argv)
     if rest and args.command != "lab":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -62,9 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "lab":
         from autograder.tools.lab import main as lab  # each command loads only its own code
         return lab(args.kind, rest)
+    if args.command == "hub":
+        from autograder.tools.hub import main as hub  # each command loads only its own code
+        return hub(args.action)
     if args.command == "bench-grading":
         from autograder.tools.bench_grading import main as bench_grading  # each command loads only its own code
         return bench_grading()
+    if args.command == "report":
+        from autograder.tools.report import run as report  # each command loads only its own code
+        return report(args.course, args.assignment, args.out)
+    if args.command == "progress":
+        from autograder.tools.progress import main as progress  # each command loads only its own code
+        return progress()
     if args.command == "demo":
         from autograder.tools.demo import main as demo  # each command loads only its own code
         return demo()
@@ -142,6 +163,8 @@ def _autograde(args) -> int:
         return 2
     if any(row.status == "stopped" for row in rows):
         return 130
+    print(f"What the class got wrong: make report ASSIGNMENT='{' '.join(args.assignment)}' (that is, python -m "
+          f"autograder report {' '.join(args.assignment)} --course {args.course})", file=sys.stderr)
     return 1 if any(row.status == "failed" for row in rows) else 0
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCE = REPO / "source"
+# The source notebooks that grading compares a submission with. In a checkout the link resolves to source/; a wheel
+# holds the notebooks themselves there (pyproject.toml's package data), so an installed grader needs no checkout.
+SOURCE = (Path(__file__).resolve().parent / "course_source").resolve()
 COURSE_ID = "backprop-from-scratch"
 TEST_PREFIX = "test_"
 TRUSTED_GRADING_ENV = "BACKPROP_TRUSTED_GRADING"  # set for nbgrader's kernels when verdicts come from outside
@@ -45,3 +47,22 @@ def nbgrader_cells(nb) -> list[dict]:
 def exercise_id(grade_id: str) -> str:
     """The exercise id of a test cell (``test_<id>``) or of an answer cell (``<id>``)."""
     return grade_id[len(TEST_PREFIX):] if grade_id.startswith(TEST_PREFIX) else grade_id
+
+
+# Every failed check's diagnosis ends with one line naming its cause by a stable id (autograder.checks.causes lists
+# them): the grade's --json, the class run's log and the instructor's report read it from there.
+CAUSE_PREFIX = "cause: "
+
+
+def cause_of(message: str) -> str | None:
+    """The cause id on a diagnosis's last line (``cause: <id>``), or None when the message has none."""
+    last = message.rstrip("\n").rpartition("\n")[2]
+    return last[len(CAUSE_PREFIX):].strip() or None if last.startswith(CAUSE_PREFIX) else None
+
+
+def with_cause(message: str, cause: str) -> str:
+    """``message`` ending with the line ``cause: <cause>``, in place of the cause line it ended with, if any."""
+    body = message.rstrip("\n")
+    if cause_of(body) is not None:
+        body = body.rpartition("\n")[0]
+    return f"{body}\n{CAUSE_PREFIX}{cause}" if body else f"{CAUSE_PREFIX}{cause}"

@@ -7,7 +7,7 @@ missing (nothing works without it), 0 otherwise: without the grading pieces a le
 and ``make demo`` still run with a loud warning, and only grading a class is refused (autograder.trust.sandbox).
 
 Roles: a learner needs Python 3.11 with venv, and make; grading needs Linux, GNU env, util-linux's prlimit, a
-bubblewrap that can create namespaces, and libseccomp; ``make test`` also drives Chromium.
+bubblewrap that can create namespaces, and libseccomp; ``make test`` also drives Chromium; ``make hub`` needs npm.
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ PACKAGES = {
     "bubblewrap": ("bubblewrap", "bubblewrap", None),
     "libseccomp": ("libseccomp2", "libseccomp", None),
     "chromium": ("chromium", "chromium", None),
+    "npm": ("npm", "nodejs-npm", "node"),
 }
 MANAGERS = (("apt-get", "apt install"), ("dnf", "dnf install"), ("brew", "brew install"))
 
@@ -113,6 +114,9 @@ def missing(version: tuple[int, ...] = tuple(sys.version_info), system: str = pl
     if not (shutil.which("chromium") or shutil.which("chromium-browser")):
         need("tests", "chromium", "the browser `make test` drives JupyterLab in (those tests skip without it)",
              "chromium")
+    if not shutil.which("npm"):
+        need("hub", "npm", "which installs the JupyterHub's proxy for `make hub` (configurable-http-proxy; its test "
+             "skips without it)", "npm")
     return found
 
 
@@ -126,7 +130,7 @@ def main() -> int:
               "attacker), and grading a class is refused unless asked for with --without-sandbox; see the README's "
               "set-up section.")
     if not lines:
-        print("prerequisites: all there (learner, grading, tests)")
+        print("prerequisites: all there (learner, grading, tests, hub)")
     return 1 if "learner" in roles else 0
 
 

@@ -125,15 +125,19 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_unconfigure(config):
-    """Say loudly, as the run's last lines, when the browser tests or the sandbox's tests could not run: a green run
-    without them has not tested JupyterLab, or trusted grading's containment. The sandbox's line closes every run on
-    a machine without one, so that it also closes `make test`, whose last run is the browser tests'."""
+    """Say loudly, as the run's last lines, when the browser tests, the hub's or the sandbox's tests could not run: a
+    green run without them has not tested JupyterLab, the JupyterHub, or trusted grading's containment. The
+    sandbox's line closes every run on a machine without one, so that it also closes `make test`, whose last run is
+    the browser tests'."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     skipped = getattr(reporter, "stats", {}).get("skipped", [])
     browser = [r for r in skipped if "test_browser" in r.nodeid]
     if browser:
         reporter.write_sep("!", f"BROWSER TESTS SKIPPED ({len(browser)}): {_skip_reason(browser[0])}", red=True,
                            bold=True)
+    hub = [r for r in skipped if "test_hub.py" in r.nodeid]
+    if hub:  # no accounts can be made here (not root), or no proxy: the JupyterHub's whole flow went untested
+        reporter.write_sep("!", f"HUB TEST SKIPPED ({len(hub)}): {_skip_reason(hub[0])}", red=True, bold=True)
     if NO_SANDBOX:
         count = sum(SANDBOX_SKIP in _skip_reason(r) for r in skipped)
         reporter.write_sep("!", f"SANDBOX TESTS SKIPPED ({count} in this run): {SANDBOX_SKIP}{NO_SANDBOX}", red=True,

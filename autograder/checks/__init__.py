@@ -17,6 +17,7 @@ from hypothesis.errors import Flaky, FlakyFailure
 
 from autograder.trust import remote
 from autograder.contract import TRUSTED_GRADING_ENV
+from autograder.checks import causes
 from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, exercise_ids, has_check, prerequisites  # noqa: F401 (the public API)
 from autograder.checks.harness.diagnostics import Abandon, CheckFailure, recursion_limit_kept
 from autograder.checks.harness.traces import left_as_found
@@ -82,9 +83,11 @@ def _verify(exercise_id: str, namespace: Mapping, settled: dict[str, CheckFailur
                 pass  # recorded in settled
         if settled[earlier] is not None:
             root = getattr(settled[earlier], "root", settled[earlier])
+            told = root.message.rpartition("\n")[0]  # its cause line is that exercise's; this one's is builds-on
             failure = CheckFailure(exercise_id, f"this exercise runs your code from {root.exercise}, which fails its "
                                                 f"own check, so it earns no points until that one passes. Fix "
-                                                f"{root.exercise} first: {root.message}")
+                                                f"{root.exercise} first: {told}",
+                                   cause_id=causes.builds_on(root.exercise))
             failure.root = root
             settled[exercise_id] = failure
             raise failure
@@ -123,7 +126,8 @@ def _bind(spec: Check, namespace: Mapping) -> dict:
     missing = [name for name in spec.names if name not in namespace]
     if missing:
         raise CheckFailure(spec.exercise_id, f"`{missing[0]}` is not defined in your notebook: run the cell that "
-                                             "defines it (was it renamed, or its cell deleted or failing?).")
+                                             "defines it (was it renamed, or its cell deleted or failing?).",
+                           cause_id=causes.NOT_DEFINED)
     return {name: namespace[name] for name in spec.names}
 
 
@@ -141,14 +145,16 @@ def _run(spec: Check, namespace: Mapping) -> None:
     except Abandon as stop:
         raise stop.failure from None
     except remote.Stopped as stop:  # the worker died or stalled outside call_learner (reading an attribute, ...)
-        raise CheckFailure(exercise_id, stop.reason) from None
+        raise CheckFailure(exercise_id, stop.reason, cause_id=causes.of_stop(stop.reason)) from None
     except (Flaky, FlakyFailure):
         raise CheckFailure(exercise_id, "your code gave different answers for the same input when run again: does it "
                                         "keep state between calls (a counter, a cache, a global), or depend on the "
-                                        "order in which a set is iterated (which changes from run to run)?") from None
+                                        "order in which a set is iterated (which changes from run to run)?",
+                           cause_id=causes.NONDETERMINISTIC) from None
     except Exception as error:  # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
         raise CheckFailure(exercise_id, f"the check could not use your answer ({type(error).__name__}: {error}); "
-                                        "make sure it returns what the exercise asks for.") from None
+                                        "make sure it returns what the exercise asks for.",
+                           cause_id=causes.UNUSABLE) from None
 
 
 _passed_last: tuple[str, int] | None = None  # (exercise id, IPython cell run) of the last check that passed

@@ -16,10 +16,12 @@ import torch
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
+from autograder.checks import causes
 from autograder.checks.registry import exercise
-from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt,
-                                                   run_probes)
-from autograder.checks.harness.vjp import VJPCase, as_gradient, check_vjp, describe, torch_vjp, vjp_probe
+from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt,
+                                                   run_probes, wrong_value)
+from autograder.checks.harness.vjp import (IGNORES_UPSTREAM, VJPCase, as_gradient, check_vjp, describe, torch_vjp,
+                                           vjp_probe)
 
 
 # ------------------------------------------------------------------------------------------------ random inputs
@@ -58,6 +60,28 @@ def one_input(shape, seed, dtype, low=0.5, high=2.0, signed=True):
 
 # ------------------------------------------------------------------------------------------------ unbroadcast
 
+UB_NO_KEEPDIMS = causes.declare("unbroadcast/no-keepdims", "a stretched size-1 axis summed away instead of kept")
+UB_KEEPS_PREPENDED = causes.declare("unbroadcast/keeps-prepended-axes", "the axes broadcasting prepended summed "
+                                    "but kept, as size 1")
+SHAPE_CAUSES = (causes.WRONG_SHAPE, causes.WRONG_DTYPE, causes.WRONG_TYPE, UB_NO_KEEPDIMS, UB_KEEPS_PREPENDED)
+UB_NO_ASSERT = causes.declare("unbroadcast/no-shape-assert", "a result not of the original's shape returned "
+                              "instead of failing the asked-for assert")
+UB_SUMS_EVERYTHING = causes.declare("unbroadcast/sums-everything", "every axis summed, not only the broadcast ones")
+
+
+def _unbroadcast_shape_slip(result, broadcasted_shape, original_shape) -> str | None:
+    """The cause a result of the wrong shape points to: the stretched axes dropped (no keepdims), or the prepended
+    axes kept; None for any other shape."""
+    extra = len(broadcasted_shape) - len(original_shape)
+    stretched = {i for i, n in enumerate(original_shape) if n == 1 and broadcasted_shape[extra + i] != 1}
+    shape = np.shape(result)
+    if stretched and shape == tuple(n for i, n in enumerate(original_shape) if i not in stretched):
+        return UB_NO_KEEPDIMS
+    if extra and shape == (1,) * extra + tuple(original_shape):
+        return UB_KEEPS_PREPENDED
+    return None
+
+
 @exercise("unbroadcast")
 def check_unbroadcast(unbroadcast) -> None:
     ex = "unbroadcast"
@@ -69,7 +93,11 @@ def check_unbroadcast(unbroadcast) -> None:
         original = np.zeros(original_shape)
         shown = run_text(broadcasted, original_shape)
         result = call_learner(ex, unbroadcast, np.array(broadcasted), original, shown_input=shown)
-        return as_gradient(ex, "unbroadcast", result, original_shape, shown), shown
+        try:
+            return as_gradient(ex, "unbroadcast", result, original_shape, shown), shown
+        except CheckFailure as failure:
+            slip = _unbroadcast_shape_slip(result, np.shape(broadcasted), original_shape)
+            raise CheckFailure(ex, failure.message, cause_id=slip) from None
 
     by_position = ("choose the axes to sum by position — where the original has size 1, or is missing on the left — "
                    "not by looking for sizes that differ or match.")
@@ -95,10 +123,12 @@ def check_unbroadcast(unbroadcast) -> None:
         def call():
             try:
                 return run(broadcasted, shape)[0]
-            except CheckFailure as failure:  # a wrong shape or dtype: the probe's reason first
+            except CheckFailure as failure:  # a wrong shape or dtype: what the probe asks, first
+                if failure.cause_id not in SHAPE_CAUSES:
+                    raise
                 raise CheckFailure(ex, f"{why}\n{failure.message}") from None
-        return Probe(run_text(broadcasted, shape), call, expected, why=why,
-                     slips=((np.full(np.shape(expected), broadcasted.sum()), everything),))
+        return Probe(run_text(broadcasted, shape), call, expected,
+                     slips=(Slip(np.full(np.shape(expected), broadcasted.sum()), everything, UB_SUMS_EVERYTHING),))
 
     run_probes(ex, [probe(*case) for case in probes])
 
@@ -112,7 +142,9 @@ def check_unbroadcast(unbroadcast) -> None:
                                   changed_input="unbroadcast changed the array it was given: sum into a new array "
                                                 "instead.")
             as_gradient(ex, "unbroadcast", result, np.shape(original), shown)
-        except CheckFailure as failure:
+        except CheckFailure as failure:  # this input's kind, first: a crash on it is the slip it probes
+            if failure.cause_id in (causes.STUB, causes.TIMEOUT, causes.MEMORY, causes.KILLED):
+                raise
             raise CheckFailure(ex, f"{why}\n{failure.message}") from None
     shown = "unbroadcast(array of shape (2, 3), original of shape (4,))"
     try:
@@ -123,7 +155,8 @@ def check_unbroadcast(unbroadcast) -> None:
     else:
         raise CheckFailure(ex, f"{shown} returned {describe(result)}, but (4,) was never broadcast to (2, 3): the "
                                "exercise asks you to assert that the result has the original's shape, so a mistake "
-                               "upstream fails here, loudly, instead of three operations later.")
+                               "upstream fails here, loudly, instead of three operations later.",
+                           cause_id=UB_NO_ASSERT)
 
     @RANDOM_CASES
     @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4), st.integers(0, 2 ** 16))
@@ -134,8 +167,10 @@ def check_unbroadcast(unbroadcast) -> None:
         expected = torch_vjp(lambda o: o.expand(*shapes.result_shape) if shapes.result_shape else o,
                              [np.zeros(original_shape)], 0, upstream)[1]
         if not close(got, expected):
-            raise CheckFailure(ex, f"{shown}: summing the upstream gradient over what broadcasting copied gives "
-                                   f"{fmt(expected)} (torch.autograd agrees), received {fmt(got)}.")
+            raise wrong_value(ex, f"{shown}, with upstream = {fmt(upstream)}", expected, got,
+                              (Slip(np.full(original_shape, upstream.sum()), everything, UB_SUMS_EVERYTHING),),
+                              said="summing the upstream gradient over what broadcasting copied (torch.autograd "
+                                   "agrees) gives")
 
     random_case()
 
@@ -146,8 +181,8 @@ def pair_exercise(ex, backs, forward, low=0.5, high=2.0, probes=()):
     """Check f_back0 (and f_back1) of a two-input elementwise operation on probes then random broadcast pairs.
     ``backs`` lists (name, backward function) by input; a probe is (inputs, index, grad_out, why)."""
     rules = [VJPCase(ex, name, back, forward, index=index) for index, (name, back) in enumerate(backs)]
-    run_probes(ex, [vjp_probe(replace(rules[index], inputs=inputs, grad_out=grad_out), why)
-                    for inputs, index, grad_out, why in probes])
+    run_probes(ex, [vjp_probe(replace(rules[index], inputs=inputs, grad_out=grad_out), why, slips)
+                    for inputs, index, grad_out, why, *slips in probes])
 
     @RANDOM_CASES
     @given(pair_cases(), st.integers(0, len(backs) - 1))
@@ -177,6 +212,10 @@ def check_log_back(log_back) -> None:
     unary_exercise(rule, 0.1, 5.0)
 
 
+DIVIDES_BY_INPUT = causes.declare("multiply_back/divides-by-input", "the other operand recovered as out / x, "
+                                  "which divides by zero where x is 0")
+
+
 @exercise("multiply_back", builds_on=("unbroadcast",))
 def check_multiply_back(multiply_back0, multiply_back1) -> None:
     ex = "multiply_back"
@@ -188,7 +227,9 @@ def check_multiply_back(multiply_back0, multiply_back1) -> None:
         ([np.array([1, 2]), np.array([3, 5])], 0, np.array([0.5, 0.5]),
          "integer inputs with grad_out 0.5: the gradient y · 0.5 = [1.5, 2.5] must stay fractional."),
         ([np.array([0.0, 2.0]), np.array([3.0, 4.0])], 0, np.array([1.0, 1.0]),
-         "x contains 0: the gradient for x is grad_out · y = [3, 4]; computing y as out / x divides by zero."),
+         "x contains 0: the gradient for x is grad_out · y = [3, 4].",
+         Slip(np.array([np.nan, 4.0]), "x contains 0: the gradient for x is grad_out · y = [3, 4]; computing y as "
+                                       "out / x divides by zero.", DIVIDES_BY_INPUT)),
     ]
     pair_exercise(ex, [("multiply_back0", multiply_back0), ("multiply_back1", multiply_back1)], torch.mul, -2.0, 2.0,
                   probes)
@@ -199,6 +240,12 @@ def check_exp_back(exp_back) -> None:
     unary_exercise(VJPCase("exp_back", "exp_back", exp_back, torch.exp), -2.0, 2.0)
 
 
+TANH_X_FOR_OUT = causes.declare("tanh_back/input-for-output", "1 − x² where 1 − out² belongs")
+TANH_TWICE = causes.declare("tanh_back/tanh-twice", "1 − tanh(out)²: tanh applied to its own output")
+TANH_FLOAT32 = causes.declare("tanh_back/recomputed-in-float32", "tanh recomputed from a float32 x, losing digits "
+                              "near ±1, instead of reading out")
+
+
 @exercise("tanh_back")
 def check_tanh_back(tanh_back) -> None:
     ex = "tanh_back"
@@ -207,19 +254,21 @@ def check_tanh_back(tanh_back) -> None:
     x, upstream = np.array([-1.0, 0.0, 0.5, 2.0]), np.array([1.0, -2.0, 0.5, 3.0])
     out = np.tanh(x)
     slips = (
-        (upstream * (1 - x ** 2), "this is grad_out · (1 − x²): the input x stands where the output belongs. tanh's "
-                                  "local derivative is 1 − tanh(x)² = 1 − out², so use out."),
-        (1 - out ** 2, "this is the local derivative 1 − out² alone: a backward function returns it multiplied by "
-                       "grad_out, the upstream gradient, element by element."),
-        (upstream * (1 - np.tanh(out) ** 2), "this applies tanh twice: out already is tanh(x), so the local "
-                                             "derivative is 1 − out², not 1 − tanh(out)²."),
+        Slip(upstream * (1 - x ** 2), "this is grad_out · (1 − x²): the input x stands where the output belongs. "
+                                      "tanh's local derivative is 1 − tanh(x)² = 1 − out², so use out.",
+             TANH_X_FOR_OUT),
+        Slip(1 - out ** 2, "this is the local derivative 1 − out² alone: a backward function returns it multiplied by "
+                           "grad_out, the upstream gradient, element by element.", IGNORES_UPSTREAM),
+        Slip(upstream * (1 - np.tanh(out) ** 2), "this applies tanh twice: out already is tanh(x), so the local "
+                                                 "derivative is 1 − out², not 1 − tanh(out)².", TANH_TWICE),
     )
     # Near ±1, 1 − tanh(x)² cancels digits: recomputed from a float32 x it is off by far more than float32's 1e-6
     # (about 2.5e-5 at x = 4), while out (float64 here, from the forward pass) or 1/cosh(x)² stays accurate.
     x32 = np.array([0.5, 3.0, -4.0], dtype=np.float32)
-    recomputed = ((upstream[:3] * (1 - np.tanh(x32) ** 2),
-                   "this recomputes tanh from the float32 x: near ±1, 1 − tanh(x)² cancels most of float32's 7 digits. "
-                   "Use out, which the forward pass already computed (here in float64): grad_out · (1 − out²)."),)
+    recomputed = (Slip(upstream[:3] * (1 - np.tanh(x32) ** 2),
+                       "this recomputes tanh from the float32 x: near ±1, 1 − tanh(x)² cancels most of float32's 7 "
+                       "digits. Use out, which the forward pass already computed (here in float64): "
+                       "grad_out · (1 − out²).", TANH_FLOAT32),)
     run_probes(ex, [vjp_probe(replace(rule, inputs=[x], grad_out=upstream),
                               "tanh's local derivative is 1 − tanh(x)² = 1 − out²: return grad_out · (1 − out²).",
                               slips),
@@ -283,19 +332,41 @@ def reduction_exercise(rule: VJPCase):
     random_case()
 
 
+AXIS_MISPLACED = causes.declare("sum_back/axis-misplaced", "grad_out broadcast back without its reduced axes in "
+                                "their places (np.expand_dims missing, or the axes put at the end)")
+
+
 @exercise("sum_back")
 def check_sum_back(sum_back) -> None:
     ex = "sum_back"
     rule = VJPCase(ex, ex, sum_back, lambda t, dim, keepdim: t.sum(dim=dim, keepdim=keepdim))
     # Probes: a square input hides a misplaced axis from any shape check; then a middle axis and a tuple.
+    def misplaced(x, grad_out, why):
+        """The values of grad_out broadcast without its reduced axes put back, or put back at the end."""
+        found = []
+        for placed in (grad_out, np.reshape(grad_out, np.shape(grad_out) + (1,) * (x.ndim - np.ndim(grad_out)))):
+            try:
+                found.append(Slip(np.broadcast_to(placed, x.shape) * 1.0, why, AXIS_MISPLACED))
+            except ValueError:  # shapes that do not broadcast: that slip raises, it gives no value
+                pass
+        return tuple(found)
+
+    def why(x, dim):
+        return (f"sum over axis {dim} of shape {x.shape}: put each reduced axis back where it was, "
+                "np.expand_dims(grad_out, dim), before broadcasting; otherwise the upstream values land along the "
+                "wrong axis (for a square input, rows and columns swap with no shape error).")
+
     run_probes(ex, [vjp_probe(replace(rule, inputs=[x], grad_out=grad_out, kwargs=dict(dim=dim, keepdim=False)),
-                              f"sum over axis {dim} of shape {x.shape}: put each reduced axis back where it was, "
-                              "np.expand_dims(grad_out, dim), before broadcasting; otherwise the upstream values land "
-                              "along the wrong axis (for a square input, rows and columns swap with no shape error).")
+                              why(x, dim), misplaced(x, grad_out, why(x, dim)) if grad_out is not None else ())
                     for x, dim, grad_out in ((np.ones((3, 3)), 1, np.array([1.0, 2.0, 3.0])),
                                              (np.ones((3, 3)), 0, np.array([1.0, 2.0, 3.0])),
                                              (np.ones((2, 3, 4)), -2, None), (np.ones((2, 3, 4)), (2, 0), None))])
     reduction_exercise(rule)
+
+
+WHOLE_SIZE = causes.declare("mean_back/divides-by-whole-size", "divided by the whole input's size, not by the "
+                            "number of values each mean averages")
+SUM_FOR_MEAN = causes.declare("mean_back/sum-for-mean", "sum's gradient, not divided by the count averaged")
 
 
 @exercise("mean_back")
@@ -305,8 +376,12 @@ def check_mean_back(mean_back) -> None:
     x = np.arange(6.0).reshape(2, 3)
     run_probes(ex, [
         vjp_probe(replace(rule, inputs=[x], grad_out=np.array([1.0, 1.0, 1.0]), kwargs=dict(dim=0, keepdim=False)),
-                  "a mean over axis 0 of a 2×3 averages 2 numbers: divide by the size of the reduced axes (2), not by "
-                  "the whole array's size (6)."),
+                  "a mean over axis 0 of a 2×3 averages 2 numbers.",
+                  (Slip(np.full((2, 3), 1 / 6), "a mean over axis 0 of a 2×3 averages 2 numbers: divide by the size of "
+                                                "the reduced axes (2), not by the whole array's size (6).",
+                        WHOLE_SIZE),
+                   Slip(np.ones((2, 3)), "this is sum's gradient: a mean divides it by the number of values averaged "
+                                         "(here 2).", SUM_FOR_MEAN))),
         vjp_probe(replace(rule, inputs=[x], grad_out=np.array([1.0, 2.0]), kwargs=dict(dim=-1, keepdim=False)),
                   "a mean over axis -1 of a 2×3 averages the 3 numbers of each row: dim counts from the end, so put "
                   "the axis back with np.expand_dims(grad_out, dim) and divide by 3."),
@@ -359,10 +434,6 @@ def check_expand_back(expand_back) -> None:
     rule = VJPCase(ex, ex, expand_back, lambda t, shape: torch.broadcast_to(t, shape))
     upstream = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
 
-    everything = ("every entry is the sum of the whole grad_out: sum only over the axes that broadcasting added or "
-                  "copied along, not over every axis.")
-    averaged = ("this is the mean over the copies: each copy of an element passes on its whole gradient, so the "
-                "element's gradient is their sum, not their average.")
     probes = [  # x, the gradient torch gives it, and why
         (np.array([0.5, 1.0, 2.0]), np.array([5.0, 7.0, 9.0]),
          "np.broadcast_to(x, (2, 3)) copies x of shape (3,) into both rows: sum grad_out over the rows, back to x's "
@@ -374,10 +445,7 @@ def check_expand_back(expand_back) -> None:
          "grad_out, as a 0-d array (shape ())."),
     ]
     to_2x3 = replace(rule, grad_out=upstream, kwargs=dict(shape=(2, 3)))
-    run_probes(ex, [vjp_probe(replace(to_2x3, inputs=[x]), why,
-                              slips=((np.full(np.shape(x), upstream.sum()), everything),
-                                     (gradient * np.size(x) / upstream.size, averaged)))
-                    for x, gradient, why in probes])
+    run_probes(ex, [vjp_probe(replace(to_2x3, inputs=[x]), why) for x, _, why in probes])  # vjp_slips: the rest
 
     @RANDOM_CASES
     @given(mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=3), st.integers(0, 2 ** 16),
@@ -412,14 +480,19 @@ def check_matmul_back(matmul_back0, matmul_back1) -> None:
     random_case()
 
 
+TIES = causes.declare("maximum_back/ties-not-split", "where x == y, the whole gradient (or none) given to one input, "
+                      "not half to each")
+
+
 @exercise("maximum_back", builds_on=("unbroadcast",))
 def check_maximum_back(maximum_back0, maximum_back1) -> None:
     ex = "maximum_back"
+    ties = "where x == y the maximum depends on both equally: torch gives each input half the gradient."
     probes = [
-        ([np.array([1.0, 2.0, 2.0]), np.array([2.0, 2.0, 1.0])], 0, np.ones(3),
-         "where x == y the maximum depends on both equally: torch gives each input half the gradient."),
-        ([np.array([1.0, 2.0, 2.0]), np.array([2.0, 2.0, 1.0])], 1, np.ones(3),
-         "where x == y the maximum depends on both equally: torch gives each input half the gradient."),
+        ([np.array([1.0, 2.0, 2.0]), np.array([2.0, 2.0, 1.0])], 0, np.ones(3), ties,
+         Slip(np.array([0.0, 1.0, 1.0]), ties, TIES), Slip(np.array([0.0, 0.0, 1.0]), ties, TIES)),
+        ([np.array([1.0, 2.0, 2.0]), np.array([2.0, 2.0, 1.0])], 1, np.ones(3), ties,
+         Slip(np.array([1.0, 1.0, 0.0]), ties, TIES), Slip(np.array([1.0, 0.0, 0.0]), ties, TIES)),
         ([np.array([3, 1]), np.array([2, 2])], 0, np.array([0.5, 0.5]),
          "integer inputs, grad_out 0.5: a gradient buffer made with np.zeros_like(x) is an integer array and "
          "truncates 0.5 to 0."),
@@ -428,12 +501,17 @@ def check_maximum_back(maximum_back0, maximum_back1) -> None:
                   2.0, probes)
 
 
+PASSES_AT_ZERO = causes.declare("relu_back/passes-at-zero", "gradient passed where x == 0 (x >= 0), where "
+                                "torch passes none")
+
+
 @exercise("relu_back")
 def check_relu_back(relu_back) -> None:
     ex = "relu_back"
     rule = VJPCase(ex, ex, relu_back, torch.relu)
-    run_probes(ex, [vjp_probe(replace(rule, inputs=[np.array([-1.0, 0.0, 2.0])], grad_out=np.ones(3)),
-                              "relu passes gradient only where x > 0; at exactly 0 torch gives 0.")])
+    at_zero = "relu passes gradient only where x > 0; at exactly 0 torch gives 0."
+    run_probes(ex, [vjp_probe(replace(rule, inputs=[np.array([-1.0, 0.0, 2.0])], grad_out=np.ones(3)), at_zero,
+                              (Slip(np.array([0.0, 1.0, 1.0]), at_zero, PASSES_AT_ZERO),))])
     unary_exercise(rule, -2.0, 2.0)
 
 
@@ -455,12 +533,13 @@ def check_forward_and_back(forward_and_back) -> None:
         shown = f"a, b, c of shape {shape}"
         result = call_learner(ex, forward_and_back, a, b, c, shown_input=shown)
         if not isinstance(result, (tuple, list)) or len(result) != 3:
-            raise CheckFailure(ex, f"return three arrays (dg/da, dg/db, dg/dc), got {result!r}")
+            raise CheckFailure(ex, f"return three arrays (dg/da, dg/db, dg/dc), got {result!r}",
+                               cause_id=causes.WRONG_TYPE)
         for name, index, got in zip(("dg/da", "dg/db", "dg/dc"), range(3), result):
             got = as_gradient(ex, name, got, shape, shown)
             _, expected = torch_vjp(graph, [a, b, c], index, np.ones(shape))
             if not close(got, expected):
-                raise CheckFailure(ex, f"{name} for {shown}: torch.autograd gives {fmt(expected)}, "
-                                       f"received {fmt(got)}.")
+                raise wrong_value(ex, f"{name} for {shown}, with a = {fmt(a)}, b = {fmt(b)}, c = {fmt(c)}", expected,
+                                  got, said="torch.autograd gives")
 
     random_case()

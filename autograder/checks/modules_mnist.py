@@ -20,10 +20,11 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
+from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.reference import modules as reference_modules
 from autograder.checks.harness.diagnostics import (AGAINST_TORCH, FEW_RANDOM_CASES, SAME_ARITHMETIC, CheckFailure, Probe,
-                                                   Tolerance, call_learner, case_rng, close, fmt, run_probes)
+                                                   Slip, Tolerance, call_learner, case_rng, close, fmt, run_probes)
 from autograder.trust.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
@@ -338,6 +339,9 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown, x, seed):
 
 # ------------------------------------------------------------------------------------------------ sequential
 
+RELU_IDENTITY = causes.declare("sequential/relu-returns-input", "ReLU's forward returns its input unchanged")
+
+
 @exercise("sequential", builds_on=("linear",))
 def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     ex = "sequential"
@@ -345,7 +349,7 @@ def check_sequential(Sequential, ReLU, Linear, Tensor) -> None:
     x = np.array([-2.0, 0.0, 3.0])
     run_probes(ex, [Probe("ReLU()(Tensor([-2, 0, 3])).array", lambda: _array_of(relu(Tensor(x.copy()))),
                           np.array([0.0, 0.0, 3.0]),
-                          ((x, "ReLU returned its input unchanged: its forward is x.relu()."),),
+                          (Slip(x, "ReLU returned its input unchanged: its forward is x.relu().", RELU_IDENTITY),),
                           tolerance=SAME_ARITHMETIC)])
     if call_learner(ex, relu.parameters, shown_input="ReLU().parameters()") != []:
         raise CheckFailure(ex, "ReLU has no parameters.")
@@ -516,8 +520,10 @@ BATCH_AXIS = ("That is a softmax over the batch axis (axis 0): normalise each ro
               "every example is its own distribution.")
 LOG_OF_SOFTMAX = ("The softmax probability of class 0 is e^-1000, which underflows to 0 before the log sees it. "
                   "Compute log-sum-exp(row) - row[label] directly instead of log(softmax).")
-CROSS_ENTROPY = ("Each loss is log-sum-exp of its row minus the row's true logit: torch's F.cross_entropy, "
-                 "reduction='none'.")
+BATCH_AXIS_CAUSE = causes.declare("cross_entropy/softmax-over-batch", "the softmax taken over the batch axis, "
+                                  "not over each row's classes")
+LOG_OF_SOFTMAX_CAUSE = causes.declare("cross_entropy/log-of-softmax", "log(softmax), which gives log(0) where a "
+                                      "probability underflows")
 
 
 def _cross_entropy_probes(cross_entropy, Tensor, logits, labels, seed) -> list[Probe]:
@@ -537,10 +543,10 @@ def _cross_entropy_probes(cross_entropy, Tensor, logits, labels, seed) -> list[P
 
     shifted = logits - logits.max(axis=0, keepdims=True)
     over_batch = -(shifted - np.log(np.exp(shifted).sum(axis=0, keepdims=True)))[np.arange(len(labels)), labels]
-    slips = ((over_batch, BATCH_AXIS),)
+    slips = (Slip(over_batch, BATCH_AXIS, BATCH_AXIS_CAUSE),)
     if np.ptp(logits) >= 1000:  # e^-1000 underflows: log(softmax) gives log(0)
-        slips += ((np.full(len(labels), np.inf), LOG_OF_SOFTMAX),)
-    return [Probe(shown, loss, want, slips, why=CROSS_ENTROPY),
+        slips += (Slip(np.full(len(labels), np.inf), LOG_OF_SOFTMAX, LOG_OF_SOFTMAX_CAUSE),)
+    return [Probe(shown, loss, want, slips),
             Probe(f"{shown}.backward({fmt(seed)}), then logits.grad", gradient, want_grad)]
 
 
@@ -592,8 +598,10 @@ def _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, rng, idle, setup):
             raise CheckFailure(ex, f"{setup}optimizer.step() left every parameter unchanged.{why}")
         run_probes(ex, [Probe(f"{setup}parameter {n} after step {step + 1} (expected: torch.optim.SGD's)",
                               lambda p=p: p.array, t.detach().numpy(),
-                              () if n in resting else ((b + lr * g, WRONG_WAY), (b - g, NO_LR)),
-                              why=NOT_TAKING_PART if n in resting else "", tolerance=SAME_ARITHMETIC)
+                              () if n in resting else
+                              (Slip(b + lr * g, WRONG_WAY, WRONG_WAY_CAUSE), Slip(b - g, NO_LR, NO_LR_CAUSE)),
+                              tolerance=SAME_ARITHMETIC, otherwise=(NOT_TAKING_PART, MOVED_IDLE) if n in resting
+                              else None)
                         for n, (p, t, b, g) in enumerate(zip(mine, theirs, before, grads))])
         for n, (p, alias) in enumerate(zip(mine, sharing)):
             if not np.array_equal(np.asarray(alias.array), np.asarray(p.array)):
@@ -613,6 +621,9 @@ def _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, rng, idle, setup):
 WRONG_WAY = "It moved along the gradient: the rule is p <- p - lr * grad, against it."
 NO_LR = "It moved by the whole gradient: the step is lr times the gradient, p <- p - lr * grad."
 NOT_TAKING_PART = "A parameter whose .grad is None took no part and stays put."
+WRONG_WAY_CAUSE = causes.declare("sgd/steps-up-the-gradient", "p + lr * grad: a step along the gradient")
+NO_LR_CAUSE = causes.declare("sgd/no-learning-rate", "p - grad: the step not scaled by lr")
+MOVED_IDLE = causes.declare("sgd/moves-parameter-without-grad", "a parameter whose .grad is None moved")
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -785,21 +796,26 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
     _check_learning(ex, (train_epoch, Sequential, Linear, ReLU, SGD), kit, data)
 
 
+LOSS_SUMS = causes.declare("training/losses-summed", "each batch's summed loss reported, not its mean")
+LOSS_AFTER = causes.declare("training/losses-after-step", "each loss computed after optimizer.step()")
+LOSS_RUNNING = causes.declare("training/running-mean", "a running mean over the epoch reported, not each batch's loss")
+LOSS_SIZES = causes.declare("training/batch-sizes", "the batch sizes reported instead of the losses")
+
+
 def _losses_probe(shown, losses, optimizer) -> Probe:
     """train_epoch's list against the mean cross-entropy of each batch at the parameters before its step, computed
     here by torch from the rows the model saw; the usual wrong lists named."""
     want, sizes = np.array(optimizer.losses_before), np.array(optimizer.sizes, dtype=np.float64)
     return Probe(f"the losses returned by {shown}", lambda: losses, want, (
-        (want * sizes, "Those are the sums of each batch's losses: report the mean, the loss you called "
-                                 "backward() on (loss.item())."),
-        (np.array(optimizer.losses_after), "Those are the losses after optimizer.step() moved the parameters: report "
-                                           "loss.item() of the loss you called backward() on, computed before the "
-                                           "step."),
-        (np.cumsum(want) / np.arange(1, len(want) + 1), "That is a running mean over the epoch: report each batch's "
-                                                         "own loss, one entry per batch."),
-        (sizes, "Those are the batch sizes: report each batch's loss, loss.item()."),
-    ), why="train_epoch returns the loss of each batch: loss.item() of the mean cross-entropy of that batch, the loss "
-           "you called backward() on, in the order of the batches.")
+        Slip(want * sizes, "Those are the sums of each batch's losses: report the mean, the loss you called "
+                           "backward() on (loss.item()).", LOSS_SUMS),
+        Slip(np.array(optimizer.losses_after), "Those are the losses after optimizer.step() moved the parameters: "
+                                               "report loss.item() of the loss you called backward() on, computed "
+                                               "before the step.", LOSS_AFTER),
+        Slip(np.cumsum(want) / np.arange(1, len(want) + 1), "That is a running mean over the epoch: report each "
+                                                             "batch's own loss, one entry per batch.", LOSS_RUNNING),
+        Slip(sizes, "Those are the batch sizes: report each batch's loss, loss.item().", LOSS_SIZES),
+    ))
 
 
 ACCURACY_SEEDS = (9, 12)

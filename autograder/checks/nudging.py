@@ -13,10 +13,11 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
+from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES,
-                                    SAME_ARITHMETIC, CheckFailure, Probe, Tolerance, as_float, call_learner, close,
-                                    fmt, run_probes)
+                                    SAME_ARITHMETIC, CheckFailure, Probe, Slip, Tolerance, as_float, call_learner,
+                                    close, fmt, run_probes)
 from autograder.checks.harness.oracles import central_differences, torch_gradients
 
 # Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
@@ -33,6 +34,13 @@ SAME_DIFFERENCE = Tolerance(1e-8, 1e-9)
 
 
 # ---------------------------------------------------------------------------------------------- central_difference
+
+FORWARD = causes.declare("central_difference/forward-difference", "(f(x+h) - f(x)) / h, one-sided")
+BACKWARD = causes.declare("central_difference/backward-difference", "(f(x) - f(x-h)) / h, one-sided")
+BY_H = causes.declare("central_difference/divides-by-h", "the central difference divided by h, not 2h")
+PRECEDENCE = causes.declare("central_difference/operator-precedence", "`/ 2 * h` where `/ (2 * h)` is meant")
+IGNORES_H = causes.declare("central_difference/ignores-h", "a nudge of its own, not the h it was given")
+
 
 @exercise("central_difference")
 def check_central_difference(central_difference) -> None:
@@ -54,19 +62,20 @@ def check_central_difference(central_difference) -> None:
     shown = "f(x) = x**3, x = 2.0, h = 0.1"
     right = (cube(x + h) - cube(x - h)) / (2 * h)  # 12.01
     run_probes(ex, [Probe(shown, lambda: run(cube, x, h, shown), right, slips=(
-        ((cube(x + h) - cube(x)) / h,
-         "this is the forward difference (f(x+h) - f(x)) / h. Its error shrinks only like h; nudging both ways, "
-         "(f(x+h) - f(x-h)) / (2h), cancels the curvature term and the error shrinks like h²."),
-        ((cube(x) - cube(x - h)) / h,
-         "this is the backward difference (f(x) - f(x-h)) / h. Nudge both ways: (f(x+h) - f(x-h)) / (2h)."),
-        ((cube(x + h) - cube(x - h)) / h,
-         "twice the slope: the two nudged points x-h and x+h are 2h apart, so divide by 2h, not h."),
-        (right * h * h,
-         "the right slope multiplied by h²: `... / 2 * h` divides by 2 and then multiplies by h, since Python "
-         "evaluates / and * from left to right. Write `/ (2 * h)`."),
-        (12.0, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 is 12.01 (it "
-               "carries an h² error on purpose), not the true slope 12."),
-    ), why="expected (f(x+h) - f(x-h)) / (2h).", tolerance=AGAINST_DIFFERENCES)])
+        Slip((cube(x + h) - cube(x)) / h,
+             "this is the forward difference (f(x+h) - f(x)) / h. Its error shrinks only like h; nudging both ways, "
+             "(f(x+h) - f(x-h)) / (2h), cancels the curvature term and the error shrinks like h².", FORWARD),
+        Slip((cube(x) - cube(x - h)) / h,
+             "this is the backward difference (f(x) - f(x-h)) / h. Nudge both ways: (f(x+h) - f(x-h)) / (2h).",
+             BACKWARD),
+        Slip((cube(x + h) - cube(x - h)) / h,
+             "twice the slope: the two nudged points x-h and x+h are 2h apart, so divide by 2h, not h.", BY_H),
+        Slip(right * h * h,
+             "the right slope multiplied by h²: `... / 2 * h` divides by 2 and then multiplies by h, since Python "
+             "evaluates / and * from left to right. Write `/ (2 * h)`.", PRECEDENCE),
+        Slip(12.0, "your result ignores the h argument: with h = 0.1 the central difference of x**3 at 2 is 12.01 "
+                   "(it carries an h² error on purpose), not the true slope 12.", IGNORES_H),
+    ), tolerance=AGAINST_DIFFERENCES)])
 
     @RANDOM_CASES
     @given(name=st.sampled_from(sorted(SCALAR_FUNCTIONS)), x=st.floats(-20, 20),
@@ -126,23 +135,50 @@ def _gradient_returned(ex, numerical_gradient, f, x, shown, h=None) -> np.ndarra
     if isinstance(result, np.generic):  # numpy hands back a scalar for 0-d arithmetic; that is shape ()
         result = np.asarray(result)
     if not isinstance(result, np.ndarray):
-        raise CheckFailure(ex, f"return a numpy array, got {type(result).__name__} ({shown}).")
+        raise CheckFailure(ex, f"return a numpy array, got {type(result).__name__} ({shown}).",
+                           cause_id=causes.WRONG_TYPE)
     if result.shape != np.shape(x):
         flat = " It looks flattened: give each partial derivative the position of its element." \
             if result.size == np.size(x) else ""
         raise CheckFailure(ex, f"returned shape {result.shape} for an input of shape {np.shape(x)} ({shown}); "
-                               f"the gradient has one partial derivative per element, in x's shape.{flat}")
+                               f"the gradient has one partial derivative per element, in x's shape.{flat}",
+                           cause_id=causes.WRONG_SHAPE)
     if result.dtype != np.float64:
-        raise CheckFailure(ex, f"returned dtype {result.dtype}; return float64 whatever x's dtype ({shown}).")
+        raise CheckFailure(ex, f"returned dtype {result.dtype}; return float64 whatever x's dtype ({shown}).",
+                           cause_id=causes.WRONG_DTYPE)
     return result
+
+
+ALL_AT_ONCE = causes.declare("numerical_gradient/nudges-all-at-once", "every element nudged together, not one at "
+                             "a time")
+GRADIENT_FORWARD = causes.declare("numerical_gradient/forward-difference", "one-sided differences")
+GRADIENT_IGNORES_H = causes.declare("numerical_gradient/ignores-h", "a nudge of its own, not the h it was given")
+NOT_RESTORED = causes.declare("numerical_gradient/element-not-restored", "a nudged element not put back before the "
+                              "next one is nudged")
+IN_FLOAT32 = causes.declare("numerical_gradient/nudges-in-float32", "a float32 x nudged in float32, which keeps "
+                            "about 2 digits of a 1e-5 nudge")
+FLOAT32_WHY = ("float32 input: a float32 holds about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: "
+               "do the nudging on a float64 copy, np.array(x, dtype=np.float64).")
+
+
+def _float32_nudge(x32: np.ndarray, h: float) -> np.ndarray:
+    """What central differences of sum(sin(x)) give, element by element, when each nudge is made in float32 (the
+    function's value itself in float64, as the probe's f computes it)."""
+    found = np.zeros(x32.shape)
+    for i in range(x32.size):
+        up, down = x32.copy(), x32.copy()
+        up[i] += np.float32(h)
+        down[i] -= np.float32(h)
+        found[i] = (float(np.sin(up).sum()) - float(np.sin(down).sum())) / (2 * h)
+    return found
 
 
 def _check_misconception_probes(ex, numerical_gradient) -> None:
     """Four fixed inputs whose wrong answers name a slip: nudging everything at once, a one-sided or h-ignoring
     difference, an element not put back, float32 nudging."""
-    def probe(shown, f, x, h, expected, tolerance=SAME_DIFFERENCE, **diagnosis):
-        return Probe(shown, lambda: _gradient_returned(ex, numerical_gradient, f, x, shown, h), expected,
-                     tolerance=tolerance, **diagnosis)
+    def probe(shown, f, x, h, expected, tolerance=SAME_DIFFERENCE, slips=()):
+        return Probe(shown, lambda: _gradient_returned(ex, numerical_gradient, f, x, shown, h), expected, slips,
+                     tolerance)
 
     drift = ("later entries drift: an earlier element was not put back before the next one was nudged, so every later "
              "partial is measured one step of h further from x.")
@@ -152,26 +188,27 @@ def _check_misconception_probes(ex, numerical_gradient) -> None:
     run_probes(ex, [
         # A linear function with distinct weights. Nudging all elements at once gives sum(w) everywhere.
         probe("f(x) = sum(w * x), x of shape (2, 3)", lambda v: float((w * v).sum()), np.arange(6.0).reshape(2, 3) / 4,
-              1e-5, w, slips=((np.full_like(w, w.sum()),
-                               "every entry equals the change when all elements move together: you nudged the whole "
-                               "array at once. A partial derivative nudges one element and holds the others still."),),
-              why="for f(x) = sum(w * x) the gradient is w.", tolerance=AGAINST_DIFFERENCES),
+              1e-5, w, slips=(Slip(np.full_like(w, w.sum()),
+                                   "every entry equals the change when all elements move together: you nudged the "
+                                   "whole array at once. A partial derivative nudges one element and holds the others "
+                                   "still.", ALL_AT_ONCE),),
+              tolerance=AGAINST_DIFFERENCES),
         # A cubic at a large h, where the central difference carries an exact h² term (0.01 apart from the slope).
         probe("f(x) = sum(x**3), x = [1, -2], h = 0.1", lambda v: float((v ** 3).sum()), x2, 0.1, 3 * x2 ** 2 + 0.01,
-              slips=((3 * x2 ** 2 + 3 * x2 * 0.1 + 0.01, "this is the forward difference (f(x+h) - f(x)) / h; nudge "
-                                                         "each element both ways and divide by 2h."),
-                     (3 * x2 ** 2, "your result ignores the h argument (it matches a tiny nudge, not h = 0.1).")),
-              why="each entry should be (f(x + h·e_i) - f(x - h·e_i)) / (2h).", tolerance=AGAINST_DIFFERENCES),
+              slips=(Slip(3 * x2 ** 2 + 3 * x2 * 0.1 + 0.01, "this is the forward difference (f(x+h) - f(x)) / h; "
+                                                             "nudge each element both ways and divide by 2h.",
+                          GRADIENT_FORWARD),
+                     Slip(3 * x2 ** 2, "your result ignores the h argument (it matches a tiny nudge, not h = 0.1).",
+                          GRADIENT_IGNORES_H)),
+              tolerance=AGAINST_DIFFERENCES),
         # A coupled function at a large h. If an element is not restored, later partials drift by 2h each.
         probe("f(x) = sum(x)**2, x = [1, 2, 3], h = 0.1", lambda v: float(v.sum() ** 2), np.array([1.0, 2.0, 3.0]), 0.1,
-              [12.0, 12.0, 12.0], slips=(([12.0, 11.8, 11.6], drift), ([12.0, 12.2, 12.4], drift)),
-              why="every partial of sum(x)**2 at x = [1, 2, 3] is exactly 12 (central differences are exact on "
-                  "quadratics)."),
+              [12.0, 12.0, 12.0], slips=(Slip([12.0, 11.8, 11.6], drift, NOT_RESTORED),
+                                         Slip([12.0, 12.2, 12.4], drift, NOT_RESTORED))),
         # float32 holds ~7 digits, so a 1e-5 nudge keeps ~2 of them. The answer must be computed in float64.
         probe("f(x) = sum(sin(x)), x = [0.5, 1, 1.5] as float32", lambda v: float(np.sin(v).sum()), x32, 1e-5,
-              np.cos(x32.astype(np.float64)),
-              why="float32 input: a float32 holds about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: "
-                  "do the nudging on a float64 copy, np.array(x, dtype=np.float64).", tolerance=FLOAT32_INPUTS),
+              np.cos(x32.astype(np.float64)), slips=(Slip(_float32_nudge(x32, 1e-5), FLOAT32_WHY, IN_FLOAT32),),
+              tolerance=FLOAT32_INPUTS),
     ])
 
 
@@ -265,6 +302,16 @@ def _tanh_net(m, x, w1, b1, w2, t):
     return (w2 * m.tanh(w1 * x + b1) - t) ** 2
 
 
+NET_HALF = causes.declare("tanh_network_gradients/loss-derivative-halved", "the 2 of d(ŷ - t)²/dŷ missing")
+NET_SIGN = causes.declare("tanh_network_gradients/sign", "2(t - ŷ) where 2(ŷ - t) belongs")
+NET_Z_FOR_H = causes.declare("tanh_network_gradients/input-for-output", "1 - z² where 1 - tanh(z)² belongs")
+NET_NOT_SQUARED = causes.declare("tanh_network_gradients/not-squared", "1 - h where 1 - h² belongs")
+NET_W1_NO_X = causes.declare("tanh_network_gradients/w1-without-x", "dL/dw1 missing its local derivative x")
+NET_W2_NO_H = causes.declare("tanh_network_gradients/w2-without-h", "dL/dw2 missing its local derivative h")
+NET_SKIPS_W2 = causes.declare("tanh_network_gradients/skips-w2", "the chain through ŷ = w2·h skips w2")
+NET_ORDER = causes.declare("tanh_network_gradients/wrong-order", "the right gradients returned in another order")
+
+
 def _tanh_net_mistakes(x, w1, b1, w2, t):
     """Gradients (dw1, db1, dw2) as each known slip computes them, with the diagnosis it earns."""
     z = w1 * x + b1
@@ -273,22 +320,23 @@ def _tanh_net_mistakes(x, w1, b1, w2, t):
     right = (g * w2 * (1 - h * h) * x, g * w2 * (1 - h * h), g * h)
     return [
         ((right[0] / 2, right[1] / 2, right[2] / 2),
-         "every gradient is half the right size: d(ŷ - t)²/dŷ is 2(ŷ - t); the 2 is missing."),
+         "every gradient is half the right size: d(ŷ - t)²/dŷ is 2(ŷ - t); the 2 is missing.", NET_HALF),
         ((-right[0], -right[1], -right[2]),
-         "every gradient has the wrong sign: dL/dŷ = 2(ŷ - t), not 2(t - ŷ)."),
+         "every gradient has the wrong sign: dL/dŷ = 2(ŷ - t), not 2(t - ŷ).", NET_SIGN),
         ((g * w2 * (1 - z * z) * x, g * w2 * (1 - z * z), right[2]),
          "dL/dw1 and dL/db1 use 1 - z² as tanh's local derivative; it is 1 - tanh(z)² = 1 - h², "
-         "evaluated at the unit's output h."),
+         "evaluated at the unit's output h.", NET_Z_FOR_H),
         ((g * w2 * (1 - h) * x, g * w2 * (1 - h), right[2]),
-         "tanh's local derivative is 1 - h² (h squared), not 1 - h."),
+         "tanh's local derivative is 1 - h² (h squared), not 1 - h.", NET_NOT_SQUARED),
         ((right[1], right[1], right[2]),
-         "dL/dw1 equals dL/db1: z = w1·x + b1, so the local derivative for w1 is x and dL/dw1 = dL/dz · x."),
+         "dL/dw1 equals dL/db1: z = w1·x + b1, so the local derivative for w1 is x and dL/dw1 = dL/dz · x.",
+         NET_W1_NO_X),
         ((right[0], right[1], g),
-         "dL/dw2 is missing its local derivative: ŷ = w2·h, so dL/dw2 = dL/dŷ · h."),
+         "dL/dw2 is missing its local derivative: ŷ = w2·h, so dL/dw2 = dL/dŷ · h.", NET_W2_NO_H),
         ((right[0] / w2, right[1] / w2, right[2]),
-         "dL/dw1 and dL/db1 skip the w2 edge: dL/dh = dL/dŷ · w2 before you go through tanh."),
+         "dL/dw1 and dL/db1 skip the w2 edge: dL/dh = dL/dŷ · w2 before you go through tanh.", NET_SKIPS_W2),
         ((right[2], right[0], right[1]),
-         "the right numbers in the wrong order: return (dL/dw1, dL/db1, dL/dw2)."),
+         "the right numbers in the wrong order: return (dL/dw1, dL/db1, dL/dw2).", NET_ORDER),
     ], right
 
 
@@ -314,7 +362,8 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
     # probe: a slip is named only when it explains the answers at both points.
     points = ((1.5, 0.8, -0.2, 1.3, 3.0), (0.7, -1.2, 0.3, 0.9, -0.5))
     models = [_tanh_net_mistakes(*args) for args in points]
-    slips = tuple((np.concatenate([m[0][k][0] for m in models]), why) for k, (_, why) in enumerate(models[0][0]))
+    slips = tuple(Slip(np.concatenate([m[0][k][0] for m in models]), why, cause)
+                  for k, (_, why, cause) in enumerate(models[0][0]))
     shown = "(dL/dw1, dL/db1, dL/dw2) at (x, w1, b1, w2, t) = " + " and at ".join(
         "(" + ", ".join(f"{a:g}" for a in args) + ")" for args in points)
     run_probes(ex, [Probe(shown, lambda: np.concatenate([run(args)[0] for args in points]),
@@ -342,6 +391,14 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
 TRACE_KEYS = ("e", "y", "grad_e", "grad_x")
 
 
+Y_OF_X = causes.declare("log_square_trace/y-of-x", "y = log(x) where y = log(e) belongs")
+LOG_OF_X = causes.declare("log_square_trace/log-derivative-at-x", "1 / x where log's input e = x*x belongs")
+TRACE_SIGN = causes.declare("log_square_trace/sign", "dy/dx with the wrong sign for a negative x")
+ONE_EDGE = causes.declare("log_square_trace/one-edge", "only one of the two edges into x counted (= instead of +=)")
+OTHER_INPUT = causes.declare("log_square_trace/wrong-other-input", "grad_e times something other than the "
+                             "multiply's other input, x")
+
+
 @exercise("log_square_trace")
 def check_log_square_trace(log_square_trace) -> None:
     ex = "log_square_trace"
@@ -355,21 +412,24 @@ def check_log_square_trace(log_square_trace) -> None:
 
     def diagnose(x, got, shown):
         e = x * x
+        other_input = "each edge through the multiply carries grad_e × (the other input), and the other input is x."
         run_probes(ex, [
             Probe(f"{shown}: (e, y)", lambda: np.array([got["e"], got["y"]]), np.array([e, math.log(e)]),
-                  why="forward pass: e = x*x and y = log(e).", tolerance=SAME_ARITHMETIC),
+                  (Slip(np.array([e, math.log(abs(x))]), "forward pass: e = x*x and y = log(e), the log of e, not of "
+                                                          "x.", Y_OF_X),), tolerance=SAME_ARITHMETIC),
             Probe(f"{shown}: grad_e", lambda: got["grad_e"], 1 / e,
-                  slips=((1 / x, "log's local derivative is 1 / (its input), and its input is e = x*x, not x."),),
-                  why="grad_e = grad_y × (local derivative of log at e) = 1 / e.", tolerance=SAME_ARITHMETIC),
+                  slips=(Slip(1 / x, "log's local derivative is 1 / (its input), and its input is e = x*x, not x.",
+                              LOG_OF_X),),
+                  tolerance=SAME_ARITHMETIC),
             Probe(f"{shown}: grad_x", lambda: got["grad_x"], 2 / x, slips=(
-                (-2 / x, "the sign is wrong for this x: dy/dx = 2/x is negative when x is (log(x*x) falls as x grows "
-                         "towards 0 from below)."),
-                (1 / x, "only one of the two edges into x was counted. x is a shared node: it feeds the multiply "
-                        "twice, so its gradient is the sum of both edges; the second one needs += (an = overwrote the "
-                        "first)."),
-                (2 / e, "each edge through the multiply carries grad_e × (the other input), and the other input is x."),
-                (1 / e, "each edge through the multiply carries grad_e × (the other input), and the other input is x."),
-            ), why="grad_x = grad_e·x (first edge) + grad_e·x (second edge).", tolerance=SAME_ARITHMETIC),
+                Slip(-2 / x, "the sign is wrong for this x: dy/dx = 2/x is negative when x is (log(x*x) falls as x "
+                             "grows towards 0 from below).", TRACE_SIGN),
+                Slip(1 / x, "only one of the two edges into x was counted. x is a shared node: it feeds the multiply "
+                            "twice, so its gradient is the sum of both edges; the second one needs += (an = overwrote "
+                            "the first).", ONE_EDGE),
+                Slip(2 / e, other_input, OTHER_INPUT),
+                Slip(1 / e, other_input, OTHER_INPUT),
+            ), tolerance=SAME_ARITHMETIC),
         ])
 
     got, shown = run(3.0)

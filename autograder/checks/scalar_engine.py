@@ -14,13 +14,14 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
+from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.reference import nodes as reference_nodes
 from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH, SCALAR, check_order, check_shared_inputs
 from autograder.checks.harness.random_programs import NONLINEAR, VALUE, Program, programs, torch_run
 from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, RANDOM_CASES, SAME_ARITHMETIC,
-                                    CheckFailure, Probe, as_float, call_learner, call_on_deep_graph, case_rng, close,
-                                    fmt, run_probes)
+                                    CheckFailure, Probe, Slip, as_float, call_learner, call_on_deep_graph, case_rng,
+                                    close, fmt, run_probes)
 from autograder.checks.harness.oracles import central_differences
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.trust.remote import Remote, beside
@@ -60,6 +61,16 @@ def compare_program(ex, Value, program: Program, with_differences=False):
 
 
 # ------------------------------------------------------------------------------------------------ value_node
+
+NO_GRADIENT = causes.declare("value_node/no-gradient", "out's rule gave its inputs no gradient")
+UNSCALED = causes.declare("value_node/upstream-unscaled", "a product's rule passing the upstream gradient on without "
+                          "multiplying by the other input")
+SWAPPED = causes.declare("value_node/gradients-swapped", "each input of a product given the other's gradient")
+OVERWRITES = causes.declare("value_node/overwrites-shared", "a shared input's gradient overwritten (=) where the "
+                            "edges add up (+=)")
+NUMBER_DISCONNECTS = causes.declare("value_node/number-disconnects", "an operation with a plain number leaves the "
+                                    "Value without a gradient")
+
 
 @exercise("value_node")
 def check_value_node(Value) -> None:
@@ -111,23 +122,28 @@ def _check_two_values(ex, Value, op, a, b, upstream):
     rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
             "multiply sends each input upstream × the other input's data")
     shown = f"out = Value({a}) {op} Value({b}); out.grad = {upstream:g}; out._backward(); (x.grad, y.grad)"
+    swapped = (upstream * grads[1], upstream * grads[0])  # each input given the other's gradient
+    slips = (Slip((0.0, 0.0), f"the rule gave the inputs no gradient: {rule}.", NO_GRADIENT),
+             *((Slip((upstream, upstream), f"the upstream gradient was passed on unscaled: {rule}.", UNSCALED),
+                Slip(swapped, f"the two inputs' gradients are swapped: {rule}.", SWAPPED)) if op == "*" else ()))
     run_probes(ex, [Probe(shown, lambda: _backward_then(ex, out, x, y), (upstream * grads[0], upstream * grads[1]),
-                          why=f"{rule}.", tolerance=SAME_ARITHMETIC)])
+                          slips, tolerance=SAME_ARITHMETIC)])
 
 
 def _check_shared_input(ex, Value, op, data, upstream):
     """y = a op a: both edges land on a, so its rule must add twice into a.grad."""
     if op == "*":
-        want, slips, why = 2 * data * upstream, ((data * upstream, (
+        want, slips = 2 * data * upstream, (Slip(data * upstream, (
             "a is a shared node: it is both inputs of the multiply, and the second edge overwrote the first. "
-            "Accumulate with +="),),), ""
+            "Accumulate with +="), OVERWRITES),)
     else:
-        want, slips, why = 2 * upstream, (), "y = a + a gives one gradient per edge: accumulate with +=."
+        want, slips = 2 * upstream, (Slip(upstream, "y = a + a gives one gradient per edge, and the second overwrote "
+                                                    "the first: accumulate with +=.", OVERWRITES),)
     a = Value(data)
     y = call_learner(ex, (lambda p: p * p) if op == "*" else (lambda p: p + p), a, shown_input=f"a {op} a")
     y.grad = upstream
     run_probes(ex, [Probe(f"a = Value({data}); y = a {op} a; y.grad = {upstream:g}; y._backward(); a.grad",
-                          lambda: _backward_then(ex, y, a), want, slips, why, tolerance=SAME_ARITHMETIC)])
+                          lambda: _backward_then(ex, y, a), want, slips, tolerance=SAME_ARITHMETIC)])
     if y.grad != upstream:
         raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads "
                                "out.grad and adds to its inputs; it must leave out.grad alone (micrograd's "
@@ -142,11 +158,11 @@ def _check_plain_number(ex, Value, op, data, number):
     out = call_learner(ex, (lambda p: p + number) if op == "+" else (lambda p: p * number), v, shown_input=expr)
     run_probes(ex, [
         Probe(f"({expr}).data", lambda: as_float(ex, getattr(out, "data", out), expr), want,
-              why="wrap plain numbers in a Value.", tolerance=SAME_ARITHMETIC),
+              tolerance=SAME_ARITHMETIC),
         Probe(f"out = {expr}; out.grad = 1; out._backward(); the Value's grad",
               lambda: _backward_then(ex, out, v, seed=1.0), slope,
-              why="the Value must receive its slope from out's rule. Wrap the number and build the node exactly as "
-                  "for two Values.", tolerance=SAME_ARITHMETIC),
+              (Slip(0.0, "the Value must receive its slope from out's rule. Wrap the number and build the node "
+                         "exactly as for two Values.", NUMBER_DISCONNECTS),), tolerance=SAME_ARITHMETIC),
     ])
 
 
@@ -193,6 +209,10 @@ def check_topological_order(topological_order) -> None:
 
 # ------------------------------------------------------------------------------------------------ backward
 
+EARLY = causes.declare("backward/node-before-its-consumers", "a node's rule ran before every path's share of "
+                       "its gradient had arrived (not a topological order)")
+
+
 @exercise("backward", builds_on=("topological_order",))
 def check_backward(backward) -> None:
     ex = "backward"
@@ -231,7 +251,8 @@ def check_backward(backward) -> None:
     expected = -5 * (1 - math.tanh(0.5) ** 2)
     one_product = f"x.grad is the share of one product only: {EARLY_NODE}"
     run_probes(ex, [Probe("a = tanh(x); y = -2a - 3a at x = 0.5: x.grad", lambda: as_float(ex, x.grad, "x.grad"),
-                          expected, slips=((expected * 2 / 5, one_product), (expected * 3 / 5, one_product)))])
+                          expected, slips=(Slip(expected * 2 / 5, one_product, EARLY),
+                                           Slip(expected * 3 / 5, one_product, EARLY)))])
 
     # Paths of different lengths: b reaches y directly and through tanh. An order that is not topological (breadth
     # first from y, say) runs b's rule before the longer path's share has arrived.
@@ -241,7 +262,8 @@ def check_backward(backward) -> None:
     call_learner(ex, y.backward, shown_input="b = x*x; y = 3*tanh(b) + b; y.backward()")
     expected = (3 * (1 - math.tanh(0.25) ** 2) + 1) * 2 * 0.5
     run_probes(ex, [Probe("b = x*x; y = 3*tanh(b) + b at x = 0.5: x.grad", lambda: as_float(ex, x.grad, "x.grad"),
-                          expected, slips=((2 * 0.5, f"only b's direct path to y reached x: {EARLY_NODE}"),))])
+                          expected, slips=(Slip(2 * 0.5, f"only b's direct path to y reached x: {EARLY_NODE}",
+                                                EARLY),))])
 
     # Deep graph: no recursion anywhere in the pass.
     chain_x, end = RecordedGraph(Node).chain(CHAIN_LENGTH, "tanh")
@@ -289,6 +311,14 @@ def _check_drawn_graph(ex, Node, drawn):
 
 # ------------------------------------------------------------------------------------------------ derived_operators
 
+REFLECTED = causes.declare("derived_operators/operands-swapped", "a reflected operator (5 - v, 1 / v) computed with "
+                           "its operands the other way round")
+NEG_SIGN = causes.declare("derived_operators/negation-lost", "-v with the sign of v.data kept")
+POWER_RULE = causes.declare("derived_operators/power-rule", "x**k's local derivative not k·x**(k-1)")
+DISCONNECTED = causes.declare("derived_operators/disconnected", "an operation with a plain number not connected to "
+                              "the Value it was given, so no gradient reaches it")
+
+
 @exercise("derived_operators", builds_on=("value_node", "backward"))
 def check_derived_operators(Value) -> None:
     ex = "derived_operators"
@@ -302,34 +332,43 @@ def check_derived_operators(Value) -> None:
             return as_float(ex, x.grad, "x.grad")
         return call
 
-    run_probes(ex, [Probe(f"({shown}).data", data_of(make, shown), want, why=why, tolerance=SAME_ARITHMETIC)
-                    for shown, make, want, why in [
+    run_probes(ex, [Probe(f"({shown}).data", data_of(make, shown), want, slips, tolerance=SAME_ARITHMETIC)
+                    for shown, make, want, *slips in [
+        ("-Value(2.0)", lambda: -Value(2.0), -2.0, Slip(2.0, "-v must be -(v.data): the sign was lost.", NEG_SIGN)),
         ("5 - Value(2.0)", lambda: 5 - Value(2.0), 3.0,
-         "5 - v must be 5 - v.data = 3, not v - 5: in __rsub__, self is the right operand."),
+         Slip(-3.0, "5 - v must be 5 - v.data = 3, not v - 5: in __rsub__, self is the right operand.", REFLECTED)),
         ("1 / Value(4.0)", lambda: 1 / Value(4.0), 0.25,
-         "1 / v must be 1 / v.data = 0.25, not v / 1: in __rtruediv__, self is the right operand."),
-        ("3 + Value(2.0)", lambda: 3 + Value(2.0), 5.0, "3 + v needs __radd__."),
-        ("2 * Value(2.5)", lambda: 2 * Value(2.5), 5.0, "2 * v needs __rmul__."),
-        ("-Value(2.0)", lambda: -Value(2.0), -2.0, "unary minus needs __neg__."),
-        ("Value(7.0) - 2", lambda: Value(7.0) - 2, 5.0, "v - 2 needs __sub__."),
-        ("Value(3.0) / 2", lambda: Value(3.0) / 2, 1.5, "v / 2 needs __truediv__."),
-        ("Value(3.0) ** 2", lambda: Value(3.0) ** 2, 9.0, "v ** 2 needs __pow__ with a number exponent."),
+         Slip(4.0, "1 / v must be 1 / v.data = 0.25, not v / 1: in __rtruediv__, self is the right operand.",
+              REFLECTED)),
+        ("3 + Value(2.0)", lambda: 3 + Value(2.0), 5.0),
+        ("2 * Value(2.5)", lambda: 2 * Value(2.5), 5.0),
+        ("Value(7.0) - 2", lambda: Value(7.0) - 2, 5.0, Slip(-5.0, "v - 2 is v.data - 2: the operands were swapped.",
+                                                             REFLECTED)),
+        ("Value(3.0) / 2", lambda: Value(3.0) / 2, 1.5, Slip(2 / 3, "v / 2 is v.data / 2: the operands were swapped.",
+                                                             REFLECTED)),
+        ("Value(3.0) ** 2", lambda: Value(3.0) ** 2, 9.0),
     ]])
 
     for k in (2, 0.5, -1):
         shown = f"Value(3.0) ** {k}"
         _check_op_name(ex, call_learner(ex, lambda: Value(3.0) ** k, shown_input=shown), f"**{k}", shown)
 
-    run_probes(ex, [Probe(f"x.grad for {shown}", slope_of(fn, x0), want, why=why, tolerance=SAME_ARITHMETIC)
-                    for shown, fn, x0, want, why in [
-        ("x ** 3 at x = 2", lambda x: x ** 3, 2.0, 12.0, "the local derivative of x**k is k·x**(k-1) = 12."),
-        ("x ** 2 at x = 0", lambda x: x ** 2, 0.0, 0.0, "the local derivative of x**2 at 0 is 0 (compute it from x, "
-                                                      "not as k·out/x, which divides by zero)."),
-        ("5 - x at x = 2", lambda x: 5 - x, 2.0, -1.0, "5 - x must stay connected to x: d(5 - x)/dx = -1."),
-        ("1 / x at x = 4", lambda x: 1 / x, 4.0, -1 / 16, "1 / x must stay connected to x: d(1/x)/dx = -1/x²."),
+    run_probes(ex, [Probe(f"x.grad for {shown}", slope_of(fn, x0), want, slips, tolerance=SAME_ARITHMETIC)
+                    for shown, fn, x0, want, *slips in [
+        ("x ** 3 at x = 2", lambda x: x ** 3, 2.0, 12.0,
+         Slip(24.0, "the local derivative of x**k is k·x**(k-1) = 12: the exponent drops by one.", POWER_RULE),
+         Slip(4.0, "the local derivative of x**k is k·x**(k-1) = 12: the factor k is missing.", POWER_RULE)),
+        ("x ** 2 at x = 0", lambda x: x ** 2, 0.0, 0.0),
+        ("5 - x at x = 2", lambda x: 5 - x, 2.0, -1.0,
+         Slip(0.0, "5 - x must stay connected to x: d(5 - x)/dx = -1.", DISCONNECTED),
+         Slip(1.0, "d(5 - x)/dx = -1: in __rsub__, self is the right operand, so its gradient is negated.",
+              REFLECTED)),
+        ("1 / x at x = 4", lambda x: 1 / x, 4.0, -1 / 16,
+         Slip(0.0, "1 / x must stay connected to x: d(1/x)/dx = -1/x².", DISCONNECTED)),
         ("sum([x, x]) at x = 2", lambda x: sum([x, x]), 2.0, 2.0,
-         "sum() starts from 0, so 0 + x calls __radd__: it must stay connected to x."),
-        ("0 * x + 1 * x at x = 2", lambda x: 0 * x + 1 * x, 2.0, 1.0, "__rmul__ must stay connected for every number."),
+         Slip(1.0, "sum() starts from 0, so 0 + x calls __radd__: it must stay connected to x.", DISCONNECTED)),
+        ("0 * x + 1 * x at x = 2", lambda x: 0 * x + 1 * x, 2.0, 1.0,
+         Slip(0.0, "__rmul__ must stay connected for every number.", DISCONNECTED)),
     ]])
 
     @RANDOM_CASES
@@ -345,22 +384,34 @@ def check_derived_operators(Value) -> None:
 OP_NAMES = {"exp": "exp", "log": "log", "tanh": "tanh", "relu": "ReLU"}  # the page's table
 
 
+EXP_INPUT = causes.declare("nonlinearities/exp-input-for-output", "x where exp's output e^x belongs")
+LOG_OUTPUT = causes.declare("nonlinearities/log-derivative-is-log", "log(x) where 1/x belongs")
+TANH_INPUT = causes.declare("nonlinearities/tanh-input-for-output", "1 - x² where 1 - tanh(x)² belongs")
+RELU_NEGATIVE = causes.declare("nonlinearities/relu-passes-negative", "relu passing gradient where x < 0")
+RELU_ZERO = causes.declare("nonlinearities/relu-passes-at-zero", "relu passing gradient at exactly 0 (>= 0)")
+OVERFLOW = causes.declare("nonlinearities/tanh-overflows", "tanh through exp(2x), which overflows at large inputs")
+
+
 @exercise("nonlinearities", builds_on=("value_node", "backward"))
 def check_nonlinearities(Value) -> None:
     ex = "nonlinearities"
     cases = [
         ("exp", 2.0, math.exp(2.0), math.exp(2.0),
-         {2.0: "exp's local derivative is its output e^x (here 7.389), not its input x."}),
-        ("log", 2.0, math.log(2.0), 0.5, {math.log(2.0): "log's local derivative is 1/x, not log(x)."}),
+         (Slip(2.0, "exp's local derivative is its output e^x (here 7.389), not its input x.", EXP_INPUT),)),
+        ("log", 2.0, math.log(2.0), 0.5,
+         (Slip(math.log(2.0), "log's local derivative is 1/x, not log(x).", LOG_OUTPUT),)),
         ("tanh", 0.5, math.tanh(0.5), 1 - math.tanh(0.5) ** 2,
-         {1 - 0.25: "tanh's local derivative is 1 - tanh(x)², using the output; 1 - x² uses the input."}),
-        ("relu", -1.5, 0.0, 0.0, {1.0: "relu passes gradient only where the output is positive: at x = -1.5 it is 0."}),
-        ("relu", 2.0, 2.0, 1.0, {}),
-        ("relu", 0.0, 0.0, 0.0, {1.0: "relu's gradient at exactly 0 is 0 (as in torch): use out.data > 0, not >= 0."}),
-        ("log", 0.01, math.log(0.01), 100.0, {}),
-        ("exp", 10.0, math.exp(10.0), math.exp(10.0), {}),
-        ("tanh", 1000.0, 1.0, 0.0, {}),
-        ("tanh", -1000.0, -1.0, 0.0, {}),
+         (Slip(1 - 0.25, "tanh's local derivative is 1 - tanh(x)², using the output; 1 - x² uses the input.",
+               TANH_INPUT),)),
+        ("relu", -1.5, 0.0, 0.0,
+         (Slip(1.0, "relu passes gradient only where the output is positive: at x = -1.5 it is 0.", RELU_NEGATIVE),)),
+        ("relu", 2.0, 2.0, 1.0, ()),
+        ("relu", 0.0, 0.0, 0.0,
+         (Slip(1.0, "relu's gradient at exactly 0 is 0 (as in torch): use out.data > 0, not >= 0.", RELU_ZERO),)),
+        ("log", 0.01, math.log(0.01), 100.0, ()),
+        ("exp", 10.0, math.exp(10.0), math.exp(10.0), ()),
+        ("tanh", 1000.0, 1.0, 0.0, ()),
+        ("tanh", -1000.0, -1.0, 0.0, ()),
     ]
     overflow = "A formula through exp(2x) overflows at large inputs; math.tanh does not."
     for op, x0, want_data, want_grad, slips in cases:
@@ -378,13 +429,13 @@ def check_nonlinearities(Value) -> None:
 
         try:
             run_probes(ex, [
-                Probe(shown, forward, want_data, why=overflow if op == "tanh" and abs(x0) > 100 else "",
+                Probe(shown, forward, want_data, (Slip(np.nan, overflow, OVERFLOW),) if op == "tanh" else (),
                       tolerance=SAME_ARITHMETIC),
-                Probe(f"{shown}.backward(): x.grad", gradient, want_grad, slips=tuple(slips.items())),
+                Probe(f"{shown}.backward(): x.grad", gradient, want_grad, slips),
             ])
         except CheckFailure as failure:
             if isinstance(failure.cause, OverflowError):
-                raise CheckFailure(ex, f"{shown} raised OverflowError. {overflow}") from None
+                raise CheckFailure(ex, f"{shown} raised OverflowError. {overflow}", cause_id=OVERFLOW) from None
             raise
         _check_op_name(ex, made["out"], OP_NAMES[op], shown)
 

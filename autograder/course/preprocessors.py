@@ -38,7 +38,8 @@ from autograder.trust import cputime, sandbox, secret, verdicts
 # lazily is imported here first, since two threads importing one package at once can break its import.
 import IPython.core.inputtransformer2  # noqa: F401
 import labtools.datasets  # noqa: F401
-from autograder.contract import MEASURED_TAG, assignments, exercise_id, nbgrader_meta
+from autograder.checks import causes
+from autograder.contract import MEASURED_TAG, assignments, cause_of, exercise_id, nbgrader_meta, with_cause
 from autograder.grade.submission import read_tree
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -109,11 +110,12 @@ class TrustedVerdicts(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         job = resources.pop(JOB, None) or verdict_job(nb, resources, self.log, course_folder(self))
         try:
-            found, missing = job.result(), job.refused or UNCHECKED
+            found, missing = job.result(), with_cause(job.refused or UNCHECKED, causes.REFUSED)
         except Exception as error:  # the grader's own failure: no verdict, so no points, and the reason
             self.log.error("%s: the trusted verdicts failed: %r", resources.get("unique_key"), error)
             found, missing = {}, (f"the grader could not check this notebook ({type(error).__name__}: "
                                   f"{str(error)[:200]}). Ask your instructor to grade it again.")
+            missing = with_cause(missing, causes.COURSE_ERROR)
         for cell in nb.cells:
             meta = nbgrader_meta(cell)
             if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
@@ -282,6 +284,8 @@ class ContainedExecute(Execute):
         content = msg.get("content")
         if not isinstance(content, dict):
             return self._dropped(cell, "content that is not a mapping")
+        if str(msg["msg_type"]).startswith("comm"):  # widgets: no page shows them here, and nbclient keeps their
+            return None                              # state for good (a red team grew the grader by 4 MiB a message)
         if "execution_count" in content and not valid_count(content["execution_count"]):
             content["execution_count"] = None  # nbclient copies it onto the cell, which could then not be saved
         if msg["msg_type"] == "error":
@@ -292,7 +296,7 @@ class ContainedExecute(Execute):
             return None
         try:
             return super().process_message(msg, cell, cell_index)
-        except (KeyError, TypeError, ValueError, nbformat.ValidationError) as error:  # from nbformat's output_from_msg
+        except (AttributeError, KeyError, TypeError, ValueError, nbformat.ValidationError) as error:  # a field amiss
             return self._dropped(cell, f"{type(error).__name__}: {str(error)[:200]}")
 
     @staticmethod
@@ -595,7 +599,18 @@ __all__ = ["ContainedExecute", "RefuseUnsafeFiles", "ReplayExecution", "Sandboxe
 
 
 def diagnosis(error: dict) -> str:
-    """One readable message for a test cell's error output."""
+    """One readable message for a test cell's error output, ending with its cause line (a CheckFailure's own, else
+    the cause its kind of error names)."""
+    told = _told(error)
+    return told if cause_of(told) else with_cause(told, _ERROR_CAUSES.get(error.get("ename", ""), causes.CRASH))
+
+
+_ERROR_CAUSES = {"CheckFailure": causes.MISMATCH, "NotImplementedError": causes.STUB,
+                 "CellTimeoutError": causes.TIMEOUT, "AssertionError": causes.VISIBLE_TEST,
+                 "NameError": causes.NOT_DEFINED}
+
+
+def _told(error: dict) -> str:
     name, value = error.get("ename", ""), error.get("evalue", "")
     if name == "CheckFailure":
         return re.sub(r"^\[[^\]]+\] ", "", value)

@@ -40,7 +40,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.course import configure, quiet_nbgrader, set_stage
-from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, refusal
+from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, refusal, results
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import STARTED, execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
@@ -183,7 +183,17 @@ class Course:
                        (nbgrader_reason(outcome.get("log") or outcome.get("error") or "") or "see the log"))
         with Gradebook(self.db_url, self.config.CourseDirectory.course_id) as gradebook:
             submission = gradebook.find_submission(assignment, executed.student)
-            return Row(executed.student, "graded", submission.score, submission.max_score)
+            row = Row(executed.student, "graded", submission.score, submission.max_score)
+        row.causes = self.causes(assignment, executed.student)
+        return row
+
+    def causes(self, assignment: str, student: str) -> str:
+        """The cause of each failed exercise of a recorded submission, as its autograded notebooks show them:
+        "exercise=cause" joined by spaces, in notebook order."""
+        found = []
+        for path in sorted(self.autograded(assignment, student).glob("*.ipynb")):
+            found += [f"{r.id}={r.cause}" for r in results(nbformat.read(path, as_version=4)) if r.cause]
+        return " ".join(found)
 
     def record_failure(self, assignment: str, student: str, reason: str) -> None:
         """A submission that could not be graded, in the gradebook: 0 on every graded cell, ``reason`` as the
@@ -931,7 +941,7 @@ class RunLog:
 
     The table's first column is the run's id, so the lines of one run can be told from those of the runs before."""
 
-    HEADER = ["run", "time", "student", "status", "score", "max_score", "seconds", "note"]
+    HEADER = ["run", "time", "student", "status", "score", "max_score", "seconds", "causes", "note"]
 
     def __init__(self, root: Path, assignment: str, out, run_id: str):
         self.folder = root / LOGS / assignment
@@ -954,7 +964,7 @@ class RunLog:
                 writer.writerow(self.HEADER)
             writer.writerow([self.run_id, datetime.now().isoformat(timespec="seconds"), row.student, row.status,
                              "" if row.score is None else row.score, "" if row.max_score is None else row.max_score,
-                             f"{row.seconds:.1f}", row.note])
+                             f"{row.seconds:.1f}", row.causes, row.note])
         if nbgrader_log:
             (self.folder / f"{row.student}.log").write_text(nbgrader_log)
         return row

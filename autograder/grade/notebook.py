@@ -11,7 +11,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.contract import REPO, TEST_PREFIX, assignments, exercise_id, nbgrader_cells, nbgrader_meta
+from autograder.contract import (REPO, TEST_PREFIX, assignments, cause_of, exercise_id, nbgrader_cells, nbgrader_meta,
+                                 with_cause)
 from autograder.course import configure, quiet_nbgrader
 from autograder.course.limits import oversized
 from autograder.grade.submission import UnsafeSubmissionError, nbgrader_reason, read_file
@@ -30,11 +31,16 @@ class ExerciseResult:
     id: str
     score: float
     max_score: float
-    message: str
+    message: str  # a failure's diagnosis, ending with its cause line; "" when passed
 
     @property
     def passed(self) -> bool:
         return self.score >= self.max_score
+
+    @property
+    def cause(self) -> str | None:
+        """The failure's cause id (autograder.checks.causes), None when the exercise passed."""
+        return None if self.passed else cause_of(self.message)
 
 
 @dataclass
@@ -53,7 +59,7 @@ class GradeReport:
     def to_json(self) -> str:
         return json.dumps({
             "notebook": self.notebook, "score": self.score, "max_score": self.max_score,
-            "exercises": [{**asdict(e), "passed": e.passed} for e in self.exercises],
+            "exercises": [{**asdict(e), "passed": e.passed, "cause": e.cause} for e in self.exercises],
         }, indent=2)
 
     def to_table(self) -> str:
@@ -283,10 +289,12 @@ def results(graded) -> list[ExerciseResult]:
 
 def failure_message(outputs) -> str:
     """Why a test cell lost its points: its last error, or else what it wrote to stderr."""
+    from autograder.checks import causes  # with the checks: loaded when grading starts
     from autograder.course.preprocessors import diagnosis  # nbgrader and the checks: loaded when grading starts
 
     errors = [out for out in outputs if out.output_type == "error"]
     if errors:
         return diagnosis(errors[-1])
     stderr = "".join(out.text for out in outputs if out.output_type == "stream" and out.name == "stderr")
-    return f"the cell wrote to stderr, which nbgrader scores as a failure: {stderr.strip()[:200]}"
+    return with_cause(f"the cell wrote to stderr, which nbgrader scores as a failure: {stderr.strip()[:200]}",
+                      causes.STDERR)

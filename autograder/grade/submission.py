@@ -67,6 +67,7 @@ class Row:
     attempts: int = 0
     assignment: str = ""                 # set by RunLog.add
     cpu_seconds: float | None = None     # the submission's grading processes, on its worker (None: not measured)
+    causes: str = ""                     # each failed exercise's cause, "exercise=cause id" joined by spaces
 
     def line(self) -> str:
         points = f"{self.score:g}/{self.max_score:g}" if self.score is not None else "-"

@@ -20,6 +20,7 @@ from autograder.course.build import release, solutions
 from autograder.contract import REPO, assignments
 from autograder.course import SCRATCH_COURSE_CONFIG, solution_version
 from autograder.grade.notebook import results
+from autograder.tools.report import run as report
 from autograder.trust import sandbox
 
 COURSE = REPO / "build" / "demo-course"
@@ -172,6 +173,8 @@ def main() -> int:
                 print(f"      {result.id:<24}{result.score:>3g}/{result.max_score:<3g} {first}")
             feedback = COURSE / "feedback" / student / name / f"{name}.html"
             print(f"      feedback: {feedback}")
+    step("What the class got wrong (python -m autograder report --course build/demo-course)")
+    report(COURSE, [], COURSE / "report")
     step("MNIST on the course's own engine (the full-marks student's notebook 5, as nbgrader ran it)")
     print(f"   {trained_accuracy()}")
     print(f"\nDemo finished in {time.monotonic() - started:.0f} s.")

@@ -16,10 +16,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from autograder.checks import check, has_check
+from autograder.checks import causes, check, has_check
 from autograder.checks.harness.diagnostics import CheckFailure, case_seed
 from autograder.trust import remote
-from autograder.contract import exercise_id, nbgrader_meta
+from autograder.contract import exercise_id, nbgrader_meta, with_cause
 
 HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 LOAD_TIMEOUT_S = 30.0  # CPU seconds of one cell's top level: definitions take milliseconds; this stops a runaway loop
@@ -30,7 +30,7 @@ VERIFIED = "all hidden checks passed (verified outside your notebook's kernel)."
 class Verdict:
     exercise: str
     passed: bool
-    message: str
+    message: str  # a failure's ends with the line ``cause: <id>`` (autograder.checks.causes)
 
 
 @dataclass
@@ -223,14 +223,16 @@ def judged(check_id: str, run: Judging) -> Verdict:
     """judge, failing closed: an exercise whose check could not be run fails with the reason, never passes."""
     exhausted = run.budget.exhausted()
     if exhausted:
-        return Verdict(check_id, False, exhausted)
+        return Verdict(check_id, False, with_cause(exhausted, causes.of_stop(exhausted)))
     try:
         return judge(check_id, run)
     except remote.Unavailable as unavailable:
-        return Verdict(check_id, False, f"{unavailable} Ask your instructor to grade it again.")
+        return Verdict(check_id, False, with_cause(f"{unavailable} Ask your instructor to grade it again.",
+                                                   causes.COURSE_ERROR))
     except Exception as error:  # the grader's own failure: no verdict, so no points, and the reason
-        return Verdict(check_id, False, f"the grader could not check this exercise ({type(error).__name__}: "
-                                        f"{str(error)[:200]}). Ask your instructor to grade it again.")
+        return Verdict(check_id, False, with_cause(f"the grader could not check this exercise ({type(error).__name__}: "
+                                                   f"{str(error)[:200]}). Ask your instructor to grade it again.",
+                                                   causes.COURSE_ERROR))
 
 
 def judge(check_id: str, run: Judging) -> Verdict:
@@ -255,7 +257,7 @@ def judge(check_id: str, run: Judging) -> Verdict:
         worker.close()
         exhausted = run.budget.exhausted()
         if exhausted:  # the runaway cell used up the submission's budget: nothing more is checked
-            return Verdict(check_id, False, explain(exhausted, problems))
+            return Verdict(check_id, False, explain(with_cause(exhausted, causes.of_stop(exhausted)), problems))
         run.poisoned[culprit] = problems[-1]
     problems = [f"{why} -- so that cell was left out" for name, why in run.poisoned.items()
                 if any(c.name == name for c in run.cells)] + problems
@@ -265,7 +267,7 @@ def judge(check_id: str, run: Judging) -> Verdict:
         except CheckFailure as failure:
             return Verdict(check_id, False, explain(failure.message, problems))
         except remote.Stopped as stop:  # reading a name stalled or killed the worker
-            return Verdict(check_id, False, explain(stop.reason, problems))
+            return Verdict(check_id, False, explain(with_cause(stop.reason, causes.of_stop(stop.reason)), problems))
     return Verdict(check_id, True, VERIFIED)
 
 

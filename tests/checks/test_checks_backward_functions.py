@@ -76,10 +76,10 @@ def drops_stretched_axes(broadcasted, original):
 
 
 @pytest.mark.parametrize("answer, phrases", [
-    (keeps_prepended_axes, ["prepended axis"]),
+    (keeps_prepended_axes, ["prepended axis", "cause: unbroadcast/keeps-prepended-axes"]),
     (axes_by_size, ["by position"]),
-    (sums_everything, ["not over every axis"]),
-    (drops_stretched_axes, ["returned shape"]),
+    (sums_everything, ["not over every axis", "cause: unbroadcast/sums-everything"]),
+    (drops_stretched_axes, ["returned shape", "cause: unbroadcast/no-keepdims"]),
 ])
 def test_unbroadcast_rejects_wrong_implementations(answer, phrases):
     rejects("unbroadcast", learner("unbroadcast", answer), *phrases)
@@ -215,35 +215,39 @@ def no_expand_dims(g, out, x, dim=None, keepdim=False):
 
 
 @pytest.mark.parametrize("exercise_id, answer, phrases", [
-    ("log_back", lambda g, out, x: ub(g / out, x), ["torch.autograd gives"]),
+    ("log_back", lambda g, out, x: ub(g / out, x), ["torch.autograd gives", "cause: vjp/output-for-input"]),
     ("multiply_back", bundle("multiply_back0", "multiply_back1", multiply_back0=lambda g, out, x, y: g * y),
      ["returned shape", "unbroadcast"]),
+    ("multiply_back", bundle("multiply_back0", "multiply_back1", multiply_back0=lambda g, out, x, y: ub(g * x, x)),
+     ["uses x where the other operand, y, belongs", "cause: vjp/wrong-operand"]),
+    ("multiply_back", bundle("multiply_back0", "multiply_back1", multiply_back1=lambda g, out, x, y: ub(g, y)),
+     ["grad_out passed on unchanged", "cause: vjp/local-derivative-missing"]),
     ("multiply_back", bundle("multiply_back0", "multiply_back1",
                              multiply_back1=lambda g, out, x, y: np.sum(g * x).astype(np.int64) * np.ones(np.shape(y), int)),
      ["Python number"]),
     ("exp_back", lambda g, out, x: ub(g * x, x), ["exp_back"]),
-    ("negative_back", lambda g, out, x: ub(g, x), ["negative_back"]),
+    ("negative_back", lambda g, out, x: ub(g, x), ["negative_back", "opposite sign", "cause: vjp/sign"]),
     ("add_back", bundle("add_back0", "add_back1", add_back1=lambda g, out, x, y: np.full(np.shape(y), float(np.sum(g)))),
-     ["sum its gradient over the rows"]),
+     ["not over every axis", "cause: vjp/sums-everything", "cause: vjp/sums-everything"]),
     ("subtract_back", bundle("subtract_back0", "subtract_back1", subtract_back1=RIGHT["add_back1"]), ["subtract_back1"]),
     ("divide_back", bundle("divide_back0", "divide_back1", divide_back1=lambda g, out, x, y: ub(-g / np.square(y), y)),
      ["divide_back1"]),
-    ("sum_back", no_expand_dims, ["rows and columns swap"]),
+    ("sum_back", no_expand_dims, ["rows and columns swap", "cause: sum_back/axis-misplaced"]),
     ("mean_back", lambda g, out, x, dim=None, keepdim=False: sum_back(g, out, x, dim, keepdim) / np.size(x),
-     ["divide by the size of the reduced axes"]),
-    ("mean_back", sum_back, ["mean_back"]),
+     ["divide by the size of the reduced axes", "cause: mean_back/divides-by-whole-size"]),
+    ("mean_back", sum_back, ["mean_back", "cause: mean_back/sum-for-mean"]),
     ("reshape_back", lambda g, out, x, new_shape: np.asarray(g), ["returned shape"]),
     ("permute_back", lambda g, out, x, axes: np.transpose(g, axes), ["inverse permutation"]),
     ("matmul_back", {"matmul_back0": lambda g, out, x, y: g @ y, "matmul_back1": matmul_back1},
-     ["matmul_back0 raised ValueError", "grad_out @ y.T", "x's shape (2, 3)"]),
+     ["matmul_back0 raised ValueError", "grad_out @ y.T", "x's shape (2, 3)", "cause: vjp/shapes-do-not-meet"]),
     ("matmul_back", {"matmul_back0": matmul_back0, "matmul_back1": lambda g, out, x, y: x @ g},
      ["matmul_back1 raised ValueError", "x.T @ grad_out", "y's shape (3, 4)"]),
     ("permute_back", lambda g, out, x, axes: np.transpose(np.asarray(g, dtype=float), np.argsort(axes)),
      ["counted from the end"]),
     ("maximum_back", bundle("maximum_back0", "maximum_back1", maximum_back0=lambda g, out, x, y: ub(g * (x >= y), x)),
-     ["half the gradient"]),
+     ["half the gradient", "cause: maximum_back/ties-not-split"]),
     ("maximum_back", bundle("maximum_back0", "maximum_back1", maximum_back0=zeros_like_buffer), ["truncates"]),
-    ("relu_back", lambda g, out, x: ub(g * (x >= 0), x), ["at exactly 0"]),
+    ("relu_back", lambda g, out, x: ub(g * (x >= 0), x), ["at exactly 0", "cause: relu_back/passes-at-zero"]),
     ("forward_and_back", lambda a, b, c: (1 / a, 1 / b, 1 / c), ["dg/dc"]),
 ])
 def test_backward_rules_reject_wrong_implementations(exercise_id, answer, phrases):
@@ -278,7 +282,7 @@ def multiply_back0_in_place(g, out, x, y):
     ("sum_back", sum_back_axes_at_the_end, ["where it was"]),
     ("multiply_back", bundle("multiply_back0", "multiply_back1", multiply_back0=multiply_back0_in_place), ["in place"]),
     ("multiply_back", bundle("multiply_back0", "multiply_back1", multiply_back0=lambda g, out, x, y: ub(g * out / x, x)),
-     ["divides by zero"]),
+     ["divides by zero", "cause: multiply_back/divides-by-input"]),
     ("exp_back", lambda g, out, x: ub(g * out, x).astype(np.float32), ["float64"]),
     ("unbroadcast", unbroadcast_needs_an_array, ["Python number"]),
     ("negative_back", lambda g, out, x: exit(), ["SystemExit"]),
@@ -302,7 +306,8 @@ def solution(edits):
 
 @pytest.mark.parametrize("exercise_id, edits, phrases", [
     ("unbroadcast", {"unbroadcast": [('    assert result.shape == shape, f"unbroadcast produced {result.shape}, '
-                                      'expected {shape}"\n', "")]}, ["assert that the result has the original's shape"]),
+                                      'expected {shape}"\n', "")]}, ["assert that the result has the original's shape",
+                                           "cause: unbroadcast/no-shape-assert"]),
     ("unbroadcast", {"unbroadcast": [("result = np.asarray(result, dtype=np.float64)",
                                       "result = np.asarray(result, dtype=np.float64 if result.dtype.kind in 'iub' "
                                       "else result.dtype)")]}, ["float32 upstream gradient", "float64"]),
@@ -351,7 +356,8 @@ RIGHT_EXPAND = "    return unbroadcast(grad_out, x)"
 @pytest.mark.parametrize("wrong, phrases", [
     ("    return grad_out", ["sum grad_out over the rows", "returned shape (2, 3), but the input has shape (3,)"]),
     ("    return np.full(np.shape(x), np.sum(grad_out))", ["not over every axis", "received [21., 21., 21.]"]),
-    ("    return unbroadcast(grad_out, x) * np.size(x) / np.size(grad_out)", ["not their average"]),
+    ("    return unbroadcast(grad_out, x) * np.size(x) / np.size(grad_out)", ["not averaged", "cause: vjp/mean-for-sum",
+         "cause: vjp/mean-for-sum"]),
     ("    return np.broadcast_to(grad_out, np.shape(x))", ["expand_back raised ValueError", "x's shape (3,)"]),
     ("    return np.sum(grad_out, axis=0)", ["copied along axis 1 only", "returned shape (3,)"]),
     ("    return unbroadcast(grad_out, x).astype(np.asarray(x).dtype)", ["expand_back returned dtype"]),  # random cases
@@ -408,12 +414,14 @@ RIGHT_TANH = "    return grad_out * (1 - out ** 2)"
 
 
 @pytest.mark.parametrize("wrong, phrases", [
-    ("    return grad_out * (1 - x ** 2)", ["the input x stands where the output belongs"]),
-    ("    return 1 - out ** 2", ["the local derivative 1 − out² alone"]),
-    ("    return grad_out * (1 - np.tanh(out) ** 2)", ["applies tanh twice"]),
-    ("    return grad_out * (1 + out ** 2)", ["tanh's local derivative is 1 − tanh(x)² = 1 − out²: return"]),
+    ("    return grad_out * (1 - x ** 2)", ["the input x stands where the output belongs",
+         "cause: tanh_back/input-for-output"]),
+    ("    return 1 - out ** 2", ["the local derivative 1 − out² alone", "cause: vjp/ignores-upstream"]),
+    ("    return grad_out * (1 - np.tanh(out) ** 2)", ["applies tanh twice", "cause: tanh_back/tanh-twice"]),
+    ("    return grad_out * (1 + out ** 2)", ["expected [ 0.4199743416", "cause: mismatch"]),  # no slip's value
     ("    return (grad_out * (1 - out ** 2)).astype(np.float32)", ["tanh_back returned dtype float32"]),
-    ("    return grad_out * (1 - np.tanh(x) ** 2)", ["recomputes tanh from the float32 x"]),
+    ("    return grad_out * (1 - np.tanh(x) ** 2)", ["recomputes tanh from the float32 x",
+         "cause: tanh_back/recomputed-in-float32"]),
 ])
 def test_tanh_back_rejects_slips_with_their_messages(wrong, phrases):
     rejects("tanh_back", solution({"tanh_back": [(RIGHT_TANH, wrong)]}), *phrases)

@@ -49,19 +49,21 @@ def test_central_difference_accepts_correct_alternatives(extra, capsys):
 
 
 @pytest.mark.parametrize("wrong, phrases", [
-    ("return (f(x + h) - f(x)) / h", ["forward difference", "expected 12.01"]),
-    ("return (f(x) - f(x - h)) / h", ["backward difference"]),
-    ("return (f(x + h) - f(x - h)) / h", ["2h apart"]),
-    ("return (f(x + h) - f(x - h)) / 2 * h", ["multiplied by h²", "/ (2 * h)", "received 0.1201"]),
-    ("return (f(x + 1e-6) - f(x - 1e-6)) / 2e-6", ["ignores the h argument"]),
-    ("return np.array([(f(x + h) - f(x - h)) / (2 * h)])", ["single number"]),
+    ("return (f(x + h) - f(x)) / h", ["forward difference", "expected 12.01",
+         "cause: central_difference/forward-difference"]),
+    ("return (f(x) - f(x - h)) / h", ["backward difference", "cause: central_difference/backward-difference"]),
+    ("return (f(x + h) - f(x - h)) / h", ["2h apart", "cause: central_difference/divides-by-h"]),
+    ("return (f(x + h) - f(x - h)) / 2 * h", ["multiplied by h²", "/ (2 * h)", "received 0.1201",
+         "cause: central_difference/operator-precedence"]),
+    ("return (f(x + 1e-6) - f(x - 1e-6)) / 2e-6", ["ignores the h argument", "cause: central_difference/ignores-h"]),
+    ("return np.array([(f(x + h) - f(x - h)) / (2 * h)])", ["single number", "cause: wrong-shape"]),
     ("return np.asarray((f(x + h) - f(x - h)) / (2 * h))", ["0-d numpy array", "returns a float"]),  # audit 14
-    ("return np.float32((f(x + h) - f(x - h)) / (2 * h))", ["float32", "float64"]),
-    ("return (f(x + h) - f(x - h)) / 0", ["ZeroDivisionError", "x = 2.0"]),
+    ("return np.float32((f(x + h) - f(x - h)) / (2 * h))", ["float32", "float64", "cause: wrong-dtype"]),
+    ("return (f(x + h) - f(x - h)) / 0", ["ZeroDivisionError", "x = 2.0", "cause: crash"]),
     ("return 0.0 if abs(x - 2.0) > 1e-12 else (f(x + h) - f(x - h)) / (2 * h)", ["expected"]),  # fitted to the probe
     ("return 0.0 if abs(x) > 2 else (f(x + h) - f(x - h)) / (2 * h)", ["expected"]),
     ("h = min(h, 0.1)\n    return (f(x + h) - f(x - h)) / (2 * h)", ["expected"]),
-    ("raise NotImplementedError()", ["`central_difference` is not written yet"]),
+    ("raise NotImplementedError()", ["`central_difference` is not written yet", "cause: stub"]),
 ])
 def test_central_difference_rejects(wrong, phrases):
     rejects("central_difference", edited("central_difference", (CENTRAL, wrong)), *phrases)
@@ -75,7 +77,7 @@ _right = central_difference
 def central_difference(f, x, h):
     return _right(f, x, h) * (1.5 if next(_calls) == 30 else 1.0)
 '''
-    rejects("central_difference", nudging(extra=extra), "")
+    rejects("central_difference", nudging(extra=extra), "different answers", "cause: nondeterministic")
 
 
 # ------------------------------------------------------------------------------------------- numerical_gradient
@@ -134,21 +136,24 @@ def test_numerical_gradient_accepts_correct_alternatives(edits, extra):
 
 
 @pytest.mark.parametrize("pairs, phrases", [
-    ([(NUDGES, "        up = f(work + h)\n        down = f(work - h)\n")], ["whole array at once"]),
+    ([(NUDGES, "        up = f(work + h)\n        down = f(work - h)\n")], ["whole array at once",
+         "cause: numerical_gradient/nudges-all-at-once"]),
     ([("return grad", "return grad.ravel()")], ["returned shape (6,)", "flattened"]),
-    ([(COPY, "work = x"), (RESTORE, "")], ["changed its input x"]),
-    ([(RESTORE, "")], ["later entries drift", "put back"]),
+    ([(COPY, "work = x"), (RESTORE, "")], ["changed its input x", "cause: changed-input"]),
+    ([(RESTORE, "")], ["later entries drift", "put back", "cause: numerical_gradient/element-not-restored"]),
     ([(CHECK_DTYPE, "if False:")], ["int64 array was accepted"]),
     ([(TYPE_ERROR, 'raise TypeError("bad input")')], ["names the dtype"]),
     ([(TYPE_ERROR, 'raise TypeError("needs floating point input")')], ["names the dtype"]),  # 'point' holds 'int'
     ([("raise TypeError(", "raise ValueError(")], ["raise a TypeError, as the exercise asks"]),
     ([(CHECK_DTYPE, "if x.dtype == np.int64:")], ["int32 array was accepted"]),
     ([(COPY, "work = x.copy()"), ("grad = np.zeros_like(work)", "grad = np.zeros(work.shape)")],
-     ["float32", "float64 copy"]),
+     ["float32", "float64 copy", "cause: numerical_gradient/nudges-in-float32"]),
     ([("return grad", "return grad.tolist()")], ["return a numpy array"]),
     ([("return grad", "return grad.astype(x.dtype)")], ["float64"]),
-    ([("    x = np.asarray(x)\n", "    x = np.asarray(x)\n    h = 1e-5\n")], ["ignores the h argument"]),
-    ([("grad[index] = (up - down) / (2 * h)", "grad[index] = (up - f(work)) / h")], ["forward difference"]),
+    ([("    x = np.asarray(x)\n", "    x = np.asarray(x)\n    h = 1e-5\n")], ["ignores the h argument",
+         "cause: numerical_gradient/ignores-h"]),
+    ([("grad[index] = (up - down) / (2 * h)", "grad[index] = (up - f(work)) / h")], ["forward difference",
+         "cause: numerical_gradient/forward-difference"]),
     ([("def numerical_gradient(f, x, h=1e-5):", "def numerical_gradient(f, x, h):")], ["TypeError"]),
     ([("return grad", "return grad if x.size <= 27 else np.zeros(x.shape)")], ["received"]),
     # audit 14: what the page states and the check now verifies
@@ -181,13 +186,14 @@ def test_log_square_trace_accepts_correct_alternatives(pairs):
 
 
 @pytest.mark.parametrize("pairs, phrases", [
-    ([("grad_x += grad_e * x", "grad_x = grad_e * x")], ["shared node", "+="]),
-    ([("grad_e = grad_y * (1 / e)", "grad_e = grad_y * (1 / x)")], ["its input is e = x*x"]),
+    ([("grad_x += grad_e * x", "grad_x = grad_e * x")], ["shared node", "+=", "cause: log_square_trace/one-edge"]),
+    ([("grad_e = grad_y * (1 / e)", "grad_e = grad_y * (1 / x)")], ["its input is e = x*x",
+         "cause: log_square_trace/log-derivative-at-x"]),
     ([("grad_x = grad_e * x        #", "grad_x = grad_e            #"), ("grad_x += grad_e * x", "grad_x += grad_e")],
-     ["the other input is x"]),
+     ["the other input is x", "cause: log_square_trace/wrong-other-input"]),
     ([('return {"e": e, "y": y, "grad_e": grad_e, "grad_x": grad_x}', "return e, y")], ["return a dict"]),
-    ([("y = math.log(e)", "y = math.log(abs(x))")], ["forward pass"]),
-    ([("    e = x * x\n", "    x = abs(x)\n    e = x * x\n")], ["sign"]),
+    ([("y = math.log(e)", "y = math.log(abs(x))")], ["forward pass", "cause: log_square_trace/y-of-x"]),
+    ([("    e = x * x\n", "    x = abs(x)\n    e = x * x\n")], ["sign", "cause: log_square_trace/sign"]),
 ])
 def test_log_square_trace_rejects(pairs, phrases):
     rejects("log_square_trace", edited("log_square_trace", *pairs), *phrases)
@@ -204,14 +210,15 @@ def test_tanh_network_gradients_accepts_sech_squared():
 
 
 @pytest.mark.parametrize("right, wrong, phrases", [
-    ("2 * (y_hat - t)", "(y_hat - t)", ["the 2 is missing"]),
-    ("2 * (y_hat - t)", "2 * (t - y_hat)", ["wrong sign"]),
-    (LOCAL_TANH, "grad_z = grad_h * (1 - z * z)", ["1 - z²"]),
-    (LOCAL_TANH, "grad_z = grad_h * (1 - h)", ["not 1 - h"]),
-    (RETURN, "return grad_z, grad_z, grad_w2", ["dL/dw1 = dL/dz · x"]),
-    ("grad_w2 = grad_y_hat * h", "grad_w2 = grad_y_hat", ["dL/dw2 = dL/dŷ · h"]),
-    ("grad_h = grad_y_hat * w2", "grad_h = grad_y_hat", ["skip the w2 edge"]),
-    (RETURN, "return grad_w2, grad_z * x, grad_z", ["wrong order"]),
+    ("2 * (y_hat - t)", "(y_hat - t)", ["the 2 is missing", "cause: tanh_network_gradients/loss-derivative-halved"]),
+    ("2 * (y_hat - t)", "2 * (t - y_hat)", ["wrong sign", "cause: tanh_network_gradients/sign"]),
+    (LOCAL_TANH, "grad_z = grad_h * (1 - z * z)", ["1 - z²", "cause: tanh_network_gradients/input-for-output"]),
+    (LOCAL_TANH, "grad_z = grad_h * (1 - h)", ["not 1 - h", "cause: tanh_network_gradients/not-squared"]),
+    (RETURN, "return grad_z, grad_z, grad_w2", ["dL/dw1 = dL/dz · x", "cause: tanh_network_gradients/w1-without-x"]),
+    ("grad_w2 = grad_y_hat * h", "grad_w2 = grad_y_hat", ["dL/dw2 = dL/dŷ · h",
+         "cause: tanh_network_gradients/w2-without-h"]),
+    ("grad_h = grad_y_hat * w2", "grad_h = grad_y_hat", ["skip the w2 edge", "cause: tanh_network_gradients/skips-w2"]),
+    (RETURN, "return grad_w2, grad_z * x, grad_z", ["wrong order", "cause: tanh_network_gradients/wrong-order"]),
     (RETURN, "return -3.2921, -2.1947, -3.0615", ["expected"]),  # hard-coded from the worked example
     (RETURN, "return grad_z * x, grad_z", ["three numbers"]),
     (RETURN, "pass", ["three numbers", "got None"]),
@@ -238,7 +245,7 @@ def tanh_network_gradients(x, w1, b1, w2, t):
     loss.backward()
     return tuple(p.grad.clone().requires_grad_({requires_grad}) for p in params)
 '''
-    rejects("tanh_network_gradients", nudging(extra=extra), "is a torch Tensor")
+    rejects("tanh_network_gradients", nudging(extra=extra), "is a torch Tensor", "cause: wrong-type")
 
 
 # ------------------------------------------------------------------------------------------- the h slider

@@ -125,7 +125,7 @@ def test_topological_order_rejects(pairs, phrases):
 
 
 @pytest.mark.parametrize("extra, phrases", [
-    (RECURSIVE, ["RecursionError", "stack"]),
+    (RECURSIVE, ["RecursionError", "stack", "cause: recursion"]),
     (RAISES_THE_LIMIT, ["recursion limit"]),
 ])
 def test_topological_order_rejects_recursive_walks(extra, phrases):
@@ -223,7 +223,8 @@ def test_backward_rejects(pairs, phrases):
 
 @pytest.mark.parametrize("extra, phrases", [
     (PER_PATH, ["ran 2 times", "once per path"]),
-    (FIRST_REACHED, ["the share of one product only", "processed before all of its consumers"]),
+    (FIRST_REACHED, ["the share of one product only",
+         "cause: backward/node-before-its-consumers", "processed before all of its consumers"]),
     (BREADTH_FIRST, ["y = 3*tanh(b) + b", "processed before all of its consumers"]),
     (OWN_RECURSIVE_ORDER, ["RecursionError"]),
 ])
@@ -285,13 +286,18 @@ WRAP_FOR_MUL = '''        other = other if isinstance(other, Value) else Value(o
 
 
 @pytest.mark.parametrize("pairs, phrases", [
-    ([(ADD_RULE, ADD_RULE.replace("+=", "=")), (MUL_RULE, MUL_RULE.replace("+=", "="))], ["shared node", "+="]),
+    ([(ADD_RULE, ADD_RULE.replace("+=", "=")), (MUL_RULE, MUL_RULE.replace("+=", "="))], ["shared node", "+=",
+         "cause: value_node/overwrites-shared"]),
     ([('out = Value(self.data * other.data, (self, other), "*")', 'out = Value(self.data * other.data, (), "*")')],
      ["_prev"]),
     ([(ADD_RULE, ADD_RULE + "            out.grad = 0.0  # torch-style freeing\n")], ["leave out.grad alone"]),
     ([(WRAP_FOR_MUL, "        if not isinstance(other, Value):\n            return Value(self.data * other)\n"
-                     '        out = Value(self.data * other.data, (self, other), "*")\n')], ["Wrap the number"]),
-    ([(MUL_RULE, "            self.grad += out.grad\n            other.grad += out.grad\n")], ["multiply sends"]),
+                     '        out = Value(self.data * other.data, (self, other), "*")\n')], ["Wrap the number",
+                          "cause: value_node/number-disconnects"]),
+    ([(MUL_RULE, "            self.grad += out.grad\n            other.grad += out.grad\n")],
+     ["multiply sends", "cause: value_node/upstream-unscaled"]),
+    ([(MUL_RULE, "            self.grad += self.data * out.grad\n            other.grad += other.data * out.grad\n")],
+     ["gradients are swapped", "cause: value_node/gradients-swapped"]),
     # audit 14: the page names the operations
     ([('(self, other), "+")', "(self, other))")], ["_op ''", "'+'"]),
     ([('(self, other), "*")', '(self, other), "mul")')], ["_op 'mul'", "'*'"]),
@@ -301,12 +307,15 @@ def test_value_node_rejects(pairs, phrases):
 
 
 @pytest.mark.parametrize("pairs, phrases", [
-    ([("return other + (-self)", "return self + (-other)")], ["self is the right operand"]),
+    ([("return other + (-self)", "return self + (-other)")], ["self is the right operand",
+         "cause: derived_operators/operands-swapped"]),
     ([("return other * self ** -1", "return self * other ** -1")], ["in __rtruediv__, self is the right operand"]),
-    ([("self.grad += k * self.data ** (k - 1) * out.grad", "self.grad += k * self.data ** k * out.grad")], ["x ** 3"]),
+    ([("self.grad += k * self.data ** (k - 1) * out.grad", "self.grad += k * self.data ** k * out.grad")],
+     ["x ** 3", "cause: derived_operators/power-rule"]),
+    ([("return self * -1", "return self * 1")], ["the sign was lost", "cause: derived_operators/negation-lost"]),
     ([("def __radd__(self, other):  # other + self\n    return self + other",
        "def __radd__(self, other):  # other + self\n    return Value(self.data) if other == 0 else self + other")],
-     ["sum() starts from 0"]),
+     ["sum() starts from 0", "cause: derived_operators/disconnected"]),
     ([('f"**{k}"', '"pow"')], ["_op 'pow'", "'**2'"]),  # audit 14: the page names it f"**{k}"
     ([('f"**{k}"', 'f"**{float(k)}"')], ["'**2'"]),
 ])
@@ -318,12 +327,18 @@ TANH_FORWARD = 'out = Value(math.tanh(self.data), (self,), "tanh")'
 
 
 @pytest.mark.parametrize("pairs, phrases", [
-    ([("self.grad += out.data * out.grad", "self.grad += self.data * out.grad")], ["its output", "not its input"]),
+    ([("self.grad += out.data * out.grad", "self.grad += self.data * out.grad")], ["its output", "not its input",
+         "cause: nonlinearities/exp-input-for-output"]),
     ([(TANH_FORWARD, "e = math.exp(2 * self.data)\n    out = Value((e - 1) / (e + 1), (self,), \"tanh\")")],
-     ["overflows"]),
-    ([("self.grad += (out.data > 0) * out.grad", "self.grad += (self.data >= 0) * out.grad")], ["exactly 0"]),
-    ([("self.grad += (1 - out.data ** 2) * out.grad", "self.grad += (1 - self.data ** 2) * out.grad")], ["1 - x²"]),
-    ([("self.grad += out.grad / self.data", "self.grad += math.log(self.data) * out.grad")], ["not log(x)"]),
+     ["overflows", "cause: nonlinearities/tanh-overflows"]),
+    ([("self.grad += (out.data > 0) * out.grad", "self.grad += (self.data >= 0) * out.grad")],
+     ["exactly 0", "cause: nonlinearities/relu-passes-at-zero"]),
+    ([("self.grad += (out.data > 0) * out.grad", "self.grad += out.grad")],
+     ["only where the output is positive", "cause: nonlinearities/relu-passes-negative"]),
+    ([("self.grad += (1 - out.data ** 2) * out.grad", "self.grad += (1 - self.data ** 2) * out.grad")], ["1 - x²",
+         "cause: nonlinearities/tanh-input-for-output"]),
+    ([("self.grad += out.grad / self.data", "self.grad += math.log(self.data) * out.grad")], ["not log(x)",
+         "cause: nonlinearities/log-derivative-is-log"]),
     # audit 14: the page's table names each operation
     ([('(self,), "ReLU")', '(self,), "relu")')], ["_op 'relu'", "'ReLU'"]),
     ([('(self,), "exp")', '(self,), "e^x")')], ["'exp'"]),
@@ -479,7 +494,8 @@ class MLP(MLP):
 '''
 
 
-@pytest.mark.parametrize("exercise, extra, phrase", [("value_node", PROBE_TABLE, "add passes the upstream gradient"),
+@pytest.mark.parametrize("exercise, extra, phrase", [("value_node", PROBE_TABLE, "add passes the upstream gradient",
+     "cause: value_node/no-gradient"),
                                                      ("mlp", KNOWN_ARCHITECTURES, "ReLU on every layer")],
                          ids=["value_node", "mlp"])
 @pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])

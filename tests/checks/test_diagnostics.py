@@ -7,7 +7,7 @@ import time
 import pytest
 
 from autograder.checks.harness import diagnostics
-from autograder.checks.harness.diagnostics import Abandon, CheckFailure, as_float, call_learner
+from autograder.checks.harness.diagnostics import Abandon, CheckFailure, Slip, as_float, call_learner
 
 
 def test_failure_renders_without_frames_or_source():
@@ -81,18 +81,41 @@ def test_checks_leave_no_hypothesis_folder_where_they_run(tmp_path):
 
 
 def test_a_probe_names_the_slip_its_wrong_answer_matches():
-    probes = [diagnostics.Probe("f(2)", lambda: 4.0, 4.0),
-              diagnostics.Probe("g(2)", lambda: 2.0, 4.0, slips=((3.0, "off by one"), (2.0, "forgot to square")))]
-    with pytest.raises(CheckFailure, match=r"forgot to square\ng\(2\): expected 4, received 2"):
+    slips = (Slip(3.0, "off by one", "ex/off-by-one"), Slip(2.0, "forgot to square", "ex/not-squared"))
+    probes = [diagnostics.Probe("f(2)", lambda: 4.0, 4.0), diagnostics.Probe("g(2)", lambda: 2.0, 4.0, slips)]
+    with pytest.raises(CheckFailure, match=r"forgot to square\ng\(2\): expected 4, received 2\.\ncause: ex/not-sq"):
         diagnostics.run_probes("ex", probes)
+    nan = diagnostics.Probe("h(0)", lambda: float("nan"), 0.0, (Slip(float("nan"), "divided by 0", "ex/divides"),))
+    with pytest.raises(CheckFailure, match=r"divided by 0\n.*\ncause: ex/divides$"):  # a NaN matches a NaN slip
+        diagnostics.run_probes("ex", [nan])
 
 
-def test_a_probe_without_a_matching_slip_gives_its_reason_or_just_the_numbers():
-    with pytest.raises(CheckFailure, match=r"^\[ex\] a reason\nh: expected 1, received 5\.$"):
-        diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0, slips=((2.0, "no"),), why="a reason")])
-    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received 5\.$"):
-        diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0)])
+def test_a_probe_without_a_matching_slip_gives_just_the_numbers():
+    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received 5\.\ncause: mismatch$"):
+        diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0, (Slip(2.0, "no", "ex/two"),))])
+    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received inf\.\ncause: not-finite$"):
+        diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: float("inf"), 1.0)])
     diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 1.0 + 1e-13, 1.0)])  # within AGAINST_TORCH
+
+
+def test_bounded_shrinking_reports_the_latest_failure_after_its_calls():
+    """Hypothesis stops SHRINK_CALLS calls after the first failure, with the smallest failure found by then."""
+    from hypothesis import given, strategies as st
+
+    calls = []
+
+    @diagnostics.RANDOM_CASES
+    @given(st.lists(st.integers(0, 1000), min_size=10))  # unbounded, hypothesis shrinks this in about 190 calls
+    def case(values):
+        calls.append(sum(values))
+        if sum(values) > 3000:
+            raise CheckFailure("ex", f"sum {sum(values)}")
+
+    with pytest.raises(Abandon) as info:
+        case()
+    failing = [total for total in calls if total > 3000]
+    assert len(calls) - calls.index(failing[0]) - 1 == diagnostics.SHRINK_CALLS
+    assert info.value.failure.message == f"sum {failing[-1]}\ncause: mismatch" and failing[-1] < failing[0]
 
 
 def test_a_time_limit_outlives_a_nested_call(monkeypatch):

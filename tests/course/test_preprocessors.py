@@ -114,25 +114,29 @@ PLAIN_TRACEBACK = ["Traceback (most recent call last):",
 
 
 @pytest.mark.parametrize("output, message", [
-    (error("CheckFailure", "[central_difference] expected 12.01, got 12.0\nsee [1]"),
-     "expected 12.01, got 12.0\nsee [1]"),                                 # only the leading [id] goes
+    (error("CheckFailure", "[central_difference] expected 12.01, got 12.0\nsee [1]\ncause: central_difference/x"),
+     "expected 12.01, got 12.0\nsee [1]\ncause: central_difference/x"),  # only the leading [id] goes
+    (error("CheckFailure", "[central_difference] expected 12.01"),
+     "expected 12.01\ncause: mismatch"),                                 # an older record: no cause line of its own
     (error("NotImplementedError"),
-     "a function it calls is not written yet: replace `raise NotImplementedError()` with your code."),
+     "a function it calls is not written yet: replace `raise NotImplementedError()` with your code.\ncause: stub"),
     (error("CellTimeoutError", "Cell execution timed out"),
-     "the test cell ran out of time: is there a loop that never ends?"),
+     "the test cell ran out of time: is there a loop that never ends?\ncause: timeout"),
     (error("AssertionError", "expected 12.01, got 12.0", PLAIN_TRACEBACK),
-     'visible test failed: assert slope == 12.01, f"expected 12.01, got {slope}" -> expected 12.01, got 12.0'),
+     'visible test failed: assert slope == 12.01, f"expected 12.01, got {slope}" -> expected 12.01, got 12.0'
+     "\ncause: visible-test"),
     (error("AssertionError", "", ["\x1b[0;31massert\x1b[0m x == 1", "\x1b[0;31massert\x1b[0m y == 2"]),
-     "visible test failed: assert y == 2"),                                # the last assert, colours removed
-    (error("AssertionError", "", ["AssertionError"]), "visible test failed: an assert"),
+     "visible test failed: assert y == 2\ncause: visible-test"),          # the last assert, colours removed
+    (error("AssertionError", "", ["AssertionError"]), "visible test failed: an assert\ncause: visible-test"),
     (error("AssertionError", "expected 2, got 1", ["Cell In[3], line 2", "      1 x = 1",
                                                    "\x1b[0;32m----> 2\x1b[0m assert x == 2, 'expected 2, got 1'"]),
-     "visible test failed: assert x == 2, 'expected 2, got 1' -> expected 2, got 1"),  # IPython's arrow and number
+     "visible test failed: assert x == 2, 'expected 2, got 1' -> expected 2, got 1\ncause: visible-test"),
     (error("NameError", "name 'central_difference' is not defined"),
-     "NameError: name 'central_difference' is not defined (did an earlier cell fail, or was the function renamed?)"),
-    (error("ZeroDivisionError", "division by zero"), "ZeroDivisionError: division by zero"),
-], ids=["check", "not-written", "timeout", "assert", "assert-ansi", "assert-unnamed", "assert-ipython", "name",
-         "other"])
+     "NameError: name 'central_difference' is not defined (did an earlier cell fail, or was the function renamed?)"
+     "\ncause: not-defined"),
+    (error("ZeroDivisionError", "division by zero"), "ZeroDivisionError: division by zero\ncause: crash"),
+], ids=["check", "check-without-cause", "not-written", "timeout", "assert", "assert-ansi", "assert-unnamed",
+         "assert-ipython", "name", "other"])
 def test_diagnosis_gives_one_message_per_kind_of_error(output, message):
     assert diagnosis(output) == message
 
@@ -218,8 +222,9 @@ def test_a_failure_the_kernel_claimed_as_a_pass_says_so():
 
 def test_the_learner_reads_the_checks_own_message_back_from_a_failing_verdict():
     """diagnosis (the CLI's table, autograder.grade.notebook) undoes the [id] that outputs puts in front."""
-    (found,) = outputs(Verdict("central_difference", False, "forward difference used"), kernel_claimed_pass=False)
-    assert diagnosis(found) == "forward difference used"
+    told = "forward difference used\ncause: central_difference/forward-difference"
+    (found,) = outputs(Verdict("central_difference", False, told), kernel_claimed_pass=False)
+    assert diagnosis(found) == told and found.traceback[-1] == "cause: central_difference/forward-difference"
 
 
 # ------------------------------------------------------------------------------------------------ ReplayExecution

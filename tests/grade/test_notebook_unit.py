@@ -281,7 +281,7 @@ def autograded():
         new_markdown_cell("# nb"), new_code_cell("import math"), answer("f"),
         graded("test_f", stream("stdout", "f: all hidden checks passed\n")),
         answer("g"),
-        graded("test_g", error("CheckFailure", "[g] expected 1, got 2"), points=3),
+        graded("test_g", error("CheckFailure", "[g] expected 1, got 2\ncause: g/off-by-one"), points=3),
         manual,
         graded("test_h", stream("stderr", "RuntimeWarning: overflow\n"), points=1),
         graded("test_k"),  # no outputs at all: nbgrader's rule gives it full points
@@ -291,12 +291,13 @@ def autograded():
 def test_results_score_each_test_cell_by_nbgraders_rule_with_a_diagnosis():
     assert results(autograded()) == [
         ExerciseResult("f", 2.0, 2.0, ""),
-        ExerciseResult("g", 0.0, 3.0, "expected 1, got 2"),
+        ExerciseResult("g", 0.0, 3.0, "expected 1, got 2\ncause: g/off-by-one"),
         ExerciseResult("h", 0.0, 1.0, "the cell wrote to stderr, which nbgrader scores as a failure: "
-                                      "RuntimeWarning: overflow"),
+                                      "RuntimeWarning: overflow\ncause: stderr"),
         ExerciseResult("k", 2.0, 2.0, ""),
     ]
     assert all(type(e.score) is float for e in results(autograded()))
+    assert [e.cause for e in results(autograded())] == [None, "g/off-by-one", "stderr", None]
 
 
 def test_failure_message_is_the_diagnosis_of_the_last_error():
@@ -307,21 +308,24 @@ def test_failure_message_is_the_diagnosis_of_the_last_error():
 def test_failure_message_without_an_error_quotes_the_first_200_characters_of_stderr():
     said = failure_message([stream("stderr", "  warning one\n"), stream("stdout", "ignored"),
                             stream("stderr", "x" * 300 + "\n")])
-    assert said == "the cell wrote to stderr, which nbgrader scores as a failure: " + ("warning one\n" + "x" * 300)[:200]
+    told = "the cell wrote to stderr, which nbgrader scores as a failure: " + ("warning one\n" + "x" * 300)[:200]
+    assert said == told + "\ncause: stderr"
 
 
 # ------------------------------------------------------------------------------------------------ GradeReport
 
 def report():
     return GradeReport("nb.ipynb", [ExerciseResult("central_difference", 2.0, 2.0, ""),
-                                    ExerciseResult("f", 0.0, 3.0, "expected 1\ngot 2")])
+                                    ExerciseResult("f", 0.0, 3.0, "expected 1\ngot 2\ncause: mismatch")])
 
 
 def test_the_json_report_gives_totals_and_each_exercise_with_passed():
     assert json.loads(report().to_json()) == {
         "notebook": "nb.ipynb", "score": 2.0, "max_score": 5.0,
-        "exercises": [{"id": "central_difference", "score": 2.0, "max_score": 2.0, "message": "", "passed": True},
-                      {"id": "f", "score": 0.0, "max_score": 3.0, "message": "expected 1\ngot 2", "passed": False}]}
+        "exercises": [{"id": "central_difference", "score": 2.0, "max_score": 2.0, "message": "", "passed": True,
+                       "cause": None},
+                      {"id": "f", "score": 0.0, "max_score": 3.0, "message": "expected 1\ngot 2\ncause: mismatch",
+                       "passed": False, "cause": "mismatch"}]}
 
 
 def test_the_table_aligns_exercises_and_indents_the_lines_of_a_diagnosis():
@@ -332,6 +336,7 @@ def test_the_table_aligns_exercises_and_indents_the_lines_of_a_diagnosis():
         "central_difference   2/2    passed",
         "f                    0/3    expected 1",
         "                            got 2",
+        "                            cause: mismatch",
     ]
 
 
@@ -339,3 +344,26 @@ def test_an_empty_report_scores_zero_of_zero():
     empty = GradeReport("nb.ipynb")
     assert (empty.score, empty.max_score) == (0, 0)
     assert empty.to_table().splitlines() == ["nb.ipynb: 0 / 0 points", "", "exercise  points  diagnosis"]
+
+
+# ------------------------------------------------------------------------------------------------ the class run's log
+
+def test_the_class_runs_log_row_carries_each_failed_exercises_cause(tmp_path):
+    """Course.causes reads a recorded submission's autograded notebooks; RunLog writes them in the `causes` column."""
+    import csv
+    import types
+
+    from autograder.grade import class_run
+
+    folder = tmp_path / "autograded" / "ann" / NB
+    folder.mkdir(parents=True)
+    nbformat.write(autograded(), folder / f"{NB}.ipynb")
+    course = types.SimpleNamespace(autograded=lambda assignment, student: tmp_path / "autograded" / student / NB)
+    causes = class_run.Course.causes(course, NB, "ann")
+    assert causes == "g=g/off-by-one h=stderr"
+    log = class_run.RunLog(tmp_path, NB, open(os.devnull, "w"), "run-1")
+    log.add(submission.Row("ann", "graded", 2.0, 6.0, causes=causes))
+    log.add(submission.Row("bob", "failed", note="not a readable notebook"))
+    rows = list(csv.DictReader(log.table.open(), delimiter="\t"))
+    assert [(r["student"], r["causes"], r["note"]) for r in rows] == [
+        ("ann", "g=g/off-by-one h=stderr", ""), ("bob", "", "not a readable notebook")]

@@ -14,11 +14,13 @@ import types
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 from hypothesis import HealthCheck, seed, settings
 
+from autograder.checks import causes
+from autograder.contract import cause_of, with_cause
 from autograder.trust import remote
 
 PACKAGE = Path(__file__).resolve().parents[2]  # frames in autograder/ are the checks', not the learner's
@@ -49,10 +51,38 @@ def FEW_RANDOM_CASES(test):
     return _cases(test, {**_SETTINGS, "max_examples": 15})
 
 
+# How many more calls hypothesis may make once a case has failed, looking for a smaller one: each call runs the
+# learner's code, and an unbounded shrink (about 360 calls for a slip in notebook 3's rules) took 2-8 s to report.
+SHRINK_CALLS = 40
+
+
 def _cases(test, chosen: dict):
+    _bound_shrinking(test)
     if not _CASE_SEED:
         return settings(derandomize=True, **chosen)(test)
     return seed(_CASE_SEED[-1])(settings(derandomize=False, **chosen)(test))
+
+
+def _bound_shrinking(test) -> None:
+    """Stop a ``@given`` test SHRINK_CALLS calls after its first CheckFailure, with the smallest failure found by
+    then: hypothesis only tries smaller inputs while it shrinks, so the latest failure is the smallest. The count of
+    calls, not a clock, decides, so every path (a kernel, the trusted grader) reports the same input."""
+    inner = test.hypothesis.inner_test  # hypothesis's documented hook for wrapping what each example runs
+    latest: list[CheckFailure] = []
+    calls = [0]
+
+    def bounded(*args, **kwargs):
+        if latest:
+            calls[0] += 1
+            if calls[0] > SHRINK_CALLS:
+                raise Abandon(latest[-1])
+        try:
+            return inner(*args, **kwargs)
+        except CheckFailure as failure:
+            latest.append(failure)
+            raise
+
+    test.hypothesis.inner_test = bounded
 
 
 def case_rng(stream: str) -> np.random.Generator:
@@ -105,12 +135,18 @@ class CheckFailure(AssertionError):
     Subclasses AssertionError so nbgrader and pytest treat it as an ordinary failed test.
     """
 
-    def __init__(self, exercise: str, message: str, cause: BaseException | None = None):
+    def __init__(self, exercise: str, message: str, cause: BaseException | None = None, cause_id: str | None = None):
+        """``cause_id`` (autograder.checks.causes) names the cause; without it, a message that already ends with a
+        cause line (a diagnosis wrapped with more context) keeps that one, and any other is a ``mismatch``. The
+        message then ends with the line ``cause: <id>``, available as ``cause_id``."""
         self.exercise = exercise
+        self.cause_id = cause_id or cause_of(message) or causes.MISMATCH
+        body = with_cause(message, self.cause_id).rpartition("\n")[0]
         # A diagnosis quotes learner values; a huge one must not become a huge feedback page.
-        self.message = message if len(message) <= MESSAGE_LIMIT else message[:MESSAGE_LIMIT] + " [...]"
+        body = body if len(body) <= MESSAGE_LIMIT else body[:MESSAGE_LIMIT] + " [...]"
+        self.message = with_cause(body, self.cause_id)
         self.cause = cause  # the learner's own exception, when the failure is that their code raised
-        super().__init__(f"[{exercise}] {message}")
+        super().__init__(f"[{exercise}] {self.message}")
 
     def _render_traceback_(self) -> list[str]:
         # IPython calls this instead of formatting frames: the learner sees the diagnosis, never hidden code.
@@ -187,21 +223,28 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
     except NotImplementedError as stub:
         raise CheckFailure(exercise, f"`{_stub_name(stub, fn, exercise)}` is not written yet: in its cell, replace "
                                      "`raise NotImplementedError()` with your code, run that cell, then run this one "
-                                     "again.") from None
+                                     "again.", cause_id=causes.STUB) from None
     except remote.Stopped as stop:  # the worker's own deadline, in CPU seconds, or a budget: its reason says which
-        raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})")) from None
+        raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})",
+                                   cause_id=causes.of_stop(stop.reason))) from None
     except _Timeout as timeout:
         limit = f"{CALL_TIMEOUT_S:g} s of CPU time" if timeout.cpu else \
             f"{remote.WALL_FACTOR * CALL_TIMEOUT_S:g} s on the wall clock"
         raise Abandon(CheckFailure(exercise, f"your code did not finish within {limit}{where}: "
-                                             "is there a loop that never ends?")) from None
+                                             "is there a loop that never ends?", cause_id=causes.TIMEOUT)) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
-        raise CheckFailure(exercise, f"your code raised {kind}: {error}{where}", cause=error) from None
+        raise CheckFailure(exercise, f"your code raised {kind}: {error}{where}", cause=error,
+                           cause_id=_CRASHES.get(kind, causes.CRASH)) from None
     if any(now.shape != before.shape or not np.array_equal(now, before, equal_nan=True) for now, before in given):
         raise CheckFailure(exercise, changed_input or f"your code changed an array it was given, in place{where}: "
-                                                      "compute new arrays instead of writing into your inputs.")
+                                                      "compute new arrays instead of writing into your inputs.",
+                           cause_id=causes.CHANGED_INPUT)
     return result
+
+
+# The learner's exceptions that name a cause of their own: the rest are crashes.
+_CRASHES = {"MemoryError": causes.MEMORY, "RecursionError": causes.RECURSION}
 
 
 def _stub_name(stub: NotImplementedError, fn, exercise: str) -> str:
@@ -229,7 +272,7 @@ def call_on_deep_graph(exercise: str, fn, *args, shown_input: str):
         if isinstance(failure.cause, RecursionError):
             raise CheckFailure(exercise, f"RecursionError on {shown_input}: a recursive walk needs one Python stack "
                                          "frame per node and Python allows about 1,000. Keep your own stack (a list) "
-                                         "instead of recursing.") from None
+                                         "instead of recursing.", cause_id=causes.RECURSION) from None
         raise
 
 
@@ -261,7 +304,7 @@ def recursion_limit_kept(exercise: str):
         if any(n > limit for n in requested) or remote.limit_raises() > raises_before:
             raise CheckFailure(exercise, "your code raised Python's recursion limit. That only moves the crash: a "
                                          "deeper graph overflows the C stack and kills the kernel. Keep your own stack "
-                                         "(a list) instead.") from None
+                                         "(a list) instead.", cause_id=causes.RECURSION) from None
 
     sys.setrecursionlimit = watched
     try:
@@ -318,24 +361,35 @@ def close(received, expected, tolerance: Tolerance = AGAINST_TORCH) -> bool:
 def as_float(exercise: str, value, what: str) -> float:
     """A learner's scalar result as a float, or a CheckFailure saying what came back instead."""
     if value is None:
-        raise CheckFailure(exercise, f"{what} is None: did the function forget its `return`?")
+        raise CheckFailure(exercise, f"{what} is None: did the function forget its `return`?",
+                           cause_id=causes.WRONG_TYPE)
     if type(value).__module__.startswith("torch"):
         raise CheckFailure(exercise, f"{what} is a torch {type(value).__name__}: the exercise computes it by hand, "
-                                     "with plain floats or numpy, not with torch.")
+                                     "with plain floats or numpy, not with torch.", cause_id=causes.WRONG_TYPE)
     try:
         if isinstance(value, (str, bytes)):
             raise TypeError("text is not a number")
         kept = np.asarray(value)
         array = kept.astype(np.float64)
     except Exception:  # strings, objects, tensors that still require grad, ...
-        raise CheckFailure(exercise, f"{what} should be a number, got {type(value).__name__}: {value!r}") from None
+        raise CheckFailure(exercise, f"{what} should be a number, got {type(value).__name__}: {value!r}",
+                           cause_id=causes.WRONG_TYPE) from None
     if kept.dtype in (np.float32, np.float16):
         raise CheckFailure(exercise, f"{what} is a {kept.dtype} ({float(array)!r}), which keeps only "
                                      f"~{7 if kept.dtype == np.float32 else 3} significant digits: compute in float64 "
-                                     "(plain Python floats are float64).")
+                                     "(plain Python floats are float64).", cause_id=causes.WRONG_DTYPE)
     if array.shape != ():
-        raise CheckFailure(exercise, f"{what} should be a single number, got an array of shape {array.shape}")
+        raise CheckFailure(exercise, f"{what} should be a single number, got an array of shape {array.shape}",
+                           cause_id=causes.WRONG_SHAPE)
     return float(array)
+
+
+class Slip(NamedTuple):
+    """A known mistake, as the value it gives on one probe: when an answer gives that value, ``why`` is shown and
+    ``cause`` (an id declared in autograder.checks.causes) is named."""
+    value: object
+    why: str
+    cause: str
 
 
 @dataclass(frozen=True)
@@ -343,27 +397,63 @@ class Probe:
     """One hand-picked input whose wrong answers have known causes: the course's misconception probes, as data.
 
     ``call`` runs the learner's code and returns what it gave (inside ``run_probes``, so a crash, a stub or a loop
-    is a diagnosis too). When that is not ``expected``, the first ``slips`` entry whose value it matches names the
-    misconception; otherwise ``why`` does, or expected against received alone.
+    is a diagnosis too). When that is not ``expected``, the first of ``slips`` whose value it matches names the
+    misconception; a value that matches none is shown as expected against received alone, and named a mismatch
+    (or not-finite), never blamed on a slip it did not make. ``otherwise`` (why, cause id) is for the one kind of
+    probe where every wrong value is the same slip: a value that must stay as it was (a parameter that takes no part
+    in a step), so any other value means it moved.
     """
     shown: str                                    # the call as the learner would write it
     call: Callable[[], object]
     expected: object
-    slips: tuple[tuple[object, str], ...] = ()    # (what a known mistake gives, what that mistake is)
-    why: str = ""
+    slips: tuple[Slip, ...] = ()
     tolerance: Tolerance = AGAINST_TORCH
+    otherwise: tuple[str, str] | None = None
 
 
 def run_probes(exercise: str, probes) -> None:
     """The one loop over probes: each is called, compared, and on a mismatch diagnosed.
 
     Raises:
-        CheckFailure: at the first probe that fails, naming its misconception and showing expected vs received.
+        CheckFailure: at the first probe that fails, naming the slip its value matches (if any) and showing
+            expected vs received.
     """
     for probe in probes:
         got = call_learner(exercise, probe.call, shown_input=probe.shown)
         if close(got, probe.expected, probe.tolerance):
             continue
-        cause = next((why for wrong, why in probe.slips if close(got, wrong, probe.tolerance)), probe.why)
-        raise CheckFailure(exercise, (f"{cause}\n" if cause else "")
-                           + f"{probe.shown}: expected {fmt(probe.expected)}, received {fmt(got)}.")
+        if probe.otherwise:
+            raise CheckFailure(exercise, f"{probe.otherwise[0]}\n{probe.shown}: expected {fmt(probe.expected)}, "
+                                         f"received {fmt(got)}.", cause_id=probe.otherwise[1])
+        raise wrong_value(exercise, probe.shown, probe.expected, got, probe.slips, probe.tolerance)
+
+
+def wrong_value(exercise: str, shown: str, expected, got, slips=(), tolerance: Tolerance = AGAINST_TORCH,
+                said: str = "expected") -> CheckFailure:
+    """The diagnosis of ``got`` where ``expected`` was due on input ``shown``: the first slip whose value ``got``
+    matches (within ``tolerance``) names the cause; else inf or NaN where the expected value is finite is
+    ``not-finite``, and anything else a ``mismatch``. ``said`` names the reference ("torch.autograd gives")."""
+    slip = next((s for s in slips if _matches(got, s.value, tolerance)), None)
+    told = f"{shown}: {said} {fmt(expected)}, received {fmt(got)}."
+    if slip is not None:
+        return CheckFailure(exercise, f"{slip.why}\n{told}", cause_id=slip.cause)
+    return CheckFailure(exercise, told, cause_id=causes.NOT_FINITE if _loses_finiteness(got, expected)
+                        else causes.MISMATCH)
+
+
+def _matches(got, value, tolerance: Tolerance) -> bool:
+    """``close``, with a NaN matching a NaN: a slip's value may hold the NaN the slip produces (a division by 0)."""
+    try:
+        got, value = np.asarray(got, dtype=np.float64), np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return got.shape == value.shape and bool(np.allclose(got, value, rtol=tolerance.rtol, atol=tolerance.atol,
+                                                         equal_nan=True))
+
+
+def _loses_finiteness(got, expected) -> bool:
+    try:
+        got, expected = np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return bool(np.isfinite(expected).all() and not np.isfinite(got).all())

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from autograder.checks import causes
 from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, CheckFailure,
-                                                   Probe, call_learner, close, fmt)
+                                                   Probe, Slip, call_learner, close, fmt, wrong_value)
 from autograder.checks.harness.oracles import central_differences
 
 
@@ -52,17 +53,19 @@ def as_gradient(ex, name, result, shape, shown):
     if isinstance(result, np.generic):
         result = np.asarray(result)
     if not isinstance(result, np.ndarray):
-        raise CheckFailure(ex, f"{name} returned {type(result).__name__}; return a numpy array ({shown}).")
+        raise CheckFailure(ex, f"{name} returned {type(result).__name__}; return a numpy array ({shown}).",
+                           cause_id=causes.WRONG_TYPE)
     if result.shape != tuple(shape):
         hint = " Sum away what broadcasting added (unbroadcast)." if result.size > np.prod(shape, dtype=int) else ""
         raise CheckFailure(ex, f"{name} returned shape {result.shape}, but the input has shape {tuple(shape)} "
-                               f"({shown}): a gradient has its input's shape.{hint}")
+                               f"({shown}): a gradient has its input's shape.{hint}", cause_id=causes.WRONG_SHAPE)
     if np.issubdtype(result.dtype, np.integer) or result.dtype == bool:
         raise CheckFailure(ex, f"{name} returned dtype {result.dtype} ({shown}): an integer gradient buffer truncates "
-                               "fractions. Build gradients in float64 (e.g. np.zeros(shape) or grad_out * 1.0).")
+                               "fractions. Build gradients in float64 (e.g. np.zeros(shape) or grad_out * 1.0).",
+                           cause_id=causes.WRONG_DTYPE)
     if result.dtype != np.float64:
         raise CheckFailure(ex, f"{name} returned dtype {result.dtype} ({shown}): return float64, whatever the inputs' "
-                               "dtype; float32 keeps only ~7 significant digits.")
+                               "dtype; float32 keeps only ~7 significant digits.", cause_id=causes.WRONG_DTYPE)
     return np.array(result, dtype=np.float64, subok=False)  # a plain array: no subclass can bend the comparison
 
 
@@ -93,32 +96,116 @@ def check_vjp(case: VJPCase) -> np.ndarray:
         The learner's gradient, a float64 array of ``case.inputs[case.index]``'s shape.
 
     Raises:
-        CheckFailure: a wrong value (showing torch's or the differences'), shape or dtype, a shape error inside the
-            learner's code told in shapes, or an argument changed in place.
+        CheckFailure: a wrong value (showing the inputs' values, torch's or the differences' answer, and the common
+            slip (``vjp_slips``) that gives the value received, if one does), shape or dtype, a shape error inside
+            the learner's code told in shapes, or an argument changed in place.
     """
     case, out, expected, shown = _prepare(case)
     got = learner_vjp(case, out, shown)
-    if not close(got, expected, _tolerance(case.inputs)):
-        raise CheckFailure(case.ex, f"{shown}: torch.autograd gives {fmt(expected)}, received {fmt(got)}.")
+    tolerance = _tolerance(case.inputs)
+    if not close(got, expected, tolerance):
+        raise wrong_value(case.ex, f"{shown}, with {_values(case)}", expected, got, vjp_slips(case, out, expected),
+                          tolerance, said="torch.autograd gives")
     numeric = numeric_vjp(case.forward, case.inputs, case.index, case.grad_out, **case.kwargs) if case.smooth else got
     if not close(got, numeric, AGAINST_DIFFERENCES):
-        raise CheckFailure(case.ex, f"{shown}: central differences give {fmt(numeric)}, received {fmt(got)}.")
+        raise CheckFailure(case.ex, f"{shown}, with {_values(case)}: central differences give {fmt(numeric)}, "
+                                    f"received {fmt(got)}.")
     return got
 
 
-def vjp_probe(case: VJPCase, why: str, slips: tuple[tuple[object, str], ...] = ()) -> Probe:
+def vjp_probe(case: VJPCase, why: str, slips: tuple[Slip, ...] = ()) -> Probe:
     """A hand-picked input whose failure has a known cause, as a Probe for ``run_probes``: the expected value is
-    torch's VJP, and every diagnosis, a wrong shape or dtype included, starts with ``why`` (or with the matching
-    slip's cause; ``slips`` as in Probe). Central differences are left to the random cases: on a probe torch is
-    exact."""
+    torch's VJP; a value received is matched against ``slips`` first, then against the rule's common slips
+    (``vjp_slips``). ``why`` says what the probe asks, and starts a diagnosis of a wrong shape, dtype or type (never
+    one of a stub, a crash or a wrong value). Central differences are left to the random cases: on a probe torch
+    is exact."""
     case, out, expected, shown = _prepare(case)
 
     def call():
         try:
             return learner_vjp(case, out, shown)
         except CheckFailure as failure:
-            raise CheckFailure(case.ex, f"{why}\n{failure.message}") from None
-    return Probe(shown, call, expected, slips, why, _tolerance(case.inputs))
+            if failure.cause_id in (causes.WRONG_SHAPE, causes.WRONG_DTYPE, causes.WRONG_TYPE):
+                raise CheckFailure(case.ex, f"{why}\n{failure.message}") from None
+            raise
+    return Probe(shown, call, expected, (*slips, *vjp_slips(case, out, expected)), _tolerance(case.inputs))
+
+
+# The slips any backward function can make, as values computed from the case (vjp_slips); each names its cause.
+SIGN = causes.declare("vjp/sign", "the right gradient with the wrong sign (a minus missing or added)")
+IGNORES_UPSTREAM = causes.declare("vjp/ignores-upstream", "the local derivative alone: grad_out was not multiplied in")
+UPSTREAM_ALONE = causes.declare("vjp/local-derivative-missing", "grad_out passed on without the local derivative")
+AT_OUTPUT = causes.declare("vjp/output-for-input", "the local derivative evaluated at out where the input belongs")
+SAME_OPERAND = causes.declare("vjp/wrong-operand", "the input itself where the other operand belongs")
+SUMS_EVERYTHING = causes.declare("vjp/sums-everything", "the whole gradient summed into every entry, over every axis")
+MEAN_FOR_SUM = causes.declare("vjp/mean-for-sum", "the copies' gradients averaged where they add up")
+
+
+def vjp_slips(case: VJPCase, out: np.ndarray, expected: np.ndarray) -> tuple[Slip, ...]:
+    """What the common slips of a backward rule give on ``case`` (its ``grad_out`` set), in the order they are
+    tried. A slip that cannot be computed for this case (shapes that do not meet, a forward undefined there) is left
+    out, and so is one whose value equals the right answer, which could not tell the two apart."""
+    x = case.inputs[case.index]
+    shape = np.shape(x)
+    other = [j for j in range(len(case.inputs)) if j != case.index]
+    names = "xy"
+    candidates = [
+        (lambda: -expected, SIGN, f"this is the right gradient with the opposite sign: check the sign of "
+                                  f"{case.name}'s local derivative."),
+        (lambda: _vjp_with(case, grad_out=np.ones(np.shape(case.grad_out))), IGNORES_UPSTREAM,
+         "this is the local derivative alone: a backward function returns it multiplied by grad_out, the upstream "
+         "gradient."),
+        (lambda: _sum_to(np.asarray(case.grad_out, dtype=np.float64), shape), UPSTREAM_ALONE,
+         "this is grad_out passed on unchanged (summed to the input's shape): it still needs multiplying by the "
+         "local derivative."),
+        (lambda: _vjp_with(case, inputs=[out if j == case.index else v for j, v in enumerate(case.inputs)])
+         if np.shape(out) == shape else None, AT_OUTPUT,
+         "this is the local derivative evaluated at out, the forward's output: the rule needs the input there."),
+        (lambda: _vjp_with(case, inputs=[v if j == case.index else _spread(x, v) for j, v in enumerate(case.inputs)])
+         if other else None, SAME_OPERAND,
+         f"this uses {names[case.index]} where the other operand, {names[other[0]] if other else ''}, belongs: the "
+         "gradient for one input is grad_out times the local derivative with respect to that input."),
+        (lambda: np.full(shape, expected.sum()) if expected.size > 1 else None, SUMS_EVERYTHING,
+         "every entry is the sum of the whole gradient: sum only over the axes broadcasting added or stretched, "
+         "not over every axis."),
+        (lambda: expected * expected.size / np.size(case.grad_out) if expected.size < np.size(case.grad_out) else None,
+         MEAN_FOR_SUM, "this is the mean over the copies: each copy passes on its whole gradient, so the gradients "
+                       "add up, they are not averaged."),
+    ]
+    slips = []
+    for value, cause, why in candidates:
+        try:
+            got = value()
+        except Exception:  # a slip that cannot even be computed here cannot be the one made
+            continue
+        if got is not None and not close(got, expected, _tolerance(case.inputs)):
+            slips.append(Slip(got, why, cause))
+    return tuple(slips)
+
+
+def _vjp_with(case: VJPCase, **changed) -> np.ndarray:
+    """torch's VJP of ``case`` with some of its fields changed, summed to the real input's shape."""
+    other = replace(case, **changed)
+    return _sum_to(torch_vjp(other.forward, other.inputs, other.index, other.grad_out, **other.kwargs)[1],
+                   np.shape(case.inputs[case.index]))
+
+
+def _spread(x, like) -> np.ndarray:
+    """``x`` broadcast to where it meets ``like``: the input standing in for the other operand."""
+    return np.broadcast_to(np.asarray(x, dtype=np.float64), np.broadcast_shapes(np.shape(x), np.shape(like)))
+
+
+def _sum_to(values: np.ndarray, shape: tuple) -> np.ndarray:
+    """``values`` summed over what broadcasting to their shape added to ``shape`` (torch's sum_to_size)."""
+    values = np.array(values, dtype=np.float64)
+    return torch.from_numpy(values).sum_to_size(shape).numpy() if shape else np.array(values.sum())
+
+
+def _values(case: VJPCase) -> str:
+    """The case's inputs and upstream gradient by value, as a diagnosis shows them (a 0-d input too)."""
+    names = ["x", "y"] if len(case.inputs) == 2 else ["x"] * len(case.inputs)
+    shown = [f"{n} = {fmt(np.asarray(v))}" for n, v in zip(names, case.inputs)]
+    return ", ".join([*shown, f"grad_out = {fmt(np.asarray(case.grad_out))}"])
 
 
 def learner_vjp(case: VJPCase, out: np.ndarray, shown: str) -> np.ndarray:
@@ -136,7 +223,7 @@ def learner_vjp(case: VJPCase, out: np.ndarray, shown: str) -> np.ndarray:
                                             "new arrays instead.")
     except CheckFailure as failure:
         if isinstance(failure.cause, ValueError) and SHAPE_ERROR.search(str(failure.cause)):
-            raise CheckFailure(case.ex, shape_error(case, failure.cause)) from None
+            raise CheckFailure(case.ex, shape_error(case, failure.cause), cause_id=SHAPES_DO_NOT_MEET) from None
         raise
     return as_gradient(case.ex, case.name, result, np.shape(case.inputs[case.index]), shown)
 
@@ -169,6 +256,8 @@ def _tolerance(inputs):
     return FLOAT32_INPUTS if any(np.asarray(v).dtype == np.float32 for v in inputs) else AGAINST_TORCH
 
 
+SHAPES_DO_NOT_MEET = causes.declare("vjp/shapes-do-not-meet", "the rule combined arrays whose shapes do not "
+                                    "broadcast (often a transpose missing or misplaced)")
 SHAPE_ERROR = re.compile(r"shape|broadcast|dimension|axes|axis")  # numpy's words for a shape mismatch
 
 

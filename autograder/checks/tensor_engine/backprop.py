@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from hypothesis import given, strategies as st
 
+from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.reference import engine as reference_engine
 from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH
@@ -15,8 +16,8 @@ from autograder.checks.harness.random_programs import TENSOR, programs, torch_ru
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
 from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, run_both
-from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, call_learner, close, fmt,
-                                                   run_probes)
+from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt,
+                                                   run_probes, wrong_value)
 from autograder.trust.remote import beside
 
 
@@ -98,6 +99,14 @@ def _grad_after(run, grad, build, shown):
     return grad(leaf, "the leaf's .grad")
 
 
+OVERWRITES = causes.declare("backprop/overwrites-instead-of-accumulating", "a second gradient arriving at a node "
+                            "replaced the first instead of adding to it")
+EARLY = causes.declare("backprop/node-before-its-consumers", "a node's backward function ran before every consumer's "
+                       "share had arrived (not a topological order)")
+IGNORES_SEED = causes.declare("backprop/ignores-end-grad", "end_grad, the seed, ignored: the walk started from ones")
+SEED_TWICE = causes.declare("backprop/end-grad-twice", "end_grad, the seed, applied twice")
+
+
 def _probe_shared_and_order(ex, run, grad, Node):
     def square():
         a = Node(3.0, requires_grad=True)
@@ -113,10 +122,10 @@ def _probe_shared_and_order(ex, run, grad, Node):
     early = f"a feeds y and a * 3, and {EARLY_NODE}"
     run_probes(ex, [
         Probe("a = 3; y = a * a; a.grad", lambda: _grad_after(run, grad, square, "a = 3; y = a * a"), 6.0,
-              slips=((3.0, overwritten),)),
+              slips=(Slip(3.0, overwritten, OVERWRITES),)),
         Probe("x = 2; a = x * x; y = a + a * 3; x.grad",
               lambda: _grad_after(run, grad, reused, "x = 2; a = x * x; y = a + a * 3"), 16.0,
-              slips=((4.0, early), (12.0, early))),  # a's rule ran after only one of its two consumers
+              slips=(Slip(4.0, early, EARLY), Slip(12.0, early, EARLY))),  # a's rule ran after one of its two
     ])
 
 
@@ -162,17 +171,13 @@ def _probe_explicit_seeds(ex, run, grad, Node):
     x.grad = None
     run(y, Node(np.array([2.0, -1.0])), shown)
     got = grad(x, "x.grad")
-    slips = {(4.0, 3.0): "end_grad was ignored: this is the gradient for the seed [1, 1]. "
-                         "Start the walk from end_grad.",
-             (13.0, 9.0): "end_grad was applied twice (the gradient for the seed [4, 1] = v·v): seed the end node "
-                          "with end_grad once and let the walk carry it."}
-    for wrong, why in slips.items():
-        if close(got, np.array(wrong)):
-            raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), received "
-                                   f"{fmt(got)}. {why}")
+    slips = (Slip(np.array([4.0, 3.0]), "end_grad was ignored: this is the gradient for the seed [1, 1]. Start the "
+                                        "walk from end_grad.", IGNORES_SEED),
+             Slip(np.array([13.0, 9.0]), "end_grad was applied twice (the gradient for the seed [4, 1] = v·v): seed "
+                                         "the end node with end_grad once and let the walk carry it.", SEED_TWICE))
     if not close(got, np.array([5.0, 3.0])):
-        raise CheckFailure(ex, f"{shown}: expected x.grad = [5., 3.] (Jᵀv with J = [[3, 2], [1, 1]]), "
-                               f"received {fmt(got)}.")
+        raise wrong_value(ex, shown, np.array([5.0, 3.0]), got, slips,
+                          said="expected x.grad (Jᵀv with J = [[3, 2], [1, 1]])")
 
     a = Node(3.0, requires_grad=True)
     run(a * a, Node(2.0), "a = 3; backprop(a * a, end_grad=Tensor(2.))")
@@ -279,7 +284,8 @@ def _probe_paths(ex, run, grad, Node):
                                f"products): {EVERY_PATH}")
     share_only = f"x.grad is the share of one product only: {EARLY_NODE}"  # a ran after one of its two consumers
     run_probes(ex, [Probe("a = x.exp(); y = -2a - 3a at x = 0.5; x.grad", lambda: grad(x, "x.grad"),
-                          -5 * math.exp(0.5), slips=tuple((-share * math.exp(0.5), share_only) for share in (2, 3)))])
+                          -5 * math.exp(0.5),
+                          slips=tuple(Slip(-share * math.exp(0.5), share_only, EARLY) for share in (2, 3)))])
 
 
 # ------------------------------------------------------------------------------------------------ jacobian
