@@ -167,5 +167,6 @@ def _autograde(args) -> int:
           f"autograder report {' '.join(args.assignment)} --course {args.course})", file=sys.stderr)
     return 1 if any(row.status == "failed" for row in rows) else 0
 
+
 if __name__ == "__main__":
     sys.exit(main())
