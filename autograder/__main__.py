@@ -135,6 +135,15 @@ def run_grade(notebook: Path, as_json: bool, feedback: Path | None) -> int:
 
 
 def run_autograde(args) -> int:
+    try:
+        return _autograde(args)
+    except KeyboardInterrupt:  # a Ctrl-C while the command starts (imports), or a second one outside nbgrader
+        print("stopped at once; a record cut short is removed by the next run, which grades it again",
+              file=sys.stderr)
+        return 130
+
+
+def _autograde(args) -> int:
     # The sandbox, for this command only: a machine that cannot sandbox is refused before Dask and nbgrader load.
     from autograder.trust import sandbox
 
@@ -151,14 +160,11 @@ def run_autograde(args) -> int:
 
     try:
         rows = grade_class(args.course, args.assignment, students=args.student, force=args.force,
-                           workers=args.workers, scheduler=args.scheduler, timeout_s=args.timeout or TIMEOUT_S)
+                           workers=args.workers, scheduler=args.scheduler,
+                           timeout_s=TIMEOUT_S if args.timeout is None else args.timeout)
     except ClassGradingError as reason:
         print(f"cannot grade: {reason}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # a second Ctrl-C outside nbgrader: the journal names a record it cut short
-        print("stopped at once; a record cut short is removed by the next run, which grades it again",
-              file=sys.stderr)
-        return 130
     if any(row.status == "stopped" for row in rows):
         return 130
     print(f"What the class got wrong: make report ASSIGNMENT='{' '.join(args.assignment)}' (that is, python -m "

@@ -20,6 +20,8 @@ stops between submissions; what was recorded stays, and a re-run skips it. Each 
 from __future__ import annotations
 
 import csv
+import logging
+import math
 import os
 import pickle
 import shutil
@@ -30,7 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -41,7 +43,7 @@ from autograder.contract import course_errors
 from autograder.course import configure, quiet_nbgrader, set_stage
 from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, refusal, results
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
-from autograder.grade.on_dask_worker import execute_submission, guarded
+from autograder.grade.on_dask_worker import STARTED, execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
                                          nbgrader_reason, read_tree)
 from autograder.trust.secret import GradingSecretError, course_secret
@@ -53,6 +55,12 @@ INTERRUPTED = "not graded: a second Ctrl-C stopped its recording; the next run g
 LOGS = "autograde-logs"
 LOCK, JOURNAL, SCRATCH = ".lock", ".recording", ".scratch"
 TEMPORARY, TEMPORARY_PREFIX = "temporary-folder", "class-run-"  # a local cluster's folder, and what its file says
+# The folder of this process's seccomp filter (autograder.trust.sandbox.no_new_processes), and what its name starts
+# with: removed at exit, or by the next run when this one is killed.
+FILTER, FILTER_PREFIX = "filter-folder", "sandbox-filter-"
+# nbgrader turns a student id into a glob pattern (its converters' _format_source), and with force=True removes the
+# autograded notebook of every student the pattern matches: a folder named with these is refused, never sent.
+GLOB_CHARACTERS = "*?["
 
 
 class ClassGradingError(Exception):
@@ -113,6 +121,7 @@ class Course:
                                     f"{assignment}` in {self.root} first") from None
         except DBAPIError as error:  # sqlite3's own error, wrapped: "database is locked", "file is not a database"
             raise ClassGradingError(unusable_gradebook(self.db_url, error.orig)) from None
+        check_writable(Path(self.db_url[len("sqlite:///"):]))
 
     def already_graded(self, assignment: str, student: str) -> bool:
         """nbgrader's own rule: an autograded copy of each of the assignment's notebooks exists and the submission is
@@ -221,6 +230,25 @@ class Course:
                 pass
 
 
+WRITE_WAIT_S = 5  # how long the start waits for another program's write to the gradebook to end
+
+
+def check_writable(gradebook: Path) -> None:
+    """Take the gradebook's write lock and let it go at once, writing nothing: another program's write transaction
+    (nbgrader, Formgrader, an SQLite shell) holds it, and reading alone would not notice, so that every record would
+    fail with "database is locked" after the class had been graded.
+
+    Raises:
+        ClassGradingError: the lock is not free within WRITE_WAIT_S seconds, or SQLite refuses the file.
+    """
+    try:
+        with closing(sqlite3.connect(gradebook, timeout=WRITE_WAIT_S, isolation_level=None)) as probe:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+    except sqlite3.Error as error:
+        raise ClassGradingError(unusable_gradebook(f"sqlite:///{gradebook}", error)) from None
+
+
 def unusable_gradebook(db_url: str, error: Exception) -> str:
     """What to tell the instructor about a gradebook SQLite refuses to read."""
     said = str(error)
@@ -246,20 +274,44 @@ def course_config(root: Path, stage: str):
     return config
 
 
+def student_refusal(folder: Path) -> str | None:
+    """Why the student folder above a submission folder cannot be graded, or None.
+
+    A name with a glob character would make nbgrader match other students (GLOB_CHARACTERS); a link would grade
+    another folder (perhaps another student's) under this name, as a linked assignment folder would.
+    """
+    student = folder.parent
+    used = sorted({c for c in student.name if c in GLOB_CHARACTERS})
+    if used:
+        return (f"the student folder name {student.name!r} holds {' '.join(used)}, which nbgrader reads as a pattern "
+                "matching other students: rename the folder (and the student in the gradebook) without them")
+    if student.is_symlink():
+        return f"the student folder {student.name} is a symbolic link; copy the submission into a real folder"
+    return None
+
+
 def preflight(folder: Path, ignored: list[str], course_nbs: dict[str, nbformat.NotebookNode]
               ) -> tuple[dict[str, bytes] | None, str]:
     """(files, note) of a submission folder; files is None when it cannot be graded at all, and note says why.
 
-    Nothing reads the folder before this: a link, a special file or too much in it is refused here (read_tree).
+    Nothing reads the folder before this: a student folder named as a pattern or linked (student_refusal), a
+    link, a special file or too much in it is refused here (read_tree), and so is a submission holding none of the
+    assignment's notebooks (nbgrader would stop on it in a worker, with advice meant for its own setup).
     Each notebook of the assignment (``course_nbs``: the source notebooks by name) is checked as
     ``python -m autograder grade`` checks one (autograder.grade.notebook): what that refuses fails here, with the
     same reason, and what it notes (a copied cell, another kernel) is noted. So is a timestamp.txt that holds no
     time nbgrader can read.
     """
+    refused = student_refusal(folder)
+    if refused:
+        return None, refused
     try:
         files = read_tree(folder, ignored)
     except UnsafeSubmissionError as refused:
         return None, str(refused)
+    expected = [f"{name}.ipynb" for name in sorted(course_nbs)]
+    if expected and not any(name in files for name in expected):  # one missing of several: nbgrader scores it 0
+        return None, f"the submission holds no {' or '.join(expected)}"
     said = []
     for name in sorted(n for n in files if n.endswith(".ipynb") and "/" not in n):
         try:
@@ -387,10 +439,13 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
     names = [assignments] if isinstance(assignments, str) else list(assignments)
     if workers is not None and workers < 1:
         raise ClassGradingError(f"--workers must be 1 or more, not {workers}")
-    if timeout_s <= 0:
+    if not (math.isfinite(timeout_s) and timeout_s > 0):  # nan and inf pass a plain `<= 0`, then break join()
         raise ClassGradingError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
+    if scheduler is None and execute is execute_submission:  # its kernels' sockets go in this TMPDIR
+        _check_socket_room(names)
     run = Run(list(students), force, workers, scheduler, timeout_s, execute, out or sys.stderr)
     quiet_nbgrader()
+    check_course(Path(root))
     logs = Path(root).resolve() / LOGS
     try:
         lock = CourseLock(logs / LOCK).__enter__()
@@ -401,12 +456,59 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         remove_scratch(logs / SCRATCH)
         course = Course.open(root, logs / SCRATCH / uuid.uuid4().hex[:8])
         course.scratch.mkdir(parents=True)
+        _name_filter_folder(course.scratch)
         try:
             return _grade(course, names, run)
         finally:
             remove_scratch(logs / SCRATCH)
     finally:
         lock.__exit__()
+
+
+def check_course(root: Path) -> None:
+    """Refuse a folder that is not a course, before anything is made in it (the lock, the secret, a gradebook).
+
+    Raises:
+        ClassGradingError: ``root`` is not a folder, has neither nbgrader_config.py nor gradebook.db, or its
+            configured SQLite gradebook does not exist (nbgrader would make an empty one).
+    """
+    from nbgrader.coursedir import CourseDirectory
+
+    root = root.resolve()
+    if not root.is_dir() or not any((root / name).is_file() for name in ("nbgrader_config.py", "gradebook.db")):
+        raise ClassGradingError(f"{root} is not a course folder (it has no nbgrader_config.py or gradebook.db): "
+                                "give the course's folder with --course, or run the command there")
+    db_url = CourseDirectory(config=course_config(root, "record")).db_url
+    if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
+        raise ClassGradingError(f"the gradebook {db_url[len('sqlite:///'):]} is missing: restore it from a backup, "
+                                "or run `nbgrader generate_assignment` to start a new one")
+
+
+# The longest socket path a worker's kernel makes below the temporary folder, past its own path and the assignment's
+# name: /class-run-XXXXXXXX/grade-<assignment>-XXXXXXXX/tmp/kernel-XXXXXXXX/ipc-N (61 bytes, 62 with two digits),
+# against the 107 bytes of a Unix socket's path (sun_path in sys/un.h, 108 with its final NUL).
+SOCKET_PATH_OVERHEAD, SOCKET_PATH_MAX = 62, 107
+
+
+def _check_socket_room(assignments: list[str]) -> None:
+    """Raises ClassGradingError when a local cluster's kernel sockets would not fit under this TMPDIR."""
+    temporary = os.fsencode(tempfile.gettempdir())
+    longest = max(len(name.encode()) for name in assignments)
+    if len(temporary) + longest + SOCKET_PATH_OVERHEAD > SOCKET_PATH_MAX:
+        room = SOCKET_PATH_MAX - SOCKET_PATH_OVERHEAD - longest
+        raise ClassGradingError(f"the temporary folder {tempfile.gettempdir()} ({len(temporary)} bytes) is too long "
+                                f"for the kernels' sockets: set TMPDIR to a folder of at most {room} bytes "
+                                "(TMPDIR=/tmp, say)")
+
+
+def _name_filter_folder(scratch: Path) -> None:
+    """Name this process's seccomp filter folder in the run's scratch folder: atexit removes it, and when the run
+    is killed instead, the next run's remove_scratch does."""
+    from autograder.trust import sandbox  # made by the command's warning() check already; cached
+
+    made = sandbox.no_new_processes()
+    if made is not None:
+        (scratch / FILTER).write_text(str(made.parent))
 
 
 @dataclass(frozen=True)
@@ -482,6 +584,9 @@ WATCH_S = 2.0     # how often it asks the scheduler what each worker is doing
 SETTLE_S = 1.0    # after Ctrl-C: time for results already on their way to arrive and be recorded
 CONNECT_S = 10    # a scheduler that does not answer within this cannot be used
 NO_WORKERS_S = 30  # a scheduler with no worker for this long: the run cannot start, or has lost its cluster
+# A task whose grading process has not started this long after the scheduler listed it as running is given up on
+# (past its deadline): its worker's fork server imports PRELOAD first, which took about a minute at load 18 on 2 cores.
+START_S = 180
 # A local cluster's scheduler removes a worker whose heartbeats (every 0.5 s, from the worker's event loop, whatever
 # its task is doing) stop for this long: a frozen worker (SIGSTOP, a hung node) is noticed in a minute, not five.
 WORKER_TTL = "60s"
@@ -535,7 +640,8 @@ def _outcomes(course, client, tasks: list[Task], run: Run, stop: StopRequest):
     if stop.requested:
         return [(task, None, "stopped") for task in tasks]
     snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s)) for a in dict.fromkeys(t.assignment for t in tasks)}
-    return Dispatch(client, snapshots, run.execute, run.timeout_s).outcomes(tasks, stop)
+    own = client.cluster if run.scheduler is None else None  # a worker dropped from the run's own cluster is replaced
+    return Dispatch(client, snapshots, run.execute, run.timeout_s, own).outcomes(tasks, stop)
 
 
 @contextmanager
@@ -563,7 +669,9 @@ def _client(course, run: Run, stop: "StopRequest"):
             cluster = _start_shielded(stop, lambda: LocalCluster(
                 n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
                 security=Security.temporary(), env={"TMPDIR": str(temporary)}, dashboard_address=None,
-                silence_logs=40))
+                # Its ERRORs are what the run reports itself, in the submissions' rows (a dropped worker's
+                # "No valid workers found" among them): printed, they would only break the progress bar.
+                silence_logs=logging.CRITICAL))
     try:
         try:
             client = Client(cluster or run.scheduler, timeout=CONNECT_S)
@@ -599,35 +707,48 @@ def _wait_for_a_worker(client, scheduler: str, stop: StopRequest) -> None:
 
 
 def remove_scratch(folder: Path) -> None:
-    """Remove the scratch folders under ``folder`` and the temporary folders they name (only folders this command
-    makes: a name that was tampered with removes nothing else)."""
-    for named in folder.glob(f"*/{TEMPORARY}"):
-        temporary = Path(named.read_text().strip())
-        if temporary.name.startswith(TEMPORARY_PREFIX) and temporary.parent == Path(tempfile.gettempdir()):
-            shutil.rmtree(temporary, ignore_errors=True)
+    """Remove the scratch folders under ``folder`` and the temporary folders they name, a local cluster's and the
+    seccomp filter's (only folders this command makes: a name that was tampered with removes nothing else)."""
+    for record, prefix in ((TEMPORARY, TEMPORARY_PREFIX), (FILTER, FILTER_PREFIX)):
+        for named in folder.glob(f"*/{record}"):
+            temporary = Path(named.read_text().strip())
+            if temporary.name.startswith(prefix) and temporary.parent == Path(tempfile.gettempdir()):
+                shutil.rmtree(temporary, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
 
 
 class Dispatch:
     """Tasks on a Dask client: submitted under one name (so the scheduler queues them), each retried once, each
-    given up on when it runs past its deadline, and all of them when the cluster is lost."""
+    given up on when it runs past its deadline, and all of them when the cluster is lost.
 
-    def __init__(self, client, snapshots: dict[str, Snapshot], execute, deadline_s: float):
+    A task's deadline counts from the start of its grading process (the worker logs it under STARTED); one whose
+    worker never says so (frozen before, or a worker of an older release) is given START_S more, from when the
+    scheduler first lists it as running. A worker dropped for a stalled task is replaced when ``cluster`` (the
+    run's own local cluster) is given.
+    """
+
+    def __init__(self, client, snapshots: dict[str, Snapshot], execute, deadline_s: float, cluster=None):
         from distributed import as_completed
 
         self.client, self.execute, self.snapshots, self.deadline_s = client, execute, snapshots, deadline_s
+        self.cluster = cluster
         self.scattered = {name: client.scatter(snapshot, broadcast=True) for name, snapshot in snapshots.items()}
         self.name, self.count = f"grade-{uuid.uuid4().hex[:8]}", 0
         # Results are fetched in the background as tasks end: a worker that freezes while holding one must not
         # block the run (future.result() would wait for it), only that task, which then runs past its deadline.
         self.arrived = as_completed(with_results=True, raise_errors=False)
-        # Task key -> when it was first seen running or ended: the start of its deadline.
+        # Task key -> when it was first seen running, seen with its grading process started, seen ended.
         self.seen: dict[str, float] = {}
+        self.started: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
         self.watched, self.workerless_since = 0.0, None
 
     def submit(self, task: Task):
         if self.scattered[task.assignment].status != "finished":  # every worker holding it died: send it again
-            self.scattered[task.assignment] = self.client.scatter(self.snapshots[task.assignment], broadcast=True)
+            # To the run's own cluster once the worker replacing a dropped one has started (it imports PRELOAD).
+            wait = {"timeout": START_S} if self.cluster is not None else {}
+            self.scattered[task.assignment] = self.client.scatter(self.snapshots[task.assignment], broadcast=True,
+                                                                  **wait)
         others = [w for w in self.client.scheduler_info()["workers"] if w != task.avoid]
         where = {"workers": others, "allow_other_workers": True} if task.avoid and others else {}
         self.count += 1
@@ -657,7 +778,8 @@ class Dispatch:
                 future.cancel()
                 if worker:
                     self._drop(worker)
-                done.append((future, _stalled(pending[future], worker, self.deadline_s)))
+                started = future.key in self.started or future.done()
+                done.append((future, _stalled(pending[future], worker, self.deadline_s, started)))
             for future, executed in done:
                 task = pending.pop(future)
                 if executed.error and stop.requested:  # most likely the interrupt itself
@@ -706,23 +828,47 @@ class Dispatch:
         if self.workerless_since is not None and now - self.workerless_since > NO_WORKERS_S:
             return f"no Dask worker for {NO_WORKERS_S} s", []
         running = {key: worker for worker, keys in processing.items() for key in keys}
+        announced = self._announced()
         stalled = []
         for future in pending:
-            if future.key in running or future.done():  # ended but its result not yet here counts as well
-                self.seen.setdefault(future.key, now)
-            if now - self.seen.get(future.key, now) > self.deadline_s:
+            key = future.key
+            if key in running:
+                self.seen.setdefault(key, now)
+            if key in announced:
+                self.started.setdefault(key, now)
+            if future.done():  # ended, its result not yet here: it has its deadline again to arrive
+                since, allowed = self.ended.setdefault(key, now), self.deadline_s
+            elif key in self.started:
+                since, allowed = self.started[key], self.deadline_s
+            else:
+                since, allowed = self.seen.get(key, now), self.deadline_s + START_S
+            if now - since > allowed:
                 # Only the worker running it now is to blame. A task that has ended blames none: Dask fetches
                 # results in batches, so a frozen worker also holds back results that healthy workers hold.
-                stalled.append((future, running.get(future.key, "")))
+                stalled.append((future, running.get(key, "")))
         return None, stalled
+
+    def _announced(self) -> set[str]:
+        """Keys of the tasks whose grading process has started (none when the scheduler cannot say)."""
+        try:
+            return {message for _, message in self.client.get_events(STARTED)}
+        except Exception:  # the scheduler went away: the next watch() says so
+            return set()
 
     def _drop(self, worker: str) -> None:
         """Ask the scheduler to remove a worker that has gone silent, so that it is given no other task. Best
         effort: a scheduler elsewhere may not be able to load this function (then its worker-ttl does it later)."""
         try:
+            name = self.client.scheduler_info()["workers"].get(worker, {}).get("name")
             self.client.run_on_scheduler(_remove_worker, address=worker)
         except Exception:  # the retry avoids that worker anyway
-            pass
+            name = None
+        if self.cluster is not None and name in self.cluster.worker_spec:
+            # Dask's LocalCluster keeps a removed worker's spec and never starts it again: without a new one,
+            # every task after it would wait for a worker that never comes. The spec goes under a new name (under
+            # its own, the cluster would take the worker it still lists for the new one); scale() starts it.
+            self.cluster.worker_spec[f"replacing-{name}"] = self.cluster.worker_spec.pop(name)
+            self.cluster.scale(len(self.cluster.worker_spec))
         # The snapshots were broadcast to that worker too; Dask may drop a key whose holder was removed, and with
         # it every task that needs it, so the retries get fresh copies. With no worker left there is nowhere to
         # send them: submit() tries again, and watch() ends the run if none comes back.
@@ -742,10 +888,13 @@ async def _remove_worker(dask_scheduler, address: str) -> None:
     await dask_scheduler.remove_worker(address, stimulus_id="class-run-stalled", close=True)
 
 
-def _stalled(task: Task, worker: str, deadline_s: float) -> Executed:
+def _stalled(task: Task, worker: str, deadline_s: float, started: bool = True) -> Executed:
+    """A task given up on: past its deadline, or (``started`` False) its grading process not begun within START_S
+    and the deadline."""
     where = f"its Dask worker {worker}" if worker else "its Dask worker"
-    return Executed(task.student, {}, "", deadline_s, worker,
-                    f"no result within {deadline_s:g} s from {where} (frozen, or cut off); stopped")
+    waited = f"no result within {deadline_s:g} s" if started else \
+        f"no grading process started and no result within {deadline_s + START_S:g} s"
+    return Executed(task.student, {}, "", deadline_s, worker, f"{waited} from {where} (frozen, or cut off); stopped")
 
 
 def _record(course, log, task: Task, executed: Executed, journal: Journal) -> Row:

@@ -23,6 +23,9 @@ from autograder.trust import secret
 # per submission saved: nbgrader, nbconvert, the checks and torch). Two more are what the checks' first calls of
 # torch would import, about 0.5 s each that every grading process would otherwise pay again: torch.autograd.grad
 # imports symbolic_shapes (and with it sympy), an optimizer's step imports torch._dynamo.
+# The Dask event topic under which a task's key is logged once its grading process has started: the run's deadline
+# for the task counts from then, not from the fork server's start or the task's wait in the worker's queue.
+STARTED = "class-run-grading-started"
 PRELOAD = ["torch", "torch.fx.experimental.symbolic_shapes", "torch._dynamo", "nbgrader.apps", "autograder.course.preprocessors"]
 
 
@@ -89,6 +92,7 @@ def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> tuple[
     except (OSError, EOFError):  # the fork server ended before it could say it had
         return FORK_SERVER_ENDED, 0.0
     started = time.monotonic()
+    announce_start()
     process.join(snapshot.timeout_s)
     seconds = time.monotonic() - started
     if process.exitcode is None:
@@ -141,6 +145,17 @@ def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
         path = folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
+
+
+def announce_start() -> None:
+    """Log the running task's key under STARTED on the scheduler, for the run's deadline (class_run.Dispatch.watch).
+    Nothing outside a Dask worker (tests)."""
+    try:
+        from distributed import get_worker
+        worker = get_worker()
+    except ValueError:  # called outside a worker
+        return
+    worker.log_event(STARTED, worker.get_current_task())
 
 
 def _worker_address() -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from distributed import Client
 
-from autograder.grade import class_run
+from autograder.grade import class_run, on_dask_worker
 from autograder.grade.submission import Executed
 
 
@@ -40,7 +40,9 @@ class Faulty:
         self.executed, self.folder = executed, folder
 
     def __call__(self, snapshot, task):
+        on_dask_worker.announce_start()  # as execute_submission does once its grading process has started
         if task.student == "frozen" and task.attempt == 1:
+            time.sleep(1)  # grading, while the worker's event loop sends the announcement on; then the worker freezes
             (self.folder / "frozen.pid").write_text(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGSTOP)
         if task.student == "does-not-pickle":

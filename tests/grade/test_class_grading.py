@@ -696,17 +696,24 @@ def test_links_and_special_files_earn_nothing_leak_nothing_and_leave_the_others_
 
 
 class StandInClient:
-    """What Dispatch asks of a Dask client, as a table: which worker runs which task key, and a scatter that fails
-    (no worker left to take the snapshots)."""
+    """What Dispatch asks of a Dask client, as a table: which worker runs which task key, which keys' grading processes
+    have started (STARTED events), and a scatter that fails (no worker left to take the snapshots)."""
 
     status = "running"
 
     def __init__(self):
         self.processing_now: dict[str, list[str]] = {}
+        self.started: list[str] = []
         self.removed: list[str] = []
 
     def processing(self):
         return self.processing_now
+
+    def get_events(self, topic):
+        return tuple((0.0, key) for key in self.started)
+
+    def scheduler_info(self):
+        return {"workers": {}}
 
     def run_on_scheduler(self, function, address):
         self.removed.append(address)
@@ -731,14 +738,20 @@ def test_a_stalled_task_blames_only_the_worker_running_it_now_and_a_workerless_c
     monkeypatch.setattr(class_run.time, "monotonic", lambda: clock[0])
     dispatch = class_run.Dispatch.__new__(class_run.Dispatch)
     dispatch.client, dispatch.snapshots, dispatch.deadline_s = client, {"nb": object()}, 25.0
-    dispatch.scattered, dispatch.seen, dispatch.watched, dispatch.workerless_since = {"nb": None}, {}, 0.0, None
+    dispatch.scattered, dispatch.watched, dispatch.workerless_since = {"nb": None}, 0.0, None
+    dispatch.seen, dispatch.started, dispatch.ended, dispatch.cluster = {}, {}, {}, None
     ended, moved, frozen = StandInFuture("ended"), StandInFuture("moved"), StandInFuture("frozen")
     client.processing_now = {"healthy": ["ended", "moved"], "stuck": ["frozen"]}
+    client.started = ["ended", "moved", "frozen"]
     assert dispatch.watch([ended, moved, frozen]) == (None, [])
-    clock[0] += 30
+    clock[0] += 20
     ended._done = True  # on the healthy worker, its result waiting behind one held by the frozen worker
     client.processing_now = {"healthy": [], "stuck": ["frozen", "moved"]}
-    assert dispatch.watch([ended, moved, frozen]) == (None, [(ended, ""), (moved, "stuck"), (frozen, "stuck")])
+    assert dispatch.watch([ended, moved, frozen]) == (None, [])
+    clock[0] += 10
+    assert dispatch.watch([ended, moved, frozen]) == (None, [(moved, "stuck"), (frozen, "stuck")])
+    clock[0] += 20
+    assert dispatch.watch([ended]) == (None, [(ended, "")])
     dispatch._drop("stuck")
     assert client.removed == ["stuck"] and dispatch.scattered == {"nb": None}
 

@@ -1,0 +1,307 @@
+"""What a class run refuses before it grades, and how it keeps going when it drops a worker (issue 29, the class-run
+attack's F1-F10): fast checks with stand-ins, no kernel and no cluster."""
+import math
+import os
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.grade import class_run
+from autograder.grade.class_run import ClassGradingError, grade_class, preflight
+from autograder.grade.submission import Task
+from conftest import REPO
+
+NB = "01_nudging"
+SOURCE = REPO / "source" / NB / f"{NB}.ipynb"
+
+
+def submission(root: Path, student: str, files: dict[str, bytes]) -> Path:
+    folder = root / "submitted" / student / NB
+    folder.mkdir(parents=True)
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict:
+    return {NB: nbformat.read(SOURCE, as_version=4)}
+
+
+# ------------------------------------------------------------------------------------------ F2, F6, F7: preflight
+
+@pytest.mark.parametrize("student", ["*", "[fu]*", "student[1]", "who?"])
+def test_a_student_folder_named_as_a_glob_pattern_is_refused_before_anything_reads_it(tmp_path, sources, student):
+    files, note = preflight(submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()}), [], sources)
+    assert files is None and "reads as a pattern matching other students" in note, note
+
+
+@pytest.mark.parametrize("student", ["student1", "anne-marie o'neil", "zoë.b", "a]b", "x{1,2}"])
+def test_names_without_glob_characters_are_graded(tmp_path, sources, student):
+    files, note = preflight(submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()}), [], sources)
+    assert files is not None and f"{NB}.ipynb" in files, note
+
+
+def test_a_student_folder_that_is_a_link_is_refused_and_its_target_is_graded(tmp_path, sources):
+    real = submission(tmp_path, "full-marks", {f"{NB}.ipynb": SOURCE.read_bytes()})
+    (tmp_path / "submitted" / "student-link").symlink_to(real.parent)
+    files, note = preflight(tmp_path / "submitted" / "student-link" / NB, [], sources)
+    assert files is None and note == "the student folder student-link is a symbolic link; copy the submission into " \
+                                      "a real folder"
+    assert preflight(real, [], sources)[0] is not None
+
+
+@pytest.mark.parametrize("files", [{}, {"my copy.ipynb": SOURCE.read_bytes()}, {"notes.txt": b"hello"}])
+def test_a_submission_without_the_assignments_notebook_is_refused_unsent(tmp_path, sources, files):
+    found, note = preflight(submission(tmp_path, "someone", files), [], sources)
+    assert found is None and note == f"the submission holds no {NB}.ipynb"
+
+
+def test_a_submission_holding_one_of_two_notebooks_is_graded(tmp_path, sources):
+    """nbgrader scores the one missing (0); only a submission with none of them is refused."""
+    two = {**sources, "extra": sources[NB]}
+    found, note = preflight(submission(tmp_path, "someone", {f"{NB}.ipynb": SOURCE.read_bytes()}), [], two)
+    assert found is not None, note
+    assert preflight(tmp_path / "submitted" / "someone" / NB, [], {"extra": sources[NB]}) == \
+        (None, "the submission holds no extra.ipynb")
+
+
+class StandInCourse:
+    """What _grade asks of a Course, with two students graded before: records every call that names a student."""
+
+    def __init__(self, root: Path, sources: dict):
+        self.root, self.sources, self.calls = root, sources, []
+
+    ignored: list = []
+
+    def check_assignment(self, assignment):
+        pass
+
+    def submitted(self, assignment):
+        return {p.name: p / assignment for p in sorted((self.root / "submitted").iterdir())}
+
+    def source_notebooks(self, assignment):
+        return self.sources
+
+    def already_graded(self, assignment, student):
+        self.calls.append(("already_graded", student))
+        return True
+
+    def autograded(self, assignment, student):
+        return self.root / "autograded" / student / assignment
+
+    def forget(self, assignment, student):
+        self.calls.append(("forget", student))
+
+    def record_failure(self, assignment, student, reason):
+        self.calls.append(("record_failure", student))
+
+
+def test_glob_named_folders_get_a_failed_row_and_a_gradebook_entry_and_never_reach_nbgrader(tmp_path, sources,
+                                                                                         monkeypatch):
+    """F2: nbgrader (record, already_graded) never sees a pattern; the refused folders get their gradebook entry
+    through the gradebook's own calls, which take the id literally."""
+    for student in ("full-marks", "untouched", "*", "[fu]*"):
+        submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()})
+    course = StandInCourse(tmp_path, sources)
+    sent = []
+    monkeypatch.setattr(class_run, "_run_tasks", lambda course, tasks, *rest: sent.extend(tasks) or [])
+    run = class_run.Run([], True, None, None, 60.0, None, open(os.devnull, "w"))
+    rows = {row.student: row for row in class_run._grade(course, [NB], run)}
+    assert [task.student for task in sent] == ["full-marks", "untouched"]
+    assert {s: rows[s].status for s in ("*", "[fu]*")} == {"*": "failed", "[fu]*": "failed"}
+    assert all(call[0] in ("forget", "record_failure") for call in course.calls), course.calls
+    assert sorted(call[1] for call in course.calls) == ["*", "*", "[fu]*", "[fu]*"]
+    table = (tmp_path / class_run.LOGS / f"{NB}.tsv").read_text()
+    assert "\t*\tfailed\t" in table and "\t[fu]*\tfailed\t" in table
+
+
+# ------------------------------------------------------------------------------------------ F1: a dropped worker
+
+class StandInClient:
+    """What Dispatch asks of a Dask client: which worker runs which key, the STARTED events logged so far, the
+    scheduler's table of workers (address -> name)."""
+
+    status = "running"
+
+    def __init__(self):
+        self.processing_now: dict[str, list[str]] = {}
+        self.events: list[tuple[float, str]] = []
+        self.removed: list[str] = []
+        self.names = {"tls://stuck": "0", "tls://healthy": "1"}
+
+    def processing(self):
+        return self.processing_now
+
+    def get_events(self, topic):
+        assert topic == class_run.STARTED
+        return tuple(self.events)
+
+    def scheduler_info(self):
+        return {"workers": {address: {"name": name} for address, name in self.names.items()}}
+
+    def run_on_scheduler(self, function, address):
+        self.removed.append(address)
+
+    def scatter(self, data, broadcast, timeout):
+        raise TimeoutError("No valid workers found")
+
+
+class StandInCluster:
+    """A LocalCluster's worker specs by name, and the sizes it was scaled to."""
+
+    def __init__(self):
+        self.worker_spec, self.scaled = {"0": {}, "1": {}}, []
+
+    def scale(self, n):
+        self.scaled.append(n)
+
+
+class StandInFuture:
+    def __init__(self, key: str):
+        self.key = key
+
+    def done(self):
+        return False
+
+
+def dispatch_on(client, clock, monkeypatch, cluster=None) -> class_run.Dispatch:
+    monkeypatch.setattr(class_run.time, "monotonic", lambda: clock[0])
+    dispatch = class_run.Dispatch.__new__(class_run.Dispatch)
+    dispatch.client, dispatch.snapshots, dispatch.deadline_s, dispatch.cluster = client, {"nb": object()}, 25.0, cluster
+    dispatch.scattered, dispatch.watched, dispatch.workerless_since = {"nb": None}, 0.0, None
+    dispatch.seen, dispatch.started, dispatch.ended = {}, {}, {}
+    return dispatch
+
+
+def test_a_tasks_deadline_starts_when_its_grading_process_does_and_a_silent_one_gets_the_start_allowance(monkeypatch):
+    """A task whose worker spends long starting its fork server (or queues it) is not given up on at its deadline
+    from being listed; once its grading process has started, the deadline counts from then. A worker that never
+    says it started (frozen before) is still given up on, START_S later."""
+    client, clock = StandInClient(), [100.0]
+    dispatch = dispatch_on(client, clock, monkeypatch)
+    slow, silent = StandInFuture("slow"), StandInFuture("silent")
+    client.processing_now = {"tls://healthy": ["slow"], "tls://stuck": ["silent"]}
+    assert dispatch.watch([slow, silent]) == (None, [])
+    clock[0] += 60  # the fork server imported PRELOAD for a minute; then the grading process started
+    client.events = [(0.0, "slow")]
+    assert dispatch.watch([slow, silent]) == (None, [])
+    clock[0] += 20
+    assert dispatch.watch([slow, silent]) == (None, [])
+    clock[0] += 10  # 30 s after the start it was told of
+    assert dispatch.watch([slow, silent]) == (None, [(slow, "tls://healthy")])
+    clock[0] = 100.0 + 25 + class_run.START_S + 1
+    assert (silent, "tls://stuck") in dispatch.watch([silent])[1]
+    said = class_run._stalled(Task("silent", {}), "tls://stuck", 25.0, started=False).error
+    assert said.startswith(f"no grading process started and no result within {25 + class_run.START_S} s from its "
+                           "Dask worker tls://stuck"), said
+
+
+def test_a_worker_dropped_from_the_runs_own_cluster_is_replaced_and_one_elsewhere_is_not(monkeypatch):
+    client, cluster = StandInClient(), StandInCluster()
+    dispatch_on(client, [0.0], monkeypatch, cluster)._drop("tls://stuck")
+    assert client.removed == ["tls://stuck"] and cluster.scaled == [2]
+    assert sorted(cluster.worker_spec) == ["1", "replacing-0"]  # under its old name, Dask would start nothing
+    elsewhere = StandInClient()
+    dispatch_on(elsewhere, [0.0], monkeypatch, None)._drop("tls://stuck")
+    assert elsewhere.removed == ["tls://stuck"]
+
+
+# ------------------------------------------------------------------------------------------ F10, F4, F3, F9: refusals
+
+def test_a_gradebook_another_program_is_writing_is_refused_at_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(class_run, "WRITE_WAIT_S", 0.2)
+    gradebook = tmp_path / "gradebook.db"
+    with sqlite3.connect(gradebook) as made:
+        made.execute("CREATE TABLE student (id TEXT)")
+    reader = sqlite3.connect(gradebook, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT * FROM student").fetchall()  # a read transaction does not stop the run
+    class_run.check_writable(gradebook)
+    reader.close()
+    writer = sqlite3.connect(gradebook, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    try:
+        with pytest.raises(ClassGradingError, match="database is locked.*another program is writing it"):
+            class_run.check_writable(gradebook)
+    finally:
+        writer.close()
+    assert time.monotonic() - started < 5
+    class_run.check_writable(gradebook)  # and once it has finished, the run may go
+
+
+@pytest.mark.parametrize("timeout_s", [math.nan, math.inf, -math.inf, 0.0, -1.0])
+def test_a_timeout_that_is_not_a_positive_finite_number_is_refused_before_anything_is_made(tmp_path, timeout_s):
+    with pytest.raises(ClassGradingError, match="--timeout must be a positive number of seconds"):
+        grade_class(tmp_path, NB, timeout_s=timeout_s)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_tmpdir_too_long_for_the_kernels_sockets_is_refused_with_the_fix(tmp_path, monkeypatch):
+    assignment = "03_backward_functions"
+    room = class_run.SOCKET_PATH_MAX - class_run.SOCKET_PATH_OVERHEAD - len(assignment)
+    monkeypatch.setattr(tempfile, "tempdir", "/" + "t" * (room - 1))  # exactly as long as fits
+    class_run._check_socket_room([NB, assignment])
+    monkeypatch.setattr(tempfile, "tempdir", "/" + "t" * room)
+    with pytest.raises(ClassGradingError, match=f"set TMPDIR to a folder of at most {room} bytes"):
+        grade_class(tmp_path, [NB, assignment], timeout_s=60)
+    assert not any(tmp_path.iterdir())
+    # A scheduler elsewhere: its workers' temporary folders are theirs, so this TMPDIR is not the one that counts.
+    with pytest.raises(ClassGradingError, match="is not a course folder"):
+        grade_class(tmp_path, [NB, assignment], scheduler="tcp://127.0.0.1:8786", timeout_s=60)
+
+
+def test_a_folder_that_is_not_a_course_is_refused_and_nothing_is_made_in_it(tmp_path):
+    with pytest.raises(ClassGradingError, match="is not a course folder"):
+        grade_class(tmp_path / "nowhere", NB)
+    assert not (tmp_path / "nowhere").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ClassGradingError, match="is not a course folder"):
+        grade_class(tmp_path / "empty", NB)
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "nbgrader_config.py").write_text("c = get_config()\n")
+    with pytest.raises(ClassGradingError, match="gradebook.db is missing"):
+        grade_class(course, NB)
+    assert sorted(p.name for p in course.iterdir()) == ["nbgrader_config.py"]
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ F5, F8
+
+def test_a_killed_runs_seccomp_filter_folder_is_named_in_its_scratch_and_removed_by_the_next(tmp_path, monkeypatch):
+    from autograder.trust import sandbox
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    made = tmp_path / "tmp" / f"{class_run.FILTER_PREFIX}abc"
+    made.mkdir(parents=True)
+    (made / "no-new-processes.bpf").write_bytes(b"filter")
+    elsewhere = tmp_path / f"{class_run.FILTER_PREFIX}outside"  # not in the temporary folder: never removed
+    elsewhere.mkdir()
+    scratch = tmp_path / class_run.SCRATCH
+    for run, folder in (("run1", made), ("run2", elsewhere)):
+        (scratch / run).mkdir(parents=True)
+        monkeypatch.setattr(sandbox, "no_new_processes", lambda folder=folder: folder / "no-new-processes.bpf")
+        class_run._name_filter_folder(scratch / run)
+    class_run.remove_scratch(scratch)
+    assert not made.exists() and elsewhere.is_dir() and not scratch.exists()
+
+
+def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(monkeypatch, capsys):
+    from autograder.__main__ import main
+    from autograder.trust import sandbox
+
+    def interrupted():
+        raise KeyboardInterrupt  # as a Ctrl-C during the imports that refusal() makes
+
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # main puts the interpreter's folder first
+    monkeypatch.setattr(sandbox, "refusal", interrupted)
+    assert main(["autograde", NB]) == 130
+    said = capsys.readouterr().err
+    assert "stopped at once" in said and "Traceback" not in said
+
