@@ -68,11 +68,18 @@ def assignment(request) -> str:
     return request.param
 
 
+def flat(phrases) -> tuple:
+    """The phrases a rejection must show: a test table's row may give several in a tuple (a headline and the
+    ``cause: <id>`` line) where its other rows give one."""
+    return tuple(p for phrase in phrases for p in (phrase if isinstance(phrase, tuple) else (phrase,)))
+
+
 def rejects(exercise_id, namespace, *phrases):
     """Run a check that must fail; every phrase must appear in its diagnosis, and the check must leave no trace in
     the process or the namespace's classes (what a learner's kernel keeps for its next cell). Returns the diagnosis."""
     from autograder import CheckFailure, check
 
+    phrases = flat(phrases)
     before = traces(namespace)
     with pytest.raises(CheckFailure) as info:
         check(exercise_id, namespace)

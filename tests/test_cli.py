@@ -38,8 +38,8 @@ def test_full_marks_exit_0_and_json_shape():
     assert set(report) == {"notebook", "score", "max_score", "exercises"}
     assert report["score"] == report["max_score"] == 10
     for exercise in report["exercises"]:
-        assert set(exercise) == {"id", "score", "max_score", "passed", "message"}
-        assert exercise["passed"] and exercise["message"] == ""
+        assert set(exercise) == {"id", "score", "max_score", "passed", "message", "cause"}
+        assert exercise["passed"] and exercise["message"] == "" and exercise["cause"] is None
     assert [e["id"] for e in report["exercises"]] == \
         ["central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"]
 
@@ -78,13 +78,18 @@ def test_misbehaving_functions_are_each_diagnosed_and_feedback_hides_hidden_test
     # 20 s instead of the course's 120 s keeps this test short and changes nothing it looks at.
     code, out, _ = grade(path, "--json", "--feedback", str(feedback), cell_timeout_s=20)
     assert code == 1
-    messages = {e["id"]: e["message"] for e in json.loads(out)["exercises"]}
+    exercises = json.loads(out)["exercises"]
+    messages = {e["id"]: e["message"] for e in exercises}
     assert "did not finish within" in messages["central_difference"]
     assert "flattened" in messages["numerical_gradient"]
     assert "shared node" in messages["log_square_trace"]
     assert "ZeroDivisionError" in messages["tanh_network_gradients"]
+    assert {e["id"]: e["cause"] for e in exercises} == {
+        "central_difference": "timeout", "numerical_gradient": "wrong-shape",
+        "log_square_trace": "log_square_trace/one-edge", "tanh_network_gradients": "crash"}
+    assert all(m.endswith(f"\ncause: {e['cause']}") for m, e in zip(messages.values(), exercises))
     html = feedback.read_text()
-    assert "shared node" in html  # the diagnosis reaches the feedback page...
+    assert "shared node" in html and "cause: log_square_trace/one-edge" in html  # the diagnosis reaches the page...
     for hidden in ("HIDDEN TESTS", "from autograder import check", 'check("'):
         assert hidden not in html  # ...but the hidden code does not
 

@@ -30,6 +30,7 @@ from autograder.contract import assignments, exercise_id
 from autograder.course import solution_version
 from autograder.tools.exercise_tests import assignment_of
 from autograder.trust.verdicts import Cell, definitions, python
+from conftest import flat
 
 MODULES = ("test_checks_nudging", "test_checks_scalar_engine", "test_checks_backward_functions",
            "test_checks_tensor_engine", "test_checks_modules_mnist")
@@ -139,8 +140,8 @@ def _recording(module, calls: list):
 
     replaced = {"solution_namespace": build, "learner": learner,
                 "check": lambda exercise, namespace, **_: calls.append((exercise, namespace, True, ())),
-                "rejects": lambda exercise, namespace, *phrases: calls.append((exercise, namespace, False, phrases))
-                or ""}
+                "rejects": lambda exercise, namespace, *phrases: calls.append((exercise, namespace, False,
+                                                                               flat(phrases))) or ""}
     saved = {name: vars(module)[name] for name in replaced if name in vars(module)}
     kept = solutions.solution_namespace
     vars(module).update({name: replaced[name] for name in saved})

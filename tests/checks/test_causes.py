@@ -18,12 +18,10 @@ REACHED_ELSEWHERE = {
     "refused": "tests/course: a test cell that is not the course's",
     "stderr": "tests/grade: a test cell that writes to stderr",
     "visible-test": "tests/grade: a visible assert that fails in the kernel",
-    "nondeterministic": "hypothesis's Flaky: an answer that keeps a counter",
     "unusable-answer": "an object no probe foresaw: the check's own error",
     "not-finite": "test_a_value_that_matches_no_slip_names_none (below)",
-    "mismatch": "test_a_value_that_matches_no_slip_names_none (below)",
-    "stub": "test_an_untouched_stub_is_told_it_is_not_written_and_nothing_else (below)",
-    "wrong-type": "test_checks_backward_functions: a rule returning a list (as_gradient)",
+    "not-defined": "test_checks_backward_functions::test_a_name_missing_from_the_notebook_is_named (a hand-made "
+                   "namespace, which the catalogue cannot copy)",
 }
 
 
@@ -60,6 +58,7 @@ def test_every_declared_cause_is_reached_by_a_catalogued_wrong_answer():
     assert not unknown, f"phrases naming undeclared causes: {unknown}"
     unreached = sorted(c for c in causes.CAUSES if c not in named and c not in REACHED_ELSEWHERE)
     assert not unreached, f"no catalogued wrong answer names these causes: {unreached}"
+    assert not named & REACHED_ELSEWHERE.keys(), "reached by the catalogue after all: drop them from the list"
 
 
 def test_a_value_that_matches_no_slip_names_none():
@@ -88,8 +87,9 @@ def _stub(name):
 @pytest.mark.parametrize("exercise_id", ["unbroadcast", "multiply_back", "tanh_back", "sum_back", "mean_back",
                                          "permute_back", "expand_back", "maximum_back", "relu_back", "add_back"])
 def test_an_untouched_stub_is_told_it_is_not_written_and_nothing_else(exercise_id):
-    namespace = learner(exercise_id, {name: _stub(name) for name in answer_names(exercise_id)})
+    namespace = learner(exercise_id, *[_stub(name) for name in answer_names(exercise_id)])
     with pytest.raises(CheckFailure) as info:
         check(exercise_id, namespace)
     told, cause = info.value.message.splitlines()
-    assert told.startswith(f"`{answer_names(exercise_id)[0]}` is not written yet") and cause == "cause: stub", told
+    assert any(told.startswith(f"`{name}` is not written yet") for name in answer_names(exercise_id)), told
+    assert cause == "cause: stub"

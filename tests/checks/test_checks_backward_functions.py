@@ -255,7 +255,7 @@ def test_backward_rules_reject_wrong_implementations(exercise_id, answer, phrase
 
 
 def test_a_name_missing_from_the_notebook_is_named():
-    rejects("matmul_back", {"matmul_back0": matmul_back0}, "`matmul_back1` is not defined")
+    rejects("matmul_back", {"matmul_back0": matmul_back0}, "`matmul_back1` is not defined", "cause: not-defined")
 
 
 # ------------------------------------------------------------------------------------------- found by red-teaming

@@ -494,8 +494,8 @@ class MLP(MLP):
 '''
 
 
-@pytest.mark.parametrize("exercise, extra, phrase", [("value_node", PROBE_TABLE, "add passes the upstream gradient",
-     "cause: value_node/no-gradient"),
+@pytest.mark.parametrize("exercise, extra, phrase", [("value_node", PROBE_TABLE, ("add passes the upstream gradient",
+     "cause: value_node/no-gradient")),
                                                      ("mlp", KNOWN_ARCHITECTURES, "ReLU on every layer")],
                          ids=["value_node", "mlp"])
 @pytest.mark.parametrize("seed", [None, 1, 2], ids=["kernel", "seed 1", "seed 2"])

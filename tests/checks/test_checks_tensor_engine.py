@@ -291,15 +291,15 @@ def test_backprop_accepts_alternatives(extra):
 
 @pytest.mark.parametrize("right, wrong, phrase", [
     ("grads[id(x)] = grads[id(x)] + contribution if id(x) in grads else contribution",
-     "grads[id(x)] = contribution", "do not let the second overwrite the first",
-          "cause: backprop/overwrites-instead-of-accumulating"),
+     "grads[id(x)] = contribution", ("do not let the second overwrite the first",
+          "cause: backprop/overwrites-instead-of-accumulating")),
     ("for node in reversed(topological_sort(end_node)):", "for node in topological_sort(end_node):",
      "no gradient reached the leaves"),
     ("        if end_node.array.size != 1:", "        if False:", "should raise RuntimeError"),
     ("        seed = np.array(end_grad.array, dtype=np.float64)\n", "        seed = np.ones(end_node.shape)\n",
-     "end_grad was ignored", "cause: backprop/ignores-end-grad"),
-    ("    grads = {id(end_node): seed}", "    grads = {id(end_node): seed * seed}", "applied twice",
-         "cause: backprop/end-grad-twice"),
+     ("end_grad was ignored", "cause: backprop/ignores-end-grad")),
+    ("    grads = {id(end_node): seed}", "    grads = {id(end_node): seed * seed}", ("applied twice",
+         "cause: backprop/end-grad-twice")),
     ("if (node.is_leaf and node.requires_grad) or node.retains_grad:", "if True:", "not a leaf"),
     ("if (node.is_leaf and node.requires_grad) or node.retains_grad:", "if node.is_leaf and node.requires_grad:",
      "h.retain_grad() was called"),
@@ -337,7 +337,7 @@ FIRST_REACHED = FOLLOW_PATHS.replace(  # a visited set: each node's rule runs wh
 
 
 @pytest.mark.parametrize("code, phrase", [
-    (FIRST_REACHED, "processed before all of its consumers", "cause: backprop/node-before-its-consumers"),
+    (FIRST_REACHED, ("processed before all of its consumers", "cause: backprop/node-before-its-consumers")),
     (BREADTH_FIRST, "Fix topological_sort first: a tensor comes before one of its parents"),
     (RECURSIVE, "Fix topological_sort first"),
     (FOLLOW_PATHS, "once per path"),

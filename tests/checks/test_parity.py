@@ -5,7 +5,8 @@ them the same again from ``run_check`` in a real kernel, run as a learner runs a
 The cases are read out of tests/checks/test_checks_*.py (``catalogue.harvest``). In the worker each case is one
 learner program judged by ``autograder.trust.verdicts.judged``, as one exercise of a grade is: a fresh worker forked
 from one zygote per notebook. "The same cause" is what the check test asserts of the diagnosis (its phrases) against
-the trusted grader, and the whole headline (the diagnosis's first line) between the kernel and the trusted grader.
+the trusted grader (a rejection's phrases include its ``cause: <id>`` line), and the whole headline (the diagnosis's
+first line) and the cause between the kernel and the trusted grader.
 Both run a case's program up to its exercise's test cell, as a grade does, then the case's own extra code.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 
+from autograder.contract import cause_of
 from autograder.course import KERNEL_ARGS
 from autograder.trust import remote, verdicts
 from catalogue import Case, Recipe, harvest, program_cells
@@ -187,13 +189,14 @@ def _verdict(cell) -> verdicts.Verdict:
 
 
 @pytest.mark.slow  # one kernel runs about 30 cases, and the trusted grader the same ones
-def test_run_check_in_a_kernel_gives_a_sample_the_trusted_verdict_and_headline(tmp_path):
+def test_run_check_in_a_kernel_gives_a_sample_the_trusted_verdict_headline_and_cause(tmp_path):
     cases = [c for c in sample() if not _by_design(c)]  # torch is there in a kernel, exit() stops it
     kernel, graded = in_a_kernel(cases, tmp_path), trusted(cases)
     wrong = disagreements(cases, kernel)
     for case in cases:
         mine, theirs = kernel[case.id], graded[case.id]
-        if mine.passed != theirs.passed or not mine.passed and headline(mine.message) != headline(theirs.message):
+        told = (headline(mine.message), cause_of(mine.message)) != (headline(theirs.message), cause_of(theirs.message))
+        if mine.passed != theirs.passed or not mine.passed and told:
             wrong.append(f"{case.id}: the kernel says {mine.message[:200]!r}, the trusted grader "
                          f"{theirs.message[:200]!r}")
     assert not wrong, f"{len(wrong)} of {len(cases)} cases differ:\n" + "\n".join(wrong)
