@@ -73,8 +73,8 @@ def test_a_checks_cases_do_not_depend_on_what_else_is_imported(tmp_path):
 
 
 def test_literals_in_hypothesis_pool_would_change_the_cases(monkeypatch):
-    """The comparison above can fail: hypothesis's own collection, given those literals, draws other cases of both
-    kinds. (If this fails, hypothesis no longer consults that pool, and the course's fix may be dead code.)"""
+    """The comparison above can fail: hypothesis's own collection, given those literals, draws other cases (of one
+    kind or both). (If this fails, hypothesis no longer consults that pool, and the course's fix may be dead code.)"""
     from hypothesis.internal.conjecture import providers
 
     plain = numerical_gradient_cases()
@@ -84,5 +84,6 @@ def test_literals_in_hypothesis_pool_would_change_the_cases(monkeypatch):
         planted = numerical_gradient_cases()
     finally:
         providers.CONSTANTS_CACHE.cache.clear()  # the next draw builds its pools from the course's empty set again
-    assert planted["derandomized"] != plain["derandomized"]
-    assert planted["seeded"] != plain["seeded"]
+    # One kind differing is enough for the comparison above (of both kinds at once) to fail. Which kind differs
+    # depends on the seed hypothesis derives from the check's own code, which changes as the check does.
+    assert planted != plain
