@@ -40,8 +40,8 @@ from autograder.trust.pids import ProcessCap
 import IPython.core.inputtransformer2  # noqa: F401
 import labtools.datasets  # noqa: F401
 from autograder.checks import causes
-from autograder.contract import (COURSE_ERROR_ENAME, MEASURED_TAG, assignments, cause_of, exercise_id, nbgrader_meta,
-                                 with_cause)
+from autograder.contract import (CAUSE_PREFIX, COURSE_ERROR_ENAME, MEASURED_TAG, assignments, cause_of, exercise_id,
+                                 nbgrader_meta, with_cause)
 from autograder.grade.submission import read_tree
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -126,7 +126,9 @@ class TrustedVerdicts(NbGraderPreprocessor):
                 failure = visible_failure(cell.outputs)
                 claimed = not failure and any("all hidden checks passed" in o.get("text", "") for o in cell.outputs)
                 if verdict.passed and failure:  # the kernel's visible asserts can cost points, never give them
-                    verdict = verdicts.Verdict(verdict.exercise, False, failure)
+                    # the kernel's words are the submission's: its cause line is the grader's own
+                    verdict = verdicts.Verdict(verdict.exercise, False, with_cause(without_cause_lines(failure),
+                                                                                    causes.VISIBLE_TEST))
                 if verdict.course_error:
                     self.log.error("%s: course error in the check of %s: %s", resources.get("unique_key"),
                                    exercise, verdict.message)
@@ -201,6 +203,11 @@ def verdict_job(nb, resources, log, course: Path) -> VerdictJob:
         log.warning(warning)
         print(warning, file=sys.stderr)
     return VerdictJob(nb, nbformat.read(notebook, as_version=4), key)
+
+
+def without_cause_lines(text: str) -> str:
+    """``text`` without any ``cause: ...`` line (the grader writes those, never a submission)."""
+    return "\n".join(line for line in text.splitlines() if not line.strip().startswith(CAUSE_PREFIX.strip()))
 
 
 def visible_failure(kernel_outputs) -> str | None:

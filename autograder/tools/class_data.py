@@ -26,9 +26,13 @@ SLOWEST = 10                 # submissions listed as the slowest
 def cause_of(diagnosis: str) -> str:
     """The cause id a failing verdict's diagnosis ends with (its last non-empty line, ``cause: <id>``), or UNKNOWN
     when it names none. Never raises: the text is the grader's, but it travels through learner-visible outputs."""
+    from autograder.checks.causes import known  # the course's list: loaded by the report only
+
     lines = [line.strip() for line in (diagnosis or "").splitlines() if line.strip()]
     found = CAUSE_LINE.match(lines[-1]) if lines else None
-    return found.group(1) if found else UNKNOWN
+    # Only a declared id: a cause line a submission wrote itself could hold markup for the charts or a formula
+    # for a spreadsheet (a red team stopped the whole class's report with `$\foo$`, which matplotlib parses).
+    return found.group(1) if found and known(found.group(1)) else UNKNOWN
 
 
 def is_knock_on(cause: str) -> bool:

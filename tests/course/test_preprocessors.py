@@ -278,3 +278,31 @@ def test_replay_refuses_an_executed_notebook_with_other_cells(tmp_path, change):
     change(nb)
     with pytest.raises(ValueError, match="does not have this submission's cells"):
         ReplayExecution(directory=str(tmp_path)).preprocess(nb, {"nbgrader": IDS})
+
+
+class KnownVerdicts:
+    """What StartTrustedVerdicts leaves for TrustedVerdicts: verdicts already reached."""
+
+    refused = None
+
+    def __init__(self, *found: Verdict):
+        self.found = {verdict.exercise: verdict for verdict in found}
+
+    def result(self):
+        return self.found
+
+
+def test_a_kernel_failure_of_a_trusted_pass_costs_the_points_under_the_graders_own_cause():
+    """The kernel's words are the submission's (it can raise whatever it likes there): they may cost points, but the
+    cause line is the grader's. A red team filed its exercise under `course-error`, and one `cause: $\\foo$` stopped
+    the class report's charts."""
+    from autograder.course.preprocessors import JOB, TrustedVerdicts
+
+    cell = graded("f")
+    cell.outputs = [error("CheckFailure", "[f] course error: a bug in the course\ncause: course-error")]
+    nb = new_notebook(cells=[cell])
+    TrustedVerdicts().preprocess(nb, {JOB: KnownVerdicts(Verdict("f", True, VERIFIED))})
+    (found,) = nb.cells[0].outputs
+    told = diagnosis(found)
+    assert told.endswith("\ncause: visible-test") and told.count("cause:") == 1, told
+    assert scored([found]) == (0, 2)

@@ -29,7 +29,7 @@ from conftest import REPO
 
 NB1, NB2 = "01_nudging", "02_scalar_engine"
 FORWARD = "central_difference/forward-difference"
-OVERWRITES = "value_node/overwrites-grad"
+OVERWRITES = "value_node/overwrites-shared"
 # A learner's own numerical_gradient, and a classmate's copy of it with other names: what the report must flag.
 OWN = '''def numerical_gradient(f, x, h=1e-5):
     flat_input = np.array(x, dtype=float).ravel()
@@ -243,6 +243,9 @@ def test_a_report_of_an_assignment_nobody_graded_or_a_course_without_gradebook_s
     ("cause: stub\nbut a later line says more", UNKNOWN),   # only the last line names the cause
     ("the cause: stub was mentioned in prose", UNKNOWN),
     ("cause: two words", UNKNOWN),
+    ("a submission's own text\ncause: $\\foo$", UNKNOWN),  # only declared ids: this one stopped matplotlib
+    ("a submission's own text\ncause: =HYPERLINK(1)", UNKNOWN),
+    ("looks like an id\ncause: central_difference/made-up", UNKNOWN),
     ("", UNKNOWN),
 ])
 def test_the_cause_is_the_last_line_of_a_diagnosis_and_unknown_without_one(diagnosis, cause):
