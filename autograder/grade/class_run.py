@@ -61,6 +61,10 @@ FILTER, FILTER_PREFIX = "filter-folder", "sandbox-filter-"
 # nbgrader turns a student id into a glob pattern (its converters' _format_source), and with force=True removes the
 # autograded notebook of every student the pattern matches: a folder named with these is refused, never sent.
 GLOB_CHARACTERS = "*?["
+# The longest student folder name whose files (<student>.log, the journal's marker) still fit a file name (255 bytes).
+MAX_STUDENT_BYTES = 200
+# The longest --timeout: past it, waiting on a grading process overflows (threading.TIMEOUT_MAX is about 9e9 s here).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 class ClassGradingError(Exception):
@@ -285,6 +289,12 @@ def student_refusal(folder: Path) -> str | None:
     if used:
         return (f"the student folder name {student.name!r} holds {' '.join(used)}, which nbgrader reads as a pattern "
                 "matching other students: rename the folder (and the student in the gradebook) without them")
+    if student.name != student.name.strip():  # nbgrader strips the id, and would look for another folder
+        return (f"the student folder name {student.name!r} begins or ends with whitespace, which nbgrader drops: "
+                "rename the folder without it")
+    if len(student.name.encode()) > MAX_STUDENT_BYTES:
+        return (f"the student folder name is {len(student.name.encode())} bytes long, too long for the files named "
+                f"after it: rename it to {MAX_STUDENT_BYTES} bytes or fewer")
     if student.is_symlink():
         return f"the student folder {student.name} is a symbolic link; copy the submission into a real folder"
     return None
@@ -439,8 +449,9 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
     names = [assignments] if isinstance(assignments, str) else list(assignments)
     if workers is not None and workers < 1:
         raise ClassGradingError(f"--workers must be 1 or more, not {workers}")
-    if not (math.isfinite(timeout_s) and timeout_s > 0):  # nan and inf pass a plain `<= 0`, then break join()
-        raise ClassGradingError(f"--timeout must be a positive number of seconds, not {timeout_s:g}")
+    if not (math.isfinite(timeout_s) and 0 < timeout_s <= MAX_TIMEOUT_S):  # nan and inf pass a plain `<= 0`
+        raise ClassGradingError(f"--timeout must be a positive number of seconds up to {MAX_TIMEOUT_S:g} (a week), "
+                                f"not {timeout_s:g}")
     if scheduler is None and execute is execute_submission:  # its kernels' sockets go in this TMPDIR
         _check_socket_room(names)
     run = Run(list(students), force, workers, scheduler, timeout_s, execute, out or sys.stderr)
@@ -539,7 +550,7 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
     rows, tasks = [], []
     for assignment, submitted in found.items():
         sources = course.source_notebooks(assignment)
-        for student in [s for s in run.students if s in submitted] if run.students else list(submitted):
+        for student in [s for s in dict.fromkeys(run.students) if s in submitted] if run.students else list(submitted):
             # Before already_graded, which reads the submission's timestamp.txt: nothing reads a submission unchecked.
             files, note = preflight(submitted[student], course.ignored, sources)
             if files is None:  # never sent: recorded as failed at once

@@ -46,6 +46,17 @@ def test_names_without_glob_characters_are_graded(tmp_path, sources, student):
     assert files is not None and f"{NB}.ipynb" in files, note
 
 
+@pytest.mark.parametrize("student, why", [(" ann", "begins or ends with whitespace"),
+                                          ("ann\t", "begins or ends with whitespace"),
+                                          ("x" * 201, "too long for the files named after it")])
+def test_a_student_folder_name_nbgrader_would_change_or_no_file_can_carry_is_refused(tmp_path, sources, student, why):
+    """nbgrader strips a student id (the submission was then sent, retried and failed with a worker's path); a name
+    past MAX_STUDENT_BYTES crashed the run when its log file was written (a class-run attack's G8, G10)."""
+    files, note = preflight(submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()}), [], sources)
+    assert files is None and why in note, note
+    assert preflight(submission(tmp_path, "y" * 200, {f"{NB}.ipynb": SOURCE.read_bytes()}), [], sources)[0]
+
+
 def test_a_student_folder_that_is_a_link_is_refused_and_its_target_is_graded(tmp_path, sources):
     real = submission(tmp_path, "full-marks", {f"{NB}.ipynb": SOURCE.read_bytes()})
     (tmp_path / "submitted" / "student-link").symlink_to(real.parent)
@@ -118,6 +129,16 @@ def test_glob_named_folders_get_a_failed_row_and_a_gradebook_entry_and_never_rea
     assert sorted(call[1] for call in course.calls) == ["*", "*", "[fu]*", "[fu]*"]
     table = (tmp_path / class_run.LOGS / f"{NB}.tsv").read_text()
     assert "\t*\tfailed\t" in table and "\t[fu]*\tfailed\t" in table
+
+
+def test_a_student_asked_for_twice_is_graded_once(tmp_path, sources, monkeypatch):
+    """`--student a --student a` graded a twice, with two rows (a class-run attack's G6)."""
+    submission(tmp_path, "full-marks", {f"{NB}.ipynb": SOURCE.read_bytes()})
+    sent = []
+    monkeypatch.setattr(class_run, "_run_tasks", lambda course, tasks, *rest: sent.extend(tasks) or [])
+    run = class_run.Run(["full-marks", "full-marks"], True, None, None, 60.0, None, open(os.devnull, "w"))
+    class_run._grade(StandInCourse(tmp_path, sources), [NB], run)
+    assert [task.student for task in sent] == ["full-marks"]
 
 
 # ------------------------------------------------------------------------------------------ F1: a dropped worker
@@ -235,7 +256,7 @@ def test_a_gradebook_another_program_is_writing_is_refused_at_once(tmp_path, mon
     class_run.check_writable(gradebook)  # and once it has finished, the run may go
 
 
-@pytest.mark.parametrize("timeout_s", [math.nan, math.inf, -math.inf, 0.0, -1.0])
+@pytest.mark.parametrize("timeout_s", [math.nan, math.inf, -math.inf, 0.0, -1.0, 1e10])  # 1e10 overflowed a wait
 def test_a_timeout_that_is_not_a_positive_finite_number_is_refused_before_anything_is_made(tmp_path, timeout_s):
     with pytest.raises(ClassGradingError, match="--timeout must be a positive number of seconds"):
         grade_class(tmp_path, NB, timeout_s=timeout_s)
