@@ -94,7 +94,8 @@ def the_class(root) -> dict[tuple[str, str], tuple[object, dict]]:
         **{(NB1, f"stub-{k}"): (untouched(root, NB1), planned(NB1, {}, "stub")) for k in (1, 2)},
         (NB1, "copy-a"): (own, planned(NB1, {})),
         (NB1, "copy-b"): (edited(solved1, "numerical_gradient", lambda _: COPIED), planned(NB1, {})),
-        (NB1, "legacy"): (mistaken(NB1), planned(NB1, {"central_difference": UNKNOWN})),  # a diagnosis without cause
+        # a verdict whose message names no cause: the recording gives it a CheckFailure's, mismatch
+        (NB1, "legacy"): (mistaken(NB1), planned(NB1, {"central_difference": UNKNOWN})),
         (NB1, "slow"): (solved1, planned(NB1, {"tanh_network_gradients": "timeout"})),
         (NB1, "broken"): (b"{ not json", {}),
         (NB2, "full-1"): (solved2, planned(NB2, {})),
@@ -171,7 +172,7 @@ def by_exercise(data, assignment, exercise):
 def test_every_planned_slip_appears_under_its_own_cause_and_knock_ons_are_told_apart(graded):
     _, _, data = graded
     assert by_exercise(data, NB1, "central_difference")["causes"] == {
-        FORWARD: ["fwd-1", "fwd-2", "fwd-3"], "stub": ["stub-1", "stub-2"], UNKNOWN: ["legacy"],
+        FORWARD: ["fwd-1", "fwd-2", "fwd-3"], "stub": ["stub-1", "stub-2"], "mismatch": ["legacy"],
         NOT_GRADED: ["broken"]}
     assert by_exercise(data, NB1, "numerical_gradient")["causes"] == {
         "builds-on:central_difference": ["fwd-1", "fwd-2", "fwd-3"], "stub": ["stub-1", "stub-2"],
