@@ -161,13 +161,21 @@ crowds_cpu_0 = pytest.mark.skipif(shutil.which("taskset") is None or len(os.sche
                                   reason="needs taskset and two CPUs")
 
 
+def _die_with_parent() -> None:
+    """In a child before it runs its program: SIGKILL it when this process ends, however it ends (a test run stopped
+    with SIGTERM once left eight hogs loading the machine for the next run)."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG, linux/prctl.h; kept across exec
+
+
 @contextmanager
 def hogs_on_cpu_0(count: int = 8):
     """``count`` busy processes on CPU 0, at the same priority as everything else, each in a session of its own (with
     the scheduler's autogroups, processes of one session share one slice: a sandbox, in its own session, would get
     half the core whatever their number)."""
-    started = [subprocess.Popen(["taskset", "-c", "0", "yes"], stdout=subprocess.DEVNULL, start_new_session=True)
-               for _ in range(count)]
+    started = [subprocess.Popen(["taskset", "-c", "0", "yes"], stdout=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_die_with_parent) for _ in range(count)]
     try:
         yield
     finally:
