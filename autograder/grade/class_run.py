@@ -786,9 +786,7 @@ class Dispatch:
                 return
             done = self._arrivals(pending, settle=stop.requested)
             for future, worker in stalled:
-                future.cancel()
-                if worker:
-                    self._drop(worker)
+                self._give_up(future, worker)
                 started = future.key in self.started or future.done()
                 done.append((future, _stalled(pending[future], worker, self.deadline_s, started)))
             for future, executed in done:
@@ -865,6 +863,14 @@ class Dispatch:
             return {message for _, message in self.client.get_events(STARTED)}
         except Exception:  # the scheduler went away: the next watch() says so
             return set()
+
+    def _give_up(self, future, worker: str) -> None:
+        """Stop waiting for a stalled task: remove the worker running it (when one is), then cancel it. In the other
+        order the scheduler hands the frozen worker the next task in its queue, which the removal then kills (a
+        class-run attack saw a full-marks submission recorded failed so, without ever having run)."""
+        if worker:
+            self._drop(worker)
+        future.cancel()
 
     def _drop(self, worker: str) -> None:
         """Ask the scheduler to remove a worker that has gone silent, so that it is given no other task. Best

@@ -232,6 +232,20 @@ def test_a_worker_dropped_from_the_runs_own_cluster_is_replaced_and_one_elsewher
     assert elsewhere.removed == ["tls://stuck"]
 
 
+def test_a_stalled_tasks_worker_is_removed_before_the_task_is_cancelled(monkeypatch):
+    """Cancelling first freed the frozen worker's slot, so the scheduler gave it the next submission, which the
+    removal then killed (a class-run attack's G1: a full-marks student recorded failed, never having run)."""
+    client, order = StandInClient(), []
+    client.run_on_scheduler = lambda function, address: order.append(("removed", address))
+
+    class Stalled(StandInFuture):
+        def cancel(self):
+            order.append(("cancelled", self.key))
+
+    dispatch_on(client, [0.0], monkeypatch)._give_up(Stalled("frozen"), "tls://stuck")
+    assert order == [("removed", "tls://stuck"), ("cancelled", "frozen")]
+
+
 # ------------------------------------------------------------------------------------------ F10, F4, F3, F9: refusals
 
 def test_a_gradebook_another_program_is_writing_is_refused_at_once(tmp_path, monkeypatch):
