@@ -719,11 +719,17 @@ def _wait_for_a_worker(client, scheduler: str, stop: StopRequest) -> None:
 
 def remove_scratch(folder: Path) -> None:
     """Remove the scratch folders under ``folder`` and the temporary folders they name, a local cluster's and the
-    seccomp filter's (only folders this command makes: a name that was tampered with removes nothing else)."""
+    seccomp filter's (only folders this command makes: a name that was tampered with removes nothing else). The
+    filter folder of this very process stays: every sandbox it starts later loads the filter from there (a process
+    that ran two class runs, as the tests do, had lost it, and none of its sandboxes could start)."""
+    from autograder.trust import sandbox  # made (and cached) by the run's own checks already
+
+    own = sandbox.no_new_processes()
     for record, prefix in ((TEMPORARY, TEMPORARY_PREFIX), (FILTER, FILTER_PREFIX)):
         for named in folder.glob(f"*/{record}"):
             temporary = Path(named.read_text().strip())
-            if temporary.name.startswith(prefix) and temporary.parent == Path(tempfile.gettempdir()):
+            if temporary.name.startswith(prefix) and temporary.parent == Path(tempfile.gettempdir()) \
+                    and (own is None or temporary != own.parent):
                 shutil.rmtree(temporary, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
 

@@ -327,6 +327,23 @@ def test_a_killed_runs_seccomp_filter_folder_is_named_in_its_scratch_and_removed
     assert not made.exists() and elsewhere.is_dir() and not scratch.exists()
 
 
+def test_the_filter_folder_of_this_very_process_outlives_its_runs_end(tmp_path, monkeypatch):
+    """A process that grades a class twice (the tests do, in-process) starts sandboxes from the same filter file
+    after the first run: removing it at that run's end left every later sandbox of the process unable to start."""
+    from autograder.trust import sandbox
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    own = tmp_path / "tmp" / f"{class_run.FILTER_PREFIX}own"
+    own.mkdir(parents=True)
+    (own / "no-new-processes.bpf").write_bytes(b"filter")
+    monkeypatch.setattr(sandbox, "no_new_processes", lambda: own / "no-new-processes.bpf")
+    scratch = tmp_path / class_run.SCRATCH
+    (scratch / "run1").mkdir(parents=True)
+    class_run._name_filter_folder(scratch / "run1")
+    class_run.remove_scratch(scratch)
+    assert (own / "no-new-processes.bpf").is_file() and not scratch.exists()
+
+
 def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(monkeypatch, capsys):
     from autograder.__main__ import main
     from autograder.trust import sandbox
