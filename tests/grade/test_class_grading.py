@@ -592,14 +592,14 @@ def test_the_local_cluster_talks_tls_and_refuses_a_client_without_its_credential
     seen = {}
     original = class_run.Dispatch.__init__
 
-    def watched(self, client, snapshots, execute, deadline_s):
+    def watched(self, client, snapshots, execute, deadline_s, *rest):
         seen["address"] = client.scheduler.address
         try:
             with Client(seen["address"], timeout=5):
                 seen["stranger"] = "connected"
         except Exception as refused:  # a TLS handshake refused, or a timeout
             seen["stranger"] = type(refused).__name__
-        original(self, client, snapshots, execute, deadline_s)
+        original(self, client, snapshots, execute, deadline_s, *rest)
 
     monkeypatch.setattr(class_run.Dispatch, "__init__", watched)
     fake = FakeWorkers(executed, tmp_path / "attempts", fail={})
