@@ -55,9 +55,6 @@ INTERRUPTED = "not graded: a second Ctrl-C stopped its recording; the next run g
 LOGS = "autograde-logs"
 LOCK, JOURNAL, SCRATCH = ".lock", ".recording", ".scratch"
 TEMPORARY, TEMPORARY_PREFIX = "temporary-folder", "class-run-"  # a local cluster's folder, and what its file says
-# The folder of this process's seccomp filter (autograder.trust.sandbox.no_new_processes), and what its name starts
-# with: removed at exit, or by the next run when this one is killed.
-FILTER, FILTER_PREFIX = "filter-folder", "sandbox-filter-"
 # nbgrader turns a student id into a glob pattern (its converters' _format_source), and with force=True removes the
 # autograded notebook of every student the pattern matches: a folder named with these is refused, never sent.
 GLOB_CHARACTERS = "*?["
@@ -467,7 +464,6 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         remove_scratch(logs / SCRATCH)
         course = Course.open(root, logs / SCRATCH / uuid.uuid4().hex[:8])
         course.scratch.mkdir(parents=True)
-        _name_filter_folder(course.scratch)
         try:
             return _grade(course, names, run)
         finally:
@@ -510,16 +506,6 @@ def _check_socket_room(assignments: list[str]) -> None:
         raise ClassGradingError(f"the temporary folder {tempfile.gettempdir()} ({len(temporary)} bytes) is too long "
                                 f"for the kernels' sockets: set TMPDIR to a folder of at most {room} bytes "
                                 "(TMPDIR=/tmp, say)")
-
-
-def _name_filter_folder(scratch: Path) -> None:
-    """Name this process's seccomp filter folder in the run's scratch folder: atexit removes it, and when the run
-    is killed instead, the next run's remove_scratch does."""
-    from autograder.trust import sandbox  # made by the command's warning() check already; cached
-
-    made = sandbox.no_new_processes()
-    if made is not None:
-        (scratch / FILTER).write_text(str(made.parent))
 
 
 @dataclass(frozen=True)
@@ -718,19 +704,13 @@ def _wait_for_a_worker(client, scheduler: str, stop: StopRequest) -> None:
 
 
 def remove_scratch(folder: Path) -> None:
-    """Remove the scratch folders under ``folder`` and the temporary folders they name, a local cluster's and the
-    seccomp filter's (only folders this command makes: a name that was tampered with removes nothing else). The
-    filter folder of this very process stays: every sandbox it starts later loads the filter from there (a process
-    that ran two class runs, as the tests do, had lost it, and none of its sandboxes could start)."""
-    from autograder.trust import sandbox  # made (and cached) by the run's own checks already
-
-    own = sandbox.no_new_processes()
-    for record, prefix in ((TEMPORARY, TEMPORARY_PREFIX), (FILTER, FILTER_PREFIX)):
-        for named in folder.glob(f"*/{record}"):
-            temporary = Path(named.read_text().strip())
-            if temporary.name.startswith(prefix) and temporary.parent == Path(tempfile.gettempdir()) \
-                    and (own is None or temporary != own.parent):
-                shutil.rmtree(temporary, ignore_errors=True)
+    """Remove the scratch folders under ``folder`` and the local clusters' temporary folders they name (only folders
+    this command makes: a name that was tampered with removes nothing else). A killed run's seccomp filter folder is
+    removed by the next process that makes one (autograder.trust.sandbox)."""
+    for named in folder.glob(f"*/{TEMPORARY}"):
+        temporary = Path(named.read_text().strip())
+        if temporary.name.startswith(TEMPORARY_PREFIX) and temporary.parent == Path(tempfile.gettempdir()):
+            shutil.rmtree(temporary, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -132,7 +132,7 @@ class CpuMeter:
         group, self._group = self._group, None
         (group.parent / "cgroup.procs").write_text(str(os.getpid()))
         for _ in range(50):  # a kernel or sandbox that was just shut down may take a moment to leave
-            if _remove(group):
+            if remove_group(group):
                 return
             time.sleep(0.02)
 
@@ -149,19 +149,19 @@ def _enter(hierarchy: Hierarchy, name: str) -> Path:
     """Make a group ``name-<random>`` below this process's own and move this process into it; its folder. Raises
     OSError (or ValueError for a counter it cannot read) and leaves nothing behind when that fails."""
     for stale in hierarchy.group.glob(f"{name}-*"):  # left by a meter whose process ended before its last child
-        _remove(stale)
+        remove_group(stale)
     group = hierarchy.group / f"{name}-{uuid.uuid4().hex[:8]}"
     group.mkdir()
     try:
         hierarchy.usage(group)  # before moving in: a group whose counter cannot be read is no use
         (group / "cgroup.procs").write_text(str(os.getpid()))
     except (OSError, ValueError):
-        _remove(group)
+        remove_group(group)
         raise
     return group
 
 
-def _remove(group: Path) -> bool:
+def remove_group(group: Path) -> bool:
     """Remove a cgroup if no process is left in it (the kernel refuses otherwise); whether it is gone."""
     try:
         group.rmdir()

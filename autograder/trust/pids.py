@@ -15,16 +15,19 @@ whose user is the host's root (the kernel exempts root from RLIMIT_NPROC): :func
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
 import time
 import uuid
 from pathlib import Path
 
-from autograder.grade.cpu import Hierarchy, this_machine
+from autograder.grade.cpu import Hierarchy, remove_group, this_machine
 
 PIDS_MAX = 256  # tasks of one sandbox: a kernel holds about 20 threads, a worker 2; far below the host's 32,768
 PREFIX = "sandbox"
+CLOSE_S = 10  # how long close() keeps killing what is left in a group: a loaded machine reaps a sandbox slowly
 # Run before prlimit and bubblewrap, as the sandbox's first process: enter the group ($0), then become the rest of
 # the command line ("$@") in the same process, so nothing of the sandbox ever runs outside the group.
 ENTER = 'echo $$ > "$0" && exec "$@"'
@@ -70,48 +73,66 @@ class ProcessCap:
         return {} if self.group else {"SANDBOX_NPROC": str(self.limit)}
 
     def close(self) -> None:
-        """Remove the group once the sandbox has ended (its killed processes may take a moment to leave). One still
-        busy after a second stays, and a later cap of a grading process removes it once its maker has ended."""
+        """End whatever of the sandbox is still in the group and remove the group. A sandbox whose first process
+        has died takes a moment to end the rest (its PID namespace's processes are killed one by one; on a loaded
+        machine that took over a second), so close() kills what it finds, for up to CLOSE_S seconds; a group still
+        busy then stays, and a later cap removes it once its maker has ended."""
         group, self.group = self.group, None
         if group is None:
             return
-        for _ in range(50):
-            if _remove(group):
-                return
+        deadline = time.monotonic() + CLOSE_S
+        while not remove_group(group) and time.monotonic() < deadline:
+            _kill_members(group)
             time.sleep(0.02)
+
+
+def maker_tag(pid: int | None = None) -> str:
+    """``<pid>-<start>``: a process's ID and its start time (clock ticks after boot, field 22 of /proc/PID/stat,
+    proc(5)), which together name one process for good: an ID alone is reused once its process has ended. "" when
+    the process does not exist."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return f"{pid}-{stat.rsplit(')', 1)[1].split()[19]}"  # after the name in parentheses, which may hold spaces
+
+
+def maker_ended(tag: str) -> bool:
+    """Whether the process a :func:`maker_tag` named has ended (False for a tag that is not one: kept, not removed)."""
+    pid, _, start = tag.partition("-")
+    return pid.isdigit() and start.isdigit() and maker_tag(int(pid)) != tag
+
+
+def _kill_members(group: Path) -> None:
+    """SIGKILL every process still in ``group`` (the sandbox's; one that ended meanwhile is passed over)."""
+    with contextlib.suppress(OSError):
+        for line in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                os.kill(int(line), signal.SIGKILL)
 
 
 def _make(hierarchy: Hierarchy, limit: int) -> Path:
     """A new group below ``hierarchy``'s own, capped at ``limit`` tasks. Raises OSError, leaving nothing behind, when
     the group cannot be made or has no ``pids.max`` (v2 without the controller enabled for it)."""
     _sweep(hierarchy.group)
-    group = hierarchy.group / f"{PREFIX}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    group = hierarchy.group / f"{PREFIX}-{maker_tag()}-{uuid.uuid4().hex[:8]}"
     group.mkdir()
     try:
         if not (group / "pids.max").exists():
             raise OSError(f"no pids.max in a new group (the pids controller is not enabled for {hierarchy.group})")
         (group / "pids.max").write_text(str(limit))
     except OSError:
-        _remove(group)
+        remove_group(group)
         raise
     return group
 
 
 def _sweep(parent: Path) -> None:
     """Remove the groups left by grading processes that have ended (a group still holding a process stays)."""
-    for stale in parent.glob(f"{PREFIX}-*-*"):
-        maker = stale.name.split("-")[1]
-        if maker.isdigit() and not Path("/proc", maker).exists():
-            _remove(stale)
-
-
-def _remove(group: Path) -> bool:
-    """Remove a cgroup if no process is left in it (the kernel refuses otherwise); whether it is gone."""
-    try:
-        group.rmdir()
-        return True
-    except OSError:
-        return not group.exists()
+    for stale in parent.glob(f"{PREFIX}-*-*-*"):
+        if maker_ended(stale.name.split("-", 1)[1].rsplit("-", 1)[0]):
+            remove_group(stale)
 
 
 @functools.lru_cache(maxsize=1)

@@ -27,6 +27,7 @@ Without bubblewrap (or where the machine forbids user namespaces) the limits sti
 from __future__ import annotations
 
 import atexit
+import contextlib
 import csv
 import errno
 import functools
@@ -42,7 +43,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from autograder.prerequisites import bubblewrap_problem
-from autograder.trust.pids import ProcessCap, fallback_warning
+from autograder.trust.pids import ProcessCap, fallback_warning, maker_ended, maker_tag
 from autograder.trust.worker import CPU_KILL_MARGIN_S  # the forked workers' margin: one value for every sandbox
 
 REPO = Path(__file__).resolve().parents[2]
@@ -189,12 +190,28 @@ def no_new_processes() -> Path | None:
             rules.add_rule(seccomp.ERRNO(answer), call)
         except (RuntimeError, ValueError):  # a call this machine's libseccomp does not know, so no program makes
             pass
-    folder = Path(tempfile.mkdtemp(prefix="sandbox-filter-"))
+    folder = _filter_folder()
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = folder / "no-new-processes.bpf"
     with open(path, "wb") as out:
         rules.export_bpf(out)
     return path
+
+
+FILTER_PREFIX = "sandbox-filter-"
+
+
+def _filter_folder() -> Path:
+    """A new private folder (mode 0700) in the temporary folder for this process's filter, named after the process
+    (:func:`maker_tag`), once those of processes that have ended are removed: a process killed (or ended by
+    os._exit) never runs its atexit, whatever command it was."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{FILTER_PREFIX}*-*-*"):
+        tag = stale.name[len(FILTER_PREFIX):].rsplit("-", 1)[0]
+        with contextlib.suppress(OSError):
+            mine = stale.lstat().st_uid == os.geteuid() and stale.is_dir() and not stale.is_symlink()
+            if mine and maker_ended(tag):
+                shutil.rmtree(stale)
+    return Path(tempfile.mkdtemp(prefix=f"{FILTER_PREFIX}{maker_tag()}-"))
 
 
 def warning() -> str | None:
@@ -374,10 +391,15 @@ SUBMISSION_INSIDE = "/submission"
 # Runs before the kernel, so before any learner code: fills the sandbox's sized, writable copy of the submission
 # folder from the read-only original, then becomes the kernel.
 # A link is copied as a link (it points nowhere in here) and a special file not at all; contents only, as the
-# filter refuses mode changes (a folder's copied mode is among the errors passed over).
-COPY_THEN_KERNEL = ("import os, shutil, sys\n"
+# filter refuses mode changes (a folder's copied mode is among the errors passed over). A file larger than the
+# file-size limit is left out: writing it would kill the process (SIGXFSZ) and the kernel would never start.
+COPY_THEN_KERNEL = ("import os, resource, shutil, sys\n"
+                    "most = resource.getrlimit(resource.RLIMIT_FSIZE)[0]\n"
+                    "def copy(source, target):\n"
+                    "    if most == resource.RLIM_INFINITY or os.path.getsize(source) <= most:\n"
+                    "        shutil.copyfile(source, target)\n"
                     "try:\n    shutil.copytree(sys.argv[1], sys.argv[2], symlinks=True, dirs_exist_ok=True,\n"
-                    "                    copy_function=shutil.copyfile)\n"
+                    "                    copy_function=copy)\n"
                     "except shutil.Error:\n    pass\n"
                     "os.chdir(sys.argv[2])\nos.execvp(sys.argv[3], sys.argv[3:])\n")
 

@@ -402,8 +402,6 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
 
 
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
-@pytest.mark.xfail(strict=False, reason="known, session 14 note: a run killed before it names its seccomp filter "
-                                        "folder in its scratch record leaves that folder in TMPDIR")
 def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clean_runs_gradebook(template, tmp_path):
     """SIGKILL at each of up to 24 points spread over the recording window (every file written or removed and every
     gradebook write, tests/grade/kill_recording.py); a rerun must end where a run never killed ends, cell by cell."""

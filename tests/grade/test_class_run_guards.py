@@ -307,42 +307,7 @@ def test_a_folder_that_is_not_a_course_is_refused_and_nothing_is_made_in_it(tmp_
     assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == []
 
 
-# ------------------------------------------------------------------------------------------ F5, F8
-
-def test_a_killed_runs_seccomp_filter_folder_is_named_in_its_scratch_and_removed_by_the_next(tmp_path, monkeypatch):
-    from autograder.trust import sandbox
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    made = tmp_path / "tmp" / f"{class_run.FILTER_PREFIX}abc"
-    made.mkdir(parents=True)
-    (made / "no-new-processes.bpf").write_bytes(b"filter")
-    elsewhere = tmp_path / f"{class_run.FILTER_PREFIX}outside"  # not in the temporary folder: never removed
-    elsewhere.mkdir()
-    scratch = tmp_path / class_run.SCRATCH
-    for run, folder in (("run1", made), ("run2", elsewhere)):
-        (scratch / run).mkdir(parents=True)
-        monkeypatch.setattr(sandbox, "no_new_processes", lambda folder=folder: folder / "no-new-processes.bpf")
-        class_run._name_filter_folder(scratch / run)
-    class_run.remove_scratch(scratch)
-    assert not made.exists() and elsewhere.is_dir() and not scratch.exists()
-
-
-def test_the_filter_folder_of_this_very_process_outlives_its_runs_end(tmp_path, monkeypatch):
-    """A process that grades a class twice (the tests do, in-process) starts sandboxes from the same filter file
-    after the first run: removing it at that run's end left every later sandbox of the process unable to start."""
-    from autograder.trust import sandbox
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    own = tmp_path / "tmp" / f"{class_run.FILTER_PREFIX}own"
-    own.mkdir(parents=True)
-    (own / "no-new-processes.bpf").write_bytes(b"filter")
-    monkeypatch.setattr(sandbox, "no_new_processes", lambda: own / "no-new-processes.bpf")
-    scratch = tmp_path / class_run.SCRATCH
-    (scratch / "run1").mkdir(parents=True)
-    class_run._name_filter_folder(scratch / "run1")
-    class_run.remove_scratch(scratch)
-    assert (own / "no-new-processes.bpf").is_file() and not scratch.exists()
-
+# ------------------------------------------------------------------------------------------ F8
 
 def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(monkeypatch, capsys):
     from autograder.__main__ import main

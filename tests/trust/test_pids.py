@@ -42,7 +42,7 @@ def test_a_v2_group_without_the_controller_falls_back_to_rlimit_and_says_why(tmp
 def test_a_v2_group_is_made_below_our_own_capped_and_entered_before_the_program_starts(tmp_path, monkeypatch):
     """A fake v2 hierarchy that makes a group's files as the kernel would; the command's first process writes its
     PID into the group and then becomes the program, keeping that PID."""
-    (tmp_path / f"{pids.PREFIX}-999999999-0badcafe").mkdir()  # left by a grading process that has ended
+    (tmp_path / f"{pids.PREFIX}-999999999-12345-0badcafe").mkdir()  # left by a grading process that has ended
     made = Path.mkdir
 
     def kernel_mkdir(self, *args, **kwargs):
@@ -52,10 +52,10 @@ def test_a_v2_group_is_made_below_our_own_capped_and_entered_before_the_program_
 
     monkeypatch.setattr(Path, "mkdir", kernel_mkdir)
     cap = pids.ProcessCap(limit=17, candidates=[Hierarchy(2, tmp_path)])
-    assert cap.group.parent == tmp_path and cap.group.name.startswith(f"{pids.PREFIX}-{os.getpid()}-")
+    assert cap.group.parent == tmp_path and cap.group.name.startswith(f"{pids.PREFIX}-{pids.maker_tag()}-")
     assert (cap.group / "pids.max").read_text() == "17"
     assert cap.environment() == {}
-    assert not (tmp_path / f"{pids.PREFIX}-999999999-0badcafe").exists()
+    assert not (tmp_path / f"{pids.PREFIX}-999999999-12345-0badcafe").exists()
     done = subprocess.run(cap.command([sys.executable, "-c", "import os; print(os.getpid())"]),
                           capture_output=True, text=True, check=True)
     assert (cap.group / "cgroup.procs").read_text().split() == done.stdout.split()
@@ -97,3 +97,52 @@ def test_without_a_group_the_init_sets_rlimit_nproc_in_the_sandboxs_own_user_nam
         bomb = subprocess.run(sandbox.wrap([sys.executable, "-I", "-c", THREAD_BOMB]), capture_output=True,
                               text=True, timeout=60)
         assert int(bomb.stdout) < pids.PIDS_MAX, bomb.stderr
+
+
+def ended_process_tag() -> str:
+    """The maker tag of a process that has ended."""
+    child = subprocess.Popen(["sleep", "60"])
+    tag = pids.maker_tag(child.pid)
+    child.kill()
+    child.wait()
+    return tag
+
+
+def test_a_maker_tag_names_one_process_and_says_when_it_has_ended():
+    own = pids.maker_tag()
+    assert own.startswith(f"{os.getpid()}-") and not pids.maker_ended(own)
+    assert pids.maker_ended(ended_process_tag())
+    pid, start = own.split("-")
+    assert pids.maker_ended(f"{pid}-{int(start) + 1}")  # the same ID, reused by a later process: not ours
+    assert not pids.maker_ended("no-tag") and not pids.maker_ended("sandbox")  # not a tag: never removed
+
+
+def test_closing_a_cap_ends_what_is_left_of_its_sandbox_before_removing_the_group(tmp_path, monkeypatch):
+    """A dead kernel's sandbox is still ending when nbclient tidies up; on a loaded machine it took over the second
+    the old close() waited, and the group stayed."""
+    straggler = subprocess.Popen(["sleep", "60"])
+    (tmp_path / "cgroup.procs").write_text(f"{straggler.pid}\n")
+    monkeypatch.setattr(pids, "remove_group", lambda group: straggler.poll() is not None)  # busy while it lives
+    cap = pids.ProcessCap(candidates=[])
+    cap.group = tmp_path
+    cap.close()
+    assert straggler.poll() == -9 and cap.group is None
+
+
+def test_making_a_filter_folder_removes_those_of_ended_processes_only(tmp_path, monkeypatch):
+    """A grading process killed (or ended by os._exit) never runs its atexit: the next one removes its folder."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / f"{sandbox.FILTER_PREFIX}{ended_process_tag()}-abc_12"
+    alive = tmp_path / f"{sandbox.FILTER_PREFIX}{pids.maker_tag(os.getppid())}-def_34"
+    untagged = tmp_path / f"{sandbox.FILTER_PREFIX}xyz"
+    for folder in (dead, alive, untagged):
+        folder.mkdir()
+        (folder / "no-new-processes.bpf").write_bytes(b"filter")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / f"{sandbox.FILTER_PREFIX}{ended_process_tag()}-link_5").symlink_to(target)  # not followed
+    made = sandbox._filter_folder()
+    assert made.name.startswith(f"{sandbox.FILTER_PREFIX}{pids.maker_tag()}-") and made.stat().st_mode & 0o777 == 0o700
+    assert not dead.exists() and alive.is_dir() and untagged.is_dir() and target.is_dir()

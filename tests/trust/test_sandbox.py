@@ -130,7 +130,10 @@ def test_the_kernel_works_in_a_sized_copy_of_its_submission_and_reaches_nothing_
     submission.mkdir(parents=True)
     (submission / "data.txt").write_text("given")
     (submission / "outside").symlink_to(planted[0])
-    probe = (f"import os\nprint(open('data.txt').read())\nopen('data.txt', 'w').write('changed')\n"
+    with open(submission / "weights.npy", "wb") as huge:  # past the file-size limit: left out, not fatal
+        huge.truncate(sandbox.KERNEL_LIMITS.file_bytes + 1)
+    probe = (f"import os\nprint(open('data.txt').read(), os.path.exists('weights.npy'))\n"
+             "open('data.txt', 'w').write('changed')\n"
              f"print(os.path.exists('outside'), os.path.exists({str(planted[0])!r}), os.path.exists({str(tmp_path)!r}"
              " + '/student/other'))\n"
              f"print(os.path.exists({str(REPO / 'autograder' / 'checks')!r}), os.path.exists({str(REPO / 'source')!r}))\n"
@@ -142,7 +145,7 @@ def test_the_kernel_works_in_a_sized_copy_of_its_submission_and_reaches_nothing_
     command = sandbox.kernel_command([sys.executable, "-c", probe], private, str(submission))
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=sandbox.environment())
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:3] == ["given", "False False False", "False False"], done.stdout
+    assert done.stdout.split("\n")[:3] == ["given False", "False False False", "False False"], done.stdout
     assert "28" in done.stdout.split("\n")[3]  # ENOSPC: the copy is a tmpfs of SUBMISSION_BYTES
     assert (submission / "data.txt").read_text() == "given" and not (submission / "big0").exists()
 
