@@ -10,6 +10,7 @@ import threading
 import time
 
 import nbformat
+import numpy as np
 import pytest
 
 from autograder.trust import cputime, remote, sandbox, verdicts
@@ -260,3 +261,23 @@ def test_a_sleeping_answer_beside_a_spinner_at_idle_priority_is_stopped_within_i
                 worker.evaluate("answer()", timeout=1)
     assert type(stopped.value) is remote.Stopped, stopped.value.reason
     assert "did not finish within 1 s of CPU time" in stopped.value.reason
+
+
+@forks
+def test_a_large_request_to_a_worker_starved_of_the_cpu_waits_for_it_instead_of_calling_it_dead(forked):
+    """A frame larger than the socket holds takes as long to send as the worker takes to read it; on a loaded machine
+    that was longer than one wait of the trusted side, which took the unfinished send for the worker's death and the
+    zygote, asked how it died, killed it (notebook 5's training check: "killed by signal SIGKILL"). SIGSTOPped
+    for 3 s while 8 MB are sent, it stands in for a starved worker."""
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote if forked else None) as worker:
+        worker.run("def size(a):\n    return a.size", "<cell>")
+        size = worker.evaluate("size")
+        pids = sandbox_pids(worker)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        resume = threading.Timer(3.0, lambda: [os.kill(pid, signal.SIGCONT) for pid in pids])
+        resume.start()
+        try:
+            assert size(np.zeros(1_000_000)) == 1_000_000
+        finally:
+            resume.join()
