@@ -676,11 +676,21 @@ class Worker:
 
     # -- frames ------------------------------------------------------------------------------------------------
     def _send(self, message: dict) -> None:
-        data = wire.pack(message)
-        try:
-            self._socket.sendall(data)
-        except OSError:
-            raise self._stop(self._death()) from None
+        """Send one frame, checking the worker's CPU every SLICE_S that it takes the worker to read it.
+
+        Not ``sendall``: on a socket with a timeout that limits the whole send, and a large frame to a worker
+        starved of the CPU took longer than SLICE_S, which was taken for its death (and the zygote, asked how it
+        died, killed it: "killed by signal SIGKILL" on a loaded machine).
+        """
+        data = memoryview(wire.pack(message))
+        self._socket.settimeout(SLICE_S)
+        while data:
+            try:
+                data = data[self._socket.send(data):]
+            except socket.timeout:
+                self._check()
+            except OSError:
+                raise self._stop(self._death()) from None
 
     def _receive(self) -> dict:
         self._codec.values = 0

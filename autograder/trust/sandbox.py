@@ -150,7 +150,10 @@ REFUSED = {**dict.fromkeys(("chmod", "fchmod", "fchmodat", "fchmodat2"), 0),
            # A namespace of its own would give learner code every capability in it again, and mounts (an unsized tmpfs
            # is memory no limit counts).
            **dict.fromkeys(("unshare", "setns", "mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount",
-                            "move_mount", "open_tree", "mount_setattr"), errno.EPERM)}
+                            "move_mount", "open_tree", "mount_setattr"), errno.EPERM),
+           # Scheduling attributes in a structure a filter cannot read (policy, nice): the policy and priority rules
+           # of no_new_processes say why; `nice` is a call of its own on some architectures (not x86-64's).
+           **dict.fromkeys(("sched_setattr", "nice"), errno.EPERM)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -181,10 +184,22 @@ def no_new_processes() -> Path | None:
     for call in ("ptrace", "process_vm_readv", "process_vm_writev"):  # nor reach into another process's memory
         rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
     rules.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_THREAD, 0))
-    # Its own limits and priority only: a worker that lowered the zygote's address space (prlimit on its pid) made
-    # every later exercise fail as the grader's fault.
-    for call, who in (("prlimit64", 0), ("setpriority", 1)):
-        rules.add_rule(seccomp.ERRNO(errno.EPERM), call, seccomp.Arg(who, seccomp.NE, 0))
+    # Its own limits only: a worker that lowered the zygote's address space (prlimit on its pid) made every later
+    # exercise fail as the grader's fault.
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "prlimit64", seccomp.Arg(0, seccomp.NE, 0))
+    # No lower priority nor another scheduling policy than a task starts with (the grading process's, which its
+    # sandboxes inherit: nice 0 and SCHED_OTHER unless grading was started under `nice` or `chrt`). A thread at idle
+    # priority (SCHED_IDLE, nice 19) that spins is runnable all the time while it hardly runs, so its sandbox never
+    # counted as sleeping nor spent its CPU time, and a sleeping answer held grading up to the wall-clock limit (red
+    # team 5, 02). With its weight kept, a runnable task gets its fair share of a CPU, and spends its budget.
+    # Setting those values again stays allowed: ZeroMQ sets its policy for each of its threads and aborts when
+    # refused (every kernel died before replying to nbgrader), and os.nice(0) is how Python reads a nice value.
+    # Compared as unsigned 64-bit numbers: a negative nice (a raised priority) is refused too.
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "setpriority", seccomp.Arg(1, seccomp.NE, 0))  # (which, who, nice)
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "setpriority",
+                   seccomp.Arg(2, seccomp.GT, max(0, os.getpriority(os.PRIO_PROCESS, 0))))
+    rules.add_rule(seccomp.ERRNO(errno.EPERM), "sched_setscheduler",
+                   seccomp.Arg(1, seccomp.NE, os.sched_getscheduler(0)))
     for call, answer in REFUSED.items():
         try:
             rules.add_rule(seccomp.ERRNO(answer), call)
@@ -356,7 +371,9 @@ def wrap(argv: list[str], *, role: Role = WORKER, binds: dict[Path, Path] | None
     command = [bwrap, "--unshare-all", "--as-pid-1", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
                "--clearenv",
                *system_arguments(),
-               "--proc", "/proc",
+               # /proc read-only: its per-process files change the scheduler's view of a process (an autogroup's
+               # nice, as a spinning thread's priority; see no_new_processes), its timer slack or statistics
+               "--proc", "/proc", "--remount-ro", "/proc",
                # /dev holds device nodes only (read-only; writing to /dev/null still works) and a small /dev/shm
                "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
                "--size", str(role.tmp_bytes), "--tmpfs", "/tmp"]

@@ -10,6 +10,7 @@ import threading
 import time
 
 import nbformat
+import numpy as np
 import pytest
 
 from autograder.trust import cputime, remote, sandbox, verdicts
@@ -131,13 +132,13 @@ def test_a_budget_counts_seconds_not_runnable_and_its_wall_clock_limit_names_the
         budget.exhausted()
 
 
-def worker_on_cpu_0() -> remote.Worker:
-    """A worker whose sandbox runs on CPU 0 alone (it inherits this process's CPUs as it starts); this process
-    keeps its own."""
+def worker_on_cpu_0(zygote: remote.Zygote | None = None) -> remote.Worker:
+    """A worker whose sandbox runs on CPU 0 alone (it inherits this process's CPUs as it starts: a zygote's starts
+    with its first worker); this process keeps its own."""
     everywhere = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {0})
     try:
-        return remote.Worker()
+        return remote.Worker(zygote=zygote)
     finally:
         os.sched_setaffinity(0, everywhere)
 
@@ -218,3 +219,65 @@ def test_a_cell_python_cannot_take_costs_its_own_exercise_with_the_reason():
     assert not found["numerical_gradient"].passed
     assert "numerical_gradient raised" in found["numerical_gradient"].message, found["numerical_gradient"].message
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
+
+
+# A sleeping answer that first starts a thread which lowers its own weight with the scheduler every way it can, then
+# spins (red team 5, 02): runnable all the time while it hardly runs, it kept the sandbox from counting as asleep,
+# and with the share of a CPU it got it would take far longer than the wall-clock limit to spend its CPU time.
+SLEEPS_BESIDE_A_LOW_PRIORITY_SPINNER = """
+import os, threading, time
+def lowered(act):
+    try:
+        act()
+    except OSError:
+        pass
+def autogroup():  # every process of its session (the sandbox is one) shares the weight this sets
+    with open("/proc/self/autogroup", "w") as own:
+        own.write("19")
+def spin():
+    lowered(autogroup)
+    lowered(lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)))
+    lowered(lambda: os.nice(19))
+    while True:
+        pass
+def answer():
+    threading.Thread(target=spin, daemon=True).start()
+    time.sleep(600)
+"""
+
+
+@pytest.mark.slow  # about 10 s of a crowded core
+@crowds_cpu_0
+@forks
+def test_a_sleeping_answer_beside_a_spinner_at_idle_priority_is_stopped_within_its_cpu_time(forked):
+    """On a crowded core, with every lowering of its priority refused, the spinner gets a fair share of the CPU and
+    uses up the request's CPU time; allowed, it hardly ran, and the request was held until the wall-clock limit
+    called the machine overloaded (no verdict). Four hogs: a fair share is a fifth of the core, far above the
+    thirtieth that limit stands for."""
+    with hogs_on_cpu_0(4), remote.Zygote() as zygote:
+        with worker_on_cpu_0(zygote if forked else None) as worker:
+            worker.run(SLEEPS_BESIDE_A_LOW_PRIORITY_SPINNER, "<cell>")
+            with pytest.raises(remote.Stopped) as stopped:
+                worker.evaluate("answer()", timeout=1)
+    assert type(stopped.value) is remote.Stopped, stopped.value.reason
+    assert "did not finish within 1 s of CPU time" in stopped.value.reason
+
+
+@forks
+def test_a_large_request_to_a_worker_starved_of_the_cpu_waits_for_it_instead_of_calling_it_dead(forked):
+    """A frame larger than the socket holds takes as long to send as the worker takes to read it; on a loaded machine
+    that was longer than one wait of the trusted side, which took the unfinished send for the worker's death and the
+    zygote, asked how it died, killed it (notebook 5's training check: "killed by signal SIGKILL"). SIGSTOPped
+    for 3 s while 8 MB are sent, it stands in for a starved worker."""
+    with remote.Zygote() as zygote, remote.Worker(zygote=zygote if forked else None) as worker:
+        worker.run("def size(a):\n    return a.size", "<cell>")
+        size = worker.evaluate("size")
+        pids = sandbox_pids(worker)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        resume = threading.Timer(3.0, lambda: [os.kill(pid, signal.SIGCONT) for pid in pids])
+        resume.start()
+        try:
+            assert size(np.zeros(1_000_000)) == 1_000_000
+        finally:
+            resume.join()

@@ -87,6 +87,21 @@ def test_sandbox_roots_are_read_only_and_tmp_is_small():
     assert lines[3] == "ENOSPC" and int(lines[4]) <= sandbox.WORKER.tmp_bytes >> 20, done.stdout
 
 
+LOWER_THE_AUTOGROUP = ("import errno\ntry:\n    with open('/proc/self/autogroup', 'w') as own:\n        own.write('19')\n"
+                       "    print('lowered')\nexcept OSError as error:\n    print(errno.errorcode[error.errno])\n")
+
+
+def test_a_sandbox_cannot_lower_its_autogroups_priority():
+    """With the scheduler's autogroups, the processes of a session (each sandbox is one) share one weight, which a
+    nice written to /proc/self/autogroup lowers, with no system call the filter could refuse: a thread that spins
+    at that weight is runnable all the time while it hardly runs. The sandbox's /proc is read-only."""
+    assert run(LOWER_THE_AUTOGROUP).stdout.split() == ["EROFS"]
+    if os.path.exists("/proc/self/autogroup"):  # outside, in a session of its own, the same write lowers it
+        outside = subprocess.run([sys.executable, "-c", LOWER_THE_AUTOGROUP], capture_output=True, text=True,
+                                 start_new_session=True, timeout=60)
+        assert outside.stdout.split() == ["lowered"], outside.stdout + outside.stderr
+
+
 def test_the_kernel_role_imports_everything_the_notebooks_and_the_kernel_side_of_the_course_import(monkeypatch):
     """KERNEL's package list is enough: every top-level module a course notebook imports, and the modules the
     notebooks' helpers and `run_check` load, import inside the kernel's sandbox; the grading machinery and the
@@ -259,6 +274,39 @@ def test_once_the_kernel_runs_learner_code_its_private_host_folder_is_read_only(
         assert f"private folder: refused {what}" in shown and f"private folder: wrote {what}" not in shown
 
 
+KERNEL_SCHEDULING = """
+import os
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+print("kernel filter:", status["Seccomp"].strip())
+try:
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    print("kernel idle scheduling: set")
+except PermissionError:
+    print("kernel idle scheduling: refused")
+"""
+
+
+@pytest.mark.slow  # a kernel, through nbgrader
+def test_a_kernel_starts_under_the_filter_through_nbgrader_and_cannot_lower_its_priority(tmp_path):
+    """ZeroMQ sets each of its threads' scheduling policy (the normal one, again) as the kernel starts, and aborts
+    if that is refused: a filter refusing every policy change had every kernel die before it answered nbgrader.
+    The graded notebook's kernel must start, run under the filter (seccomp mode 2), and be refused idle priority."""
+    from autograder.contract import assignments
+
+    name = "01_nudging"
+    nb = nbformat.read(REPO / "solutions" / name / f"{name}.ipynb", as_version=4)
+    nb.cells.insert(1, nbformat.v4.new_code_cell(KERNEL_SCHEDULING))
+    path, page = tmp_path / f"{name}.ipynb", tmp_path / "feedback.html"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--json", "--feedback", str(page)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and name in assignments(), done.stdout + done.stderr
+    assert all(e["passed"] for e in json.loads(done.stdout)["exercises"]), done.stdout
+    shown = page.read_text()
+    if sandbox.no_new_processes():
+        assert "kernel filter: 2" in shown and "kernel idle scheduling: refused" in shown, shown
+
+
 # What learner code tries against the machine from inside (a red team's findings): each line prints what got through.
 BREAK_OUT = """
 import ctypes, os
@@ -301,6 +349,17 @@ if libc.setpriority(0, os.getppid(), 0) == 0:
     found.append("another's priority")
 if libc.unshare(0x10000000 | 0x20000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS: every capability again, in there
     found.append("namespace")
+# Last, since they slow what follows: a priority below the one it started with, or a policy under which a spinning
+# thread is runnable all the time while it hardly runs (its sandbox then never counts as sleeping). The normal policy
+# again is what ZeroMQ sets for each of its threads, and its refusal killed every kernel.
+normal = ctypes.byref(ctypes.c_int(0))
+if libc.sched_setscheduler(0, 0, normal) != 0 or libc.setpriority(0, 0, 0) != 0:  # SCHED_OTHER; nice 0
+    found.append("normal priority refused")
+if libc.setpriority(0, 0, 19) == 0:
+    found.append("its own priority lowered")
+for name, policy in (("batch", 3), ("idle", 5)):  # SCHED_BATCH, SCHED_IDLE
+    if libc.sched_setscheduler(0, policy, normal) == 0:
+        found.append(f"{name} scheduling")
 found += sorted(name for name in os.environ if name.startswith("HOST_SECRET"))
 print(found)
 """
@@ -311,8 +370,9 @@ def test_learner_code_reaches_neither_the_init_nor_memory_or_modes_outside_the_l
     change does nothing (the kernel owns its private host folder), no attribute is set, no memory is held that no
     limit counts, no io_uring runs operations the filter cannot see, no namespace of its own gives capabilities
     back, no System V semaphore or message queue holds kernel memory, no disk is reserved past a file's end, no
-    keyring is reached, no other process's limits or priority are touched, and nothing of the caller's environment
-    is inside."""
+    keyring is reached, no other process's limits or priority are touched, no priority is lowered nor a scheduling
+    policy other than the normal one set (which is set again freely), and nothing of the caller's environment is
+    inside."""
     from autograder.trust import remote
 
     monkeypatch.setenv("HOST_SECRET_TOKEN", "instructor-secret")
@@ -330,7 +390,8 @@ def test_learner_code_reaches_neither_the_init_nor_memory_or_modes_outside_the_l
                                 timeout=120)
     assert ast.literal_eval(unfiltered.stdout) == ["chmod", "xattr", "memfd", "System V memory", "io_uring",
                                                    "System V semaphores", "System V messages", "fallocate", "keyring",
-                                                   "another's limits", "another's priority", "namespace"], \
+                                                   "another's limits", "another's priority", "namespace",
+                                                   "its own priority lowered", "batch scheduling", "idle scheduling"], \
         unfiltered.stderr
     if os.uname().machine == "x86_64":  # the keyring calls' numbers below are x86-64's
         assert grader_key_found_by(sandbox.wrap([sys.executable, "-c", FIND_THE_GRADERS_KEY])) == [True, False]
