@@ -673,13 +673,16 @@ def _client(course, run: Run, stop: "StopRequest"):
         # if this one is killed. In the temporary folder, not in the course: a socket's path has at most 107 bytes.
         temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY_PREFIX))
         (course.scratch / TEMPORARY).write_text(str(temporary))
+        # The setting covers what Dask makes while the cluster starts; local_directory is in every worker's spec,
+        # so a worker started later (one replacing a dropped worker, Dispatch._drop) keeps its folder here too.
         with dask.config.set({"temporary-directory": str(temporary)}):
             # TLS with a key and certificates made for this run, held in memory: only this process and the
             # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
             # or read results, whatever it reaches.
             cluster = _start_shielded(stop, lambda: LocalCluster(
                 n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
-                security=Security.temporary(), env={"TMPDIR": str(temporary)}, dashboard_address=None,
+                security=Security.temporary(), env={"TMPDIR": str(temporary)}, local_directory=str(temporary),
+                dashboard_address=None,
                 # Its ERRORs are what the run reports itself, in the submissions' rows (a dropped worker's
                 # "No valid workers found" among them): printed, they would only break the progress bar.
                 silence_logs=logging.CRITICAL))

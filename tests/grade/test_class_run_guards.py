@@ -357,3 +357,31 @@ def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(monkeypat
     said = capsys.readouterr().err
     assert "stopped at once" in said and "Traceback" not in said
 
+
+
+# ------------------------------------------------------------------------------------------ G5: a replacement's folder
+
+def test_every_worker_of_the_local_cluster_a_replacement_too_keeps_its_folder_in_the_runs_temporary_folder(
+        tmp_path, monkeypatch):
+    """The temporary-directory setting covered only the cluster's start: a worker started later by scale() (one
+    replacing a dropped worker) made its dask-scratch-space in $TMPDIR, left there (a class-run attack's G5)."""
+    import distributed
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    made, real = [], distributed.LocalCluster
+
+    def scheduler_only(**options):  # the cluster as the run asks for it, without starting its workers
+        made.append(real(**{**options, "n_workers": 0}))
+        return made[-1]
+
+    monkeypatch.setattr(distributed, "LocalCluster", scheduler_only)
+    course = type("Course", (), {"scratch": tmp_path / "scratch"})()
+    course.scratch.mkdir()
+    run = class_run.Run([], False, 1, None, 60.0, None, open(os.devnull, "w"))
+    with class_run._client(course, run, class_run.StopRequest()):
+        temporary = Path((course.scratch / class_run.TEMPORARY).read_text())
+        later = made[0].new_worker_spec()  # what scale() starts
+        (spec,) = later.values()
+        assert Path(spec["options"]["local_directory"]).is_relative_to(temporary), spec
+    assert not temporary.exists()
