@@ -362,34 +362,49 @@ def timestamp_refusal(content: bytes | None) -> str | None:
     return None
 
 
-class StopRequest:
-    """Ctrl-C asks the run to stop after the submission being recorded; a second Ctrl-C stops at once.
+# What stops a run: Ctrl-C, `kill` (SIGTERM, a batch system's or systemd's stop), the terminal closing (SIGHUP).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    A second Ctrl-C cuts the record being written short: inside nbgrader (most of the time), nbgrader removes what it
-    wrote and the submission is recorded as not graded (INTERRUPTED); anywhere else KeyboardInterrupt ends the run,
-    the journal's marker stays, and the next run removes the half record and grades it again.
+
+class StopRequest:
+    """A stop signal (STOP_SIGNALS) asks the run to stop after the submission being recorded; a second stops at once.
+
+    A second one cuts the record being written short: inside nbgrader (most of the time), nbgrader removes what it
+    wrote and the submission is recorded as not graded (INTERRUPTED); anywhere else KeyboardInterrupt ends the
+    recording, the journal's marker stays (the next run removes the half record and grades it again), and the run
+    ends with a stopped line for it and for every submission not recorded, and its summary.
+
+    Attributes:
+        requested: whether the run was asked to stop.
+        signum: the signal that asked first (None: none did).
     """
 
     def __init__(self):
-        self.requested = False
-        # Signal handlers can only be set from the main thread; elsewhere (a test's thread) Ctrl-C is not ours.
+        self.requested, self.signum = False, None
+        # Signal handlers can only be set from the main thread; elsewhere (a test's thread) the signals are not ours.
         self._ours = threading.current_thread() is threading.main_thread()
-        self._previous = None
+        self._previous = {}
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for a command ended by the signal that stopped it: 128 + its number."""
+        return 128 + (self.signum or signal.SIGINT)
 
     def __enter__(self):
         if self._ours:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {number: signal.signal(number, self._handle) for number in STOP_SIGNALS}
         return self
 
     def _handle(self, signum, frame):
         if self.requested:
             raise KeyboardInterrupt
-        self.requested = True
-        print("\nStopping after the submissions being recorded; run the same command again to resume.", file=sys.stderr)
+        self.requested, self.signum = True, signum
+        print(f"\n{signal.Signals(signum).name}: stopping after the submissions being recorded; run the same command "
+              "again to resume.", file=sys.stderr)
 
     def __exit__(self, *exc):
-        if self._ours:
-            signal.signal(signal.SIGINT, self._previous)
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
 
 
 def _start_shielded(stop: StopRequest, start):
@@ -428,7 +443,7 @@ def _start_shielded(stop: StopRequest, start):
 
 def grade_class(root: Path, assignments, *, students: list[str] = (), force: bool = False,
                 workers: int | None = None, scheduler=None, timeout_s: float = TIMEOUT_S,
-                execute=execute_submission, out=None) -> list[Row]:
+                execute=execute_submission, out=None, stop: StopRequest | None = None) -> list[Row]:
     """Grade every submission of one or more assignments under ``root/submitted/`` on Dask; a Row per submission.
 
     Args:
@@ -442,6 +457,8 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         timeout_s: wall-clock limit for one submission's grading.
         execute: the task run per submission (tests replace it).
         out: where progress and log lines go (default: stderr).
+        stop: takes the stop signals while the run grades (default: a StopRequest of its own); afterwards it says
+            whether one stopped the run, and which.
 
     Raises:
         ClassGradingError: the run cannot start; the message says what to do.
@@ -469,7 +486,8 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         course.scratch.mkdir(parents=True)
         _name_filter_folder(course.scratch)
         try:
-            return _grade(course, names, run)
+            with stop or StopRequest() as taken:
+                return _grade(course, names, run, taken)
         finally:
             remove_scratch(logs / SCRATCH)
     finally:
@@ -534,7 +552,7 @@ class Run:
     out: object
 
 
-def _grade(course, names: list[str], run: Run) -> list[Row]:
+def _grade(course, names: list[str], run: Run, stop: StopRequest) -> list[Row]:
     found = {}
     for assignment in names:
         course.check_assignment(assignment)
@@ -565,7 +583,7 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
                     note = "; ".join(n for n in (REPAIRED, note) if n)
                 tasks.append(Task(student, files, note, assignment=assignment))
     if tasks:
-        rows += _run_tasks(course, tasks, logs, run, journal)
+        rows += _run_tasks(course, tasks, logs, run, journal, stop)
     for assignment, log in logs.items():
         log.summary([row for row in rows if row.assignment == assignment])
     return rows
@@ -615,7 +633,8 @@ def worker_timeout(timeout_s: float) -> float:
     return timeout_s - min(30.0, timeout_s / 10)
 
 
-def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, journal: Journal) -> list[Row]:
+def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, journal: Journal,
+               stop: StopRequest) -> list[Row]:
     import dask
     import distributed  # noqa: F401 -- before dask.config.set: it loads distributed's defaults, which set's exit
     from tqdm.auto import tqdm  # would otherwise delete along with the values it restores
@@ -626,23 +645,45 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
     # daemons: a grading process is their child.
     settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
                 "distributed.worker.daemon": False, "distributed.scheduler.worker-ttl": WORKER_TTL, **QUIET_CLUSTER}
-    rows = []
+    rows, recording = [], None
     what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
     out = next(iter(logs.values())).out
-    with dask.config.set(settings), StopRequest() as stop, _client(course, run, stop) as client, \
+    with dask.config.set(settings), _client(course, run, stop) as client, \
             tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out, dynamic_ncols=True) as bar:
-        for task, executed, what in _outcomes(course, client, tasks, run, stop):
-            log = logs[task.assignment]
-            if what == "retrying":
-                bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
-            elif what == "stopped":
-                rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
-            elif what == "lost":  # its record, if it had one, stays as it was
-                rows.append(log.add(Row(task.student, "failed", note=executed.error)))
-            else:
-                rows.append(_record(course, log, task, executed, journal))
-                bar.update(1)
+        try:
+            for task, executed, what in _outcomes(course, client, tasks, run, stop):
+                log = logs[task.assignment]
+                if what == "retrying":
+                    bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
+                elif what == "stopped":
+                    rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
+                elif what == "lost":  # its record, if it had one, stays as it was
+                    rows.append(log.add(Row(task.student, "failed", note=executed.error)))
+                else:
+                    recording = task
+                    rows.append(_record(course, log, task, executed, journal))
+                    recording = None
+                    bar.update(1)
+        except KeyboardInterrupt:  # a second stop signal, outside nbgrader: every submission not recorded stops
+            rows += _stopped_at_once(tasks, rows, logs, recording)
     return rows
+
+
+CUT_SHORT = "not graded: a second stop signal cut its record short; the next run removes it and grades it again"
+
+
+def _stopped_at_once(tasks: list[Task], rows: list[Row], logs: dict[str, "RunLog"], recording: Task | None
+                     ) -> list[Row]:
+    """A stopped row for each task without a row yet: CUT_SHORT for the one being recorded (its journal marker
+    stays), STOPPED for the others."""
+    done = {(row.assignment, row.student) for row in rows}
+    stopped = []
+    for task in tasks:
+        if (task.assignment, task.student) not in done:
+            cut = recording is not None and (task.assignment, task.student) == (recording.assignment, recording.student)
+            stopped.append(logs[task.assignment].add(Row(task.student, "stopped", note=CUT_SHORT if cut else STOPPED)))
+            done.add((task.assignment, task.student))
+    return stopped
 
 
 def _outcomes(course, client, tasks: list[Task], run: Run, stop: StopRequest):

@@ -152,8 +152,9 @@ def test_a_second_ctrl_c_while_recording_leaves_a_whole_record_or_none_and_the_n
                                                                                                  threads, monkeypatch):
     """Ctrl-C twice while nbgrader writes the first record: nbgrader removes what it wrote, and the submission scores 0
     with the reason. Twice while a record is synced (outside nbgrader): the run ends at once, and the journal's
-    marker makes the next run remove the half record. Either way the next run grades everyone in full. (The other
-    submission's result may arrive with the first, and is then recorded whole; else it is stopped.)"""
+    marker makes the next run remove the half record (the run still ends with a line for each, and its summary).
+    Either way the next run grades everyone in full. (The other submission's result may arrive with the first, and
+    is then recorded whole; else it is stopped.)"""
     from nbgrader.api import Gradebook
 
     from autograder.course.preprocessors import ReplayExecution
@@ -183,9 +184,10 @@ def test_a_second_ctrl_c_while_recording_leaves_a_whole_record_or_none_and_the_n
         assert recorded.score == 0 and recorded.notebooks[0].comments[0].auto_comment.endswith(class_run.INTERRUPTED)
     with monkeypatch.context() as patch:
         patch.setattr(journal, "sync_tree", twice(journal.sync_tree))
-        with pytest.raises(KeyboardInterrupt):
-            grade_class(course, NB, scheduler=threads, execute=FakeWorkers(executed, tmp_path / "outside", fail={}))
+        cut = {r.student: r for r in grade_class(course, NB, scheduler=threads,
+                                                   execute=FakeWorkers(executed, tmp_path / "outside", fail={}))}
     (cut_short,) = class_run.Journal(course / class_run.LOGS / class_run.JOURNAL).unfinished()
+    assert (cut[cut_short[1]].status, cut[cut_short[1]].note) == ("stopped", class_run.CUT_SHORT), cut
     assert not (course / class_run.LOGS / class_run.SCRATCH).exists()
     again = FakeWorkers(executed, tmp_path / "again", fail={})
     rows = {r.student: r for r in grade_class(course, NB, scheduler=threads, execute=again, force=True)}

@@ -1,7 +1,10 @@
 """What a class run refuses before it grades, and how it keeps going when it drops a worker (issue 29, the class-run
 attack's F1-F10): fast checks with stand-ins, no kernel and no cluster."""
+import contextlib
+import io
 import math
 import os
+import signal
 import sqlite3
 import tempfile
 import time
@@ -12,7 +15,7 @@ import pytest
 
 from autograder.grade import class_run
 from autograder.grade.class_run import ClassGradingError, grade_class, preflight
-from autograder.grade.submission import Task
+from autograder.grade.submission import Row, Task
 from conftest import REPO
 
 NB = "01_nudging"
@@ -385,3 +388,91 @@ def test_every_worker_of_the_local_cluster_a_replacement_too_keeps_its_folder_in
         (spec,) = later.values()
         assert Path(spec["options"]["local_directory"]).is_relative_to(temporary), spec
     assert not temporary.exists()
+
+
+# ------------------------------------------------------------------------------------------ G9: every stop signal
+
+class UngradedCourse(StandInCourse):
+    def already_graded(self, assignment, student):
+        return False
+
+
+def stand_in_run(tmp_path, sources, monkeypatch, record, signal_before: dict[str, int]):
+    """Three students through _grade with the cluster and nbgrader replaced: ``record`` stands in for _record, and
+    the signal ``signal_before[student]`` arrives just before that student's result does. Returns the rows, the
+    StopRequest and what the run printed."""
+    for student in ("ann", "bob", "cat"):
+        submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()})
+
+    def outcomes(course, client, tasks, run, stop):  # as Dispatch.outcomes: nothing more is sent once asked to stop
+        for task in tasks:
+            if task.student in signal_before:
+                os.kill(os.getpid(), signal_before[task.student])
+            yield task, None, "stopped" if stop.requested else "done"
+
+    monkeypatch.setattr(class_run, "_client", lambda *args: contextlib.nullcontext())
+    monkeypatch.setattr(class_run, "_outcomes", outcomes)
+    monkeypatch.setattr(class_run, "_record", record)
+    printed = io.StringIO()
+    run = class_run.Run([], False, None, None, 60.0, None, printed)
+
+    def unhandled(signum, frame):
+        raise AssertionError(f"the run left {signal.Signals(signum).name} to its default action: death, no summary")
+
+    previous = {number: signal.signal(number, unhandled) for number in class_run.STOP_SIGNALS}
+    try:
+        with class_run.StopRequest() as stop:
+            rows = class_run._grade(UngradedCourse(tmp_path, sources), [NB], run, stop)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return {row.student: row for row in rows}, stop, printed.getvalue()
+
+
+def graded(course, log, task, executed, journal):
+    return log.add(Row(task.student, "graded", 10.0, 10.0, attempts=1))
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_sigterm_and_sighup_stop_a_run_as_ctrl_c_does_with_a_line_for_every_submission_and_the_summary(
+        tmp_path, sources, monkeypatch, number):
+    """Only SIGINT was taken: SIGTERM or SIGHUP ended the run with no line, no summary, no log row (a class-run
+    attack's G9)."""
+    rows, stop, printed = stand_in_run(tmp_path, sources, monkeypatch, graded, {"bob": number})
+    assert {s: r.status for s, r in rows.items()} == {"ann": "graded", "bob": "stopped", "cat": "stopped"}
+    assert (stop.signum, stop.exit_code) == (number, 128 + number)
+    assert "1 graded, 2 stopped" in printed and "Run the same command again" in printed
+    table = (tmp_path / class_run.LOGS / f"{NB}.tsv").read_text().splitlines()
+    assert [line.split("\t")[2:4] for line in table[1:]] == [["ann", "graded"], ["bob", "stopped"], ["cat", "stopped"]]
+
+
+def test_a_second_stop_signal_outside_nbgrader_still_ends_with_every_line_and_the_summary(tmp_path, sources,
+                                                                                        monkeypatch):
+    """A second signal while a record is written outside nbgrader (its journal marker then stays, for the next run
+    to repair) ended the run with a KeyboardInterrupt: no line for that student or any after, no summary."""
+    def cut_short(course, log, task, executed, journal):
+        if task.student == "bob":
+            signal.raise_signal(signal.SIGHUP)  # the terminal closes: stop after this record
+            signal.raise_signal(signal.SIGHUP)  # and again: at once, here
+        return graded(course, log, task, executed, journal)
+
+    rows, stop, printed = stand_in_run(tmp_path, sources, monkeypatch, cut_short, {})
+    assert [(s, r.status) for s, r in rows.items()] == [("ann", "graded"), ("bob", "stopped"), ("cat", "stopped")]
+    assert rows["bob"].note == class_run.CUT_SHORT and rows["cat"].note == class_run.STOPPED
+    assert stop.exit_code == 128 + signal.SIGHUP and "1 graded, 2 stopped" in printed
+
+
+def test_the_command_exits_with_128_plus_the_signal_that_stopped_its_run(monkeypatch, capsys):
+    from autograder.__main__ import main
+    from autograder.trust import sandbox
+
+    def stopped(*args, stop, **kwargs):
+        stop.requested, stop.signum = True, signal.SIGTERM
+        return [Row("ann", "graded", 10, 10), Row("bob", "stopped", note=class_run.STOPPED)]
+
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # main puts the interpreter's folder first
+    monkeypatch.setenv(sandbox.WITHOUT_SANDBOX_ENV, "1")  # the command sets it; this restores it after the test
+    monkeypatch.setattr(class_run, "grade_class", stopped)
+    assert main(["autograde", NB, "--without-sandbox"]) == 143
+    monkeypatch.setattr(class_run, "grade_class", lambda *args, stop, **kwargs: [Row("ann", "graded", 10, 10)])
+    assert main(["autograde", NB, "--without-sandbox"]) == 0
