@@ -71,6 +71,11 @@ class ClassGradingError(Exception):
     """The run cannot start (unknown assignment or student, no gradebook); the message says what to do."""
 
 
+class GradebookLockedError(ClassGradingError):
+    """The gradebook cannot be written (another program holds its write lock past RECORD_WAIT_S): the run stops, and
+    every submission not recorded is left not graded, for the next run."""
+
+
 
 # ------------------------------------------------------------------------------------------ the one recording process
 
@@ -221,6 +226,17 @@ class Course:
     def autograded(self, assignment: str, student: str) -> Path:
         return self.root / "autograded" / student / assignment
 
+    def wait_writable(self) -> None:
+        """Wait up to RECORD_WAIT_S for the gradebook's write lock (check_writable).
+
+        Raises:
+            GradebookLockedError: another program holds it still, or SQLite refuses the file.
+        """
+        try:
+            check_writable(Path(self.db_url[len("sqlite:///"):]), RECORD_WAIT_S)
+        except ClassGradingError as error:
+            raise GradebookLockedError(str(error)) from None
+
     def forget(self, assignment: str, student: str) -> None:
         """Remove whatever is recorded of a submission (its autograded copy, its gradebook entry), so that the next
         run grades it again; nothing when there is none."""
@@ -235,18 +251,23 @@ class Course:
 
 
 WRITE_WAIT_S = 5  # how long the start waits for another program's write to the gradebook to end
+# How long each record waits for it (SQLite's busy timeout): a Formgrader save takes well under a second, and a
+# record cut short by the lock would cost a whole submission's grading.
+RECORD_WAIT_S = 30
 
 
-def check_writable(gradebook: Path) -> None:
+def check_writable(gradebook: Path, wait_s: float | None = None) -> None:
     """Take the gradebook's write lock and let it go at once, writing nothing: another program's write transaction
     (nbgrader, Formgrader, an SQLite shell) holds it, and reading alone would not notice, so that every record would
     fail with "database is locked" after the class had been graded.
 
     Raises:
-        ClassGradingError: the lock is not free within WRITE_WAIT_S seconds, or SQLite refuses the file.
+        ClassGradingError: the lock is not free within ``wait_s`` seconds (default WRITE_WAIT_S), or SQLite refuses
+            the file.
     """
     try:
-        with closing(sqlite3.connect(gradebook, timeout=WRITE_WAIT_S, isolation_level=None)) as probe:
+        with closing(sqlite3.connect(gradebook, timeout=WRITE_WAIT_S if wait_s is None else wait_s,
+                                     isolation_level=None)) as probe:
             probe.execute("BEGIN IMMEDIATE")
             probe.execute("ROLLBACK")
     except sqlite3.Error as error:
@@ -374,13 +395,16 @@ class StopRequest:
     recording, the journal's marker stays (the next run removes the half record and grades it again), and the run
     ends with a stopped line for it and for every submission not recorded, and its summary.
 
+    The run stops itself the same way when the gradebook stays locked (``because``).
+
     Attributes:
         requested: whether the run was asked to stop.
         signum: the signal that asked first (None: none did).
+        because: what stopped the run when no signal did, raised once its summary is out (None: nothing did).
     """
 
     def __init__(self):
-        self.requested, self.signum = False, None
+        self.requested, self.signum, self.because = False, None, None
         # Signal handlers can only be set from the main thread; elsewhere (a test's thread) the signals are not ours.
         self._ours = threading.current_thread() is threading.main_thread()
         self._previous = {}
@@ -399,7 +423,7 @@ class StopRequest:
         if self.requested:
             raise KeyboardInterrupt
         self.requested, self.signum = True, signum
-        print(f"\n{signal.Signals(signum).name}: stopping after the submissions being recorded; run the same command "
+        print(f"\nStopping after the submissions being recorded ({signal.Signals(signum).name}); run the same command "
               "again to resume.", file=sys.stderr)
 
     def __exit__(self, *exc):
@@ -586,6 +610,8 @@ def _grade(course, names: list[str], run: Run, stop: StopRequest) -> list[Row]:
         rows += _run_tasks(course, tasks, logs, run, journal, stop)
     for assignment, log in logs.items():
         log.summary([row for row in rows if row.assignment == assignment])
+    if stop.because is not None:
+        raise stop.because
     return rows
 
 
@@ -659,9 +685,15 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
                     rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
                 elif what == "lost":  # its record, if it had one, stays as it was
                     rows.append(log.add(Row(task.student, "failed", note=executed.error)))
+                elif stop.because is not None:  # the gradebook is locked: nothing more is recorded
+                    rows.append(log.add(Row(task.student, "stopped", note=GRADEBOOK_LOCKED)))
                 else:
                     recording = task
-                    rows.append(_record(course, log, task, executed, journal))
+                    try:
+                        rows.append(_record(course, log, task, executed, journal))
+                    except GradebookLockedError as locked:  # the run stops; _grade raises it after the summary
+                        stop.requested, stop.because = True, locked
+                        rows.append(log.add(Row(task.student, "stopped", note=GRADEBOOK_LOCKED)))
                     recording = None
                     bar.update(1)
         except KeyboardInterrupt:  # a second stop signal, outside nbgrader: every submission not recorded stops
@@ -965,10 +997,21 @@ def _stalled(task: Task, worker: str, deadline_s: float, started: bool = True) -
 
 
 def _record(course, log, task: Task, executed: Executed, journal: Journal) -> Row:
-    """The final outcome of one submission, in the gradebook and the log: a whole record or none (the journal)."""
+    """The final outcome of one submission, in the gradebook and the log: a whole record or none (the journal).
+
+    Raises:
+        GradebookLockedError: the gradebook stayed locked by another program; nothing of this record is left but
+            its journal marker (when the lock came only once it had begun), which the next run repairs.
+    """
     recording = time.monotonic()
+    course.wait_writable()  # else nbgrader, after its own 5 s, fails this record and then each one after it
     with journal.recording(task.assignment, task.student, course.autograded(task.assignment, task.student)):
-        row = _record_or_forget(course, task, executed)
+        try:
+            row = _record_or_forget(course, task, executed)
+        except Exception as error:  # a write refused while removing what there was of the record
+            if LOCKED in str(error):
+                raise GradebookLockedError(_locked(course)) from None
+            raise
     # Grading time, not time spent queueing: the worker's run plus recording it here.
     row.seconds, row.attempts = executed.seconds + time.monotonic() - recording, task.attempt
     row.cpu_seconds = executed.cpu_seconds
@@ -985,6 +1028,8 @@ def _record_or_forget(course, task: Task, executed: Executed) -> Row:
             row = Row(task.student, "failed", note=f"could not record it ({type(error).__name__}: {error})"[:500])
         if row.status == "graded":
             return row
+        if LOCKED in row.note:  # another program took the lock after wait_writable: the marker stays
+            raise GradebookLockedError(_locked(course))
     else:
         row = Row(task.student, "failed", note=executed.error)
     course.forget(task.assignment, task.student)
@@ -993,6 +1038,15 @@ def _record_or_forget(course, task: Task, executed: Executed) -> Row:
     except Exception as error:  # the row still says why; the gradebook could not take it
         row.note += f"; not in the gradebook either ({type(error).__name__}: {error})"[:300]
     return row
+
+
+LOCKED = "database is locked"  # SQLite's word for a write refused past its busy timeout
+GRADEBOOK_LOCKED = ("not graded: the gradebook was locked by another program (nbgrader, Formgrader, an SQLite shell); "
+                    "the next run grades it")
+
+
+def _locked(course) -> str:
+    return unusable_gradebook(course.db_url, sqlite3.OperationalError(LOCKED))
 
 
 def _result(result, task: Task) -> Executed:

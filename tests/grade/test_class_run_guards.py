@@ -1,6 +1,7 @@
 """What a class run refuses before it grades, and how it keeps going when it drops a worker (issue 29, the class-run
 attack's F1-F10): fast checks with stand-ins, no kernel and no cluster."""
 import contextlib
+from contextlib import closing
 import io
 import math
 import os
@@ -15,7 +16,7 @@ import pytest
 
 from autograder.grade import class_run
 from autograder.grade.class_run import ClassGradingError, grade_class, preflight
-from autograder.grade.submission import Row, Task
+from autograder.grade.submission import Executed, Row, Task
 from conftest import REPO
 
 NB = "01_nudging"
@@ -114,6 +115,9 @@ class StandInCourse:
     def record_failure(self, assignment, student, reason):
         self.calls.append(("record_failure", student))
 
+    def wait_writable(self):
+        pass
+
 
 def test_glob_named_folders_get_a_failed_row_and_a_gradebook_entry_and_never_reach_nbgrader(tmp_path, sources,
                                                                                          monkeypatch):
@@ -125,7 +129,7 @@ def test_glob_named_folders_get_a_failed_row_and_a_gradebook_entry_and_never_rea
     sent = []
     monkeypatch.setattr(class_run, "_run_tasks", lambda course, tasks, *rest: sent.extend(tasks) or [])
     run = class_run.Run([], True, None, None, 60.0, None, open(os.devnull, "w"))
-    rows = {row.student: row for row in class_run._grade(course, [NB], run)}
+    rows = {row.student: row for row in class_run._grade(course, [NB], run, class_run.StopRequest())}
     assert [task.student for task in sent] == ["full-marks", "untouched"]
     assert {s: rows[s].status for s in ("*", "[fu]*")} == {"*": "failed", "[fu]*": "failed"}
     assert all(call[0] in ("forget", "record_failure") for call in course.calls), course.calls
@@ -140,7 +144,7 @@ def test_a_student_asked_for_twice_is_graded_once(tmp_path, sources, monkeypatch
     sent = []
     monkeypatch.setattr(class_run, "_run_tasks", lambda course, tasks, *rest: sent.extend(tasks) or [])
     run = class_run.Run(["full-marks", "full-marks"], True, None, None, 60.0, None, open(os.devnull, "w"))
-    class_run._grade(StandInCourse(tmp_path, sources), [NB], run)
+    class_run._grade(StandInCourse(tmp_path, sources), [NB], run, class_run.StopRequest())
     assert [task.student for task in sent] == ["full-marks"]
 
 
@@ -476,3 +480,77 @@ def test_the_command_exits_with_128_plus_the_signal_that_stopped_its_run(monkeyp
     assert main(["autograde", NB, "--without-sandbox"]) == 143
     monkeypatch.setattr(class_run, "grade_class", lambda *args, stop, **kwargs: [Row("ann", "graded", 10, 10)])
     assert main(["autograde", NB, "--without-sandbox"]) == 0
+
+
+# ------------------------------------------------------------------------------------------ G3: a gradebook locked later
+
+class WritingCourse(UngradedCourse):
+    """A stand-in whose records write a row into a real SQLite gradebook, as nbgrader's would (5 s busy timeout
+    there, 0.1 s here), and whose lock check is the real one."""
+
+    def __init__(self, root, sources):
+        super().__init__(root, sources)
+        self.db_url = f"sqlite:///{root / 'gradebook.db'}"
+        with closing(sqlite3.connect(root / "gradebook.db")) as made:
+            made.execute("CREATE TABLE grade (student TEXT)")
+        self.before_writing = lambda student: None
+
+    wait_writable = class_run.Course.wait_writable
+
+    def record(self, assignment, executed):
+        self.before_writing(executed.student)
+        try:
+            with closing(sqlite3.connect(self.db_url[len("sqlite:///"):], timeout=0.1)) as gradebook, gradebook:
+                gradebook.execute("INSERT INTO grade VALUES (?)", (executed.student,))
+        except sqlite3.OperationalError as error:  # as nbgrader's autograde reports it
+            return Row(executed.student, "failed", note=f"nbgrader could not record it: OperationalError: {error}")
+        return Row(executed.student, "graded", 10.0, 10.0)
+
+    def record_failure(self, assignment, student, reason):
+        super().record_failure(assignment, student, reason)
+        with closing(sqlite3.connect(self.db_url[len("sqlite:///"):], timeout=0.1)) as gradebook, gradebook:
+            gradebook.execute("INSERT INTO grade VALUES (?)", (f"failed {student}",))
+
+
+@pytest.mark.parametrize("when", ["before its record", "once its record began"])
+def test_a_gradebook_locked_after_the_start_stops_the_run_and_leaves_the_rest_not_graded(tmp_path, sources,
+                                                                                         monkeypatch, when):
+    """Another program took the gradebook's write lock after the start's check: every submission was graded, then
+    each record failed "database is locked", N failures and no row in nbgrader export (a class-run attack's G3).
+    Now the run waits RECORD_WAIT_S for the lock, then stops: every submission not recorded is left not graded, for
+    the next run, and the command exits 2 with the reason. A record the lock cut short keeps its journal marker."""
+    monkeypatch.setattr(class_run, "RECORD_WAIT_S", 0.2)
+    for student in ("ann", "bob", "cat"):
+        submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()})
+    course = WritingCourse(tmp_path, sources)
+    other_program = sqlite3.connect(tmp_path / "gradebook.db", isolation_level=None)
+
+    def lock():
+        other_program.execute("BEGIN IMMEDIATE")
+
+    def outcomes(course, client, tasks, run, stop):
+        for task in tasks:
+            if task.student == "bob" and when == "before its record":
+                lock()
+            yield task, Executed(task.student, {NB: "{}"}, "", 0.1, "w"), "stopped" if stop.requested else "done"
+
+    if when == "once its record began":
+        course.before_writing = lambda student: lock() if student == "bob" else None
+    monkeypatch.setattr(class_run, "_client", lambda *args: contextlib.nullcontext())
+    monkeypatch.setattr(class_run, "_outcomes", outcomes)
+    printed = io.StringIO()
+    run = class_run.Run([], False, None, None, 60.0, None, printed)
+    try:
+        with pytest.raises(class_run.GradebookLockedError, match="database is locked.*another program is writing"):
+            with class_run.StopRequest() as stop:
+                class_run._grade(course, [NB], run, stop)
+    finally:
+        other_program.close()
+    table = (tmp_path / class_run.LOGS / f"{NB}.tsv").read_text().splitlines()
+    assert [line.split("\t")[2:4] for line in table[1:]] == [["ann", "graded"], ["bob", "stopped"], ["cat", "stopped"]]
+    assert "1 graded, 2 stopped" in printed.getvalue()
+    assert course.calls == []  # no failure recorded for anyone
+    with closing(sqlite3.connect(tmp_path / "gradebook.db")) as gradebook:
+        assert gradebook.execute("SELECT student FROM grade").fetchall() == [("ann",)]
+    markers = class_run.Journal(tmp_path / class_run.LOGS / class_run.JOURNAL).unfinished()
+    assert markers == ([] if when == "before its record" else [(NB, "bob")])
