@@ -45,7 +45,7 @@ from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, 
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import STARTED, execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
-                                         nbgrader_reason, read_tree)
+                                         backstop_s, nbgrader_reason, read_tree)
 from autograder.trust.secret import GradingSecretError, course_secret
 
 STOPPED = "not graded: the run was stopped"
@@ -157,8 +157,9 @@ class Course:
             return False
         return not (new is not None and old is not None and new > old)
 
-    def snapshot(self, assignment: str, timeout_s: float) -> Snapshot:
-        """The gradebook (a consistent SQLite copy) and the assignment's source folder."""
+    def snapshot(self, assignment: str, timeout_s: float, wall_s: float | None = None) -> Snapshot:
+        """The gradebook (a consistent SQLite copy) and the assignment's source folder; each submission's grading
+        may use ``timeout_s`` CPU seconds and ``wall_s`` wall seconds (default: backstop_s of the CPU's)."""
         copy = self.scratch / "gradebook-snapshot.db"
         try:
             with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
@@ -171,7 +172,7 @@ class Course:
         except UnsafeSubmissionError as refused:
             raise ClassGradingError(f"{source} cannot be sent to the workers: {refused}") from None
         return Snapshot(assignment, copy.read_bytes(), files, pickle.dumps(course_config(self.root, "execute")),
-                        self.secret, timeout_s)
+                        self.secret, timeout_s, backstop_s(timeout_s) if wall_s is None else wall_s)
 
     @property
     def ignored(self) -> list[str]:
@@ -478,7 +479,8 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         workers: size of the local Dask cluster (default: one per core); ignored with ``scheduler``.
         scheduler: a running Dask scheduler's address (tcp://host:8786), or a Dask cluster object (dask-jobqueue's,
             dask-gateway's), to use instead of a local cluster.
-        timeout_s: wall-clock limit for one submission's grading.
+        timeout_s: CPU seconds one submission's grading may use (its grading process, kernel and checks); past
+            backstop_s of it in wall seconds the machine is taken to have failed (submission.TIMEOUT_S).
         execute: the task run per submission (tests replace it).
         out: where progress and log lines go (default: stderr).
         stop: takes the stop signals while the run grades (default: a StopRequest of its own); afterwards it says
@@ -654,8 +656,9 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
 
 
 def worker_timeout(timeout_s: float) -> float:
-    """The grading process's own limit: the submission's deadline less the worker's time to stop it and report, so
-    that a healthy worker always reports before the run gives up on it (Dispatch.watch)."""
+    """The grading process's wall-clock backstop: the submission's deadline (``timeout_s`` wall seconds) less the
+    worker's time to stop it and report, so that a healthy worker always reports before the run gives up on it
+    (Dispatch.watch)."""
     return timeout_s - min(30.0, timeout_s / 10)
 
 
@@ -723,9 +726,11 @@ def _outcomes(course, client, tasks: list[Task], run: Run, stop: StopRequest):
     cluster started."""
     if stop.requested:
         return [(task, None, "stopped") for task in tasks]
-    snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s)) for a in dict.fromkeys(t.assignment for t in tasks)}
+    deadline_s = backstop_s(run.timeout_s)  # wall seconds: a frozen worker, or a machine too loaded to grade
+    snapshots = {a: course.snapshot(a, run.timeout_s, worker_timeout(deadline_s))
+                 for a in dict.fromkeys(t.assignment for t in tasks)}
     own = client.cluster if run.scheduler is None else None  # a worker dropped from the run's own cluster is replaced
-    return Dispatch(client, snapshots, run.execute, run.timeout_s, own).outcomes(tasks, stop)
+    return Dispatch(client, snapshots, run.execute, deadline_s, own).outcomes(tasks, stop)
 
 
 @contextmanager
@@ -993,7 +998,8 @@ def _stalled(task: Task, worker: str, deadline_s: float, started: bool = True) -
     where = f"its Dask worker {worker}" if worker else "its Dask worker"
     waited = f"no result within {deadline_s:g} s" if started else \
         f"no grading process started and no result within {deadline_s + START_S:g} s"
-    return Executed(task.student, {}, "", deadline_s, worker, f"{waited} from {where} (frozen, or cut off); stopped")
+    return Executed(task.student, {}, "", deadline_s, worker, f"{waited} from {where} (frozen, cut off, or the machine "
+                    "too loaded); stopped: grade it again (not the submission's fault)")
 
 
 def _record(course, log, task: Task, executed: Executed, journal: Journal) -> Row:

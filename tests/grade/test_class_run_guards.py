@@ -554,3 +554,64 @@ def test_a_gradebook_locked_after_the_start_stops_the_run_and_leaves_the_rest_no
         assert gradebook.execute("SELECT student FROM grade").fetchall() == [("ann",)]
     markers = class_run.Journal(tmp_path / class_run.LOGS / class_run.JOURNAL).unfinished()
     assert markers == ([] if when == "before its record" else [(NB, "bob")])
+
+
+# ------------------------------------------------------------------------------------------ --timeout: CPU, not wall
+
+def spin_with_a_child() -> None:
+    """A grading process that never ends: it and a child it forks use CPU for ever (a process group of its own, as
+    the real one leads: the worker kills the group)."""
+    os.setsid()
+    os.fork()
+    while True:
+        pass
+
+
+def sleep_for_ever() -> None:
+    os.setsid()
+    while True:
+        time.sleep(1)
+
+
+def stand_in_grading(monkeypatch, target, started: list):
+    import multiprocessing
+
+    from autograder.grade import on_dask_worker
+
+    class Process(multiprocessing.get_context("fork").Process):  # in place of the fork server's _grade_here
+        def __init__(self, target_=None, args=(), daemon=None, **_):
+            super().__init__(target=target, daemon=daemon)
+
+        def start(self):
+            super().start()
+            started.append(self.pid)
+
+    monkeypatch.setattr(on_dask_worker, "_fork_server", lambda: type("Context", (), {"Process": Process}))
+    monkeypatch.setattr(on_dask_worker, "CPU_POLL_S", 0.2)
+    return on_dask_worker
+
+
+@pytest.mark.parametrize("target, says", [
+    (spin_with_a_child, "grading used more than its 1.5 CPU seconds (nbgrader, the notebook's kernel and its checks"),
+    (sleep_for_ever, "the machine was too loaded to grade it: no result within 3 s, after 0 of its 1.5 CPU seconds; "
+                     "grade it again (not the submission's fault)")])
+def test_a_submissions_limit_is_its_grading_trees_cpu_time_and_the_wall_clock_only_blames_the_machine(
+        tmp_path, monkeypatch, target, says):
+    """--timeout was a wall-clock limit that failed the submission, against the rule that load decides no verdict.
+    A tree that spends its CPU budget (a child's CPU counted) fails with that reason; one that uses none runs into
+    the wall-clock backstop only, which names the machine, not the submission. Either way its group is killed."""
+    from autograder.grade.submission import Snapshot
+
+    started = []
+    on_dask_worker = stand_in_grading(monkeypatch, target, started)
+    snapshot = Snapshot(NB, b"", {}, b"", bytes(32), timeout_s=1.5, backstop_s=3.0 if target is sleep_for_ever else 600)
+    reason, _ = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
+    assert reason.startswith(says), reason
+    for _ in range(100):  # the killed child is reaped by init, a moment later
+        try:
+            os.killpg(started[0], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the grading process's group outlived it")
