@@ -776,8 +776,55 @@ def _client(course, run: Run, stop: "StopRequest"):
             yield client
     finally:
         if cluster is not None:
+            # What the workers started, grading processes in sessions of their own among it: closing the cluster
+            # ends the workers, and a fork server or grading process could outlive them (and write into the
+            # temporary folder once removed). Whatever of it is left once the cluster is closed is killed.
+            started = _processes_under([nanny.pid for nanny in cluster.workers.values() if nanny.pid])
             cluster.close()
+            _end_processes(started)
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+END_WAIT_S = 10  # how long the end of a run waits for the processes it killed to be gone
+
+
+def _processes_under(roots: list[int]) -> dict[int, str]:
+    """PID -> start time of each process of ``roots`` and below them, alive now."""
+    from autograder.trust.cputime import descendants
+
+    found = {}
+    for pid in [*roots, *(below for root in roots for below in descendants(root))]:
+        started = _start_time(pid)
+        if started is not None:
+            found[pid] = started
+    return found
+
+
+def _end_processes(started: dict[int, str]) -> None:
+    """SIGKILL each process of ``started`` still alive, and whatever it started since, until none is left or
+    END_WAIT_S has passed. A PID whose start time changed is another process now, and is left alone."""
+    deadline = time.monotonic() + END_WAIT_S
+    while time.monotonic() < deadline:
+        alive = [pid for pid, when in started.items() if _start_time(pid) == when]
+        if not alive:
+            return
+        started = _processes_under(alive)  # before the kill: what they started goes too, reparented or not
+        for pid in started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(POLL_S / 4)
+
+
+def _start_time(pid: int) -> str | None:
+    """A live process's start time (field 22 of /proc/<pid>/stat), which tells it from a later one under its PID;
+    None when there is none, or only its zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in (b"Z", b"X") else fields[19].decode()
 
 
 def _wait_for_a_worker(client, scheduler: str, stop: StopRequest) -> None:

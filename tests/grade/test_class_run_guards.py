@@ -615,3 +615,30 @@ def test_a_submissions_limit_is_its_grading_trees_cpu_time_and_the_wall_clock_on
         time.sleep(0.05)
     else:
         raise AssertionError("the grading process's group outlived it")
+
+
+# ------------------------------------------------------------------------------------------ G4: nothing outlives a run
+
+def start_a_session_of_its_own() -> int:
+    """What a grading process is to its worker: a process in a session of its own, that the worker's end does not
+    end. Runs on a Dask worker; its PID."""
+    import subprocess
+
+    return subprocess.Popen(["sleep", "600"], start_new_session=True).pid
+
+
+@pytest.mark.slow  # a local cluster of one worker process
+def test_nothing_a_local_clusters_workers_started_outlives_the_run(tmp_path, monkeypatch):
+    """After Ctrl-C a fork server outlived the command, and a grading process wrote its report into the folder the
+    run had removed, a traceback after the summary (a class-run attack's G4)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    course = type("Course", (), {"scratch": tmp_path / "scratch"})()
+    course.scratch.mkdir()
+    run = class_run.Run([], False, 1, None, 60.0, None, open(os.devnull, "w"))
+    with class_run._client(course, run, class_run.StopRequest()) as client:
+        pid = client.submit(start_a_session_of_its_own, pure=False).result()
+        born = class_run._start_time(pid)
+        assert born is not None
+    assert class_run._start_time(pid) != born, "a process a worker started outlived the run"
+    assert not list((tmp_path / "tmp").iterdir())
