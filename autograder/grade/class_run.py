@@ -12,9 +12,9 @@ autograder.course.configure):
   step replays those notebooks (ReplayExecution). Sanitizing, SaveAutoGrades and late penalties are nbgrader's, so
   the gradebook holds what a serial ``nbgrader autograde`` writes, and only this process writes it.
 
-A task that fails (the grading process crashed, ran past its time or memory, or its Dask worker died) is retried once
-in a fresh process, on another worker when there is one; a second failure is recorded with its reason. Ctrl-C
-stops between submissions; what was recorded stays, and a re-run skips it. Each record is journaled
+A task that fails (the grading process crashed, ran past its CPU budget or memory, or its Dask worker died) is
+retried once in a fresh process, on another worker when there is one; a second failure is recorded with its reason.
+A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops between submissions; what was recorded stays, and a re-run skips it. Each record is journaled
 (autograder.grade.journal): one killed halfway is removed by the next run and graded again, never trusted.
 """
 from __future__ import annotations
