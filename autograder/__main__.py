@@ -4,8 +4,8 @@ bench-checks,lab,hub}``.
 Exit codes of ``grade``: 0 full marks, 1 points missing, 2 the notebook cannot be graded, or the course's grading
 secret cannot be read (reason on stderr, and with ``--json`` in the printed object's "error", its scores null).
 Exit codes of ``autograde``: 0 every submission graded (or already graded), 1 some failed (each with its reason in
-the log) or the cluster was lost, 2 the run cannot start (one reason on stderr), 130 stopped with Ctrl-C (a re-run
-resumes).
+the log) or the cluster was lost, 2 the run cannot start (one reason on stderr), 128 + the signal's number when a
+stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; a re-run resumes).
 """
 from __future__ import annotations
 
@@ -34,8 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     autograde.add_argument("--force", action="store_true", help="grade again what is already graded")
     autograde.add_argument("--workers", type=int, metavar="N", help="local Dask workers (default: one per core)")
     autograde.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler, e.g. tcp://host:8786")
-    autograde.add_argument("--timeout", type=float, metavar="SECONDS", help="wall-clock limit for one submission, "
-                           "a frozen worker's included (default: 1800)")
+    autograde.add_argument("--timeout", type=float, metavar="SECONDS", help="CPU seconds one submission's grading "
+                           "may use (nbgrader, its kernel and checks; past it the submission fails); 4 times as many "
+                           "wall seconds are the machine's fault, a frozen worker's included: graded again next run "
+                           "(default: 1800)")
     autograde.add_argument("--without-sandbox", action="store_true", help="grade even where bubblewrap cannot "
                            "sandbox learner code (it could then read the course folder); refused otherwise")
     for command, what in (("release", "regenerate notebooks/ from source/"),
@@ -155,18 +157,19 @@ def _autograde(args) -> int:
     if sandbox.warning():
         print(sandbox.warning(), file=sys.stderr)
     # The class run, once it may start.
-    from autograder.grade.class_run import ClassGradingError, grade_class
+    from autograder.grade.class_run import ClassGradingError, StopRequest, grade_class
     from autograder.grade.submission import TIMEOUT_S
 
+    stop = StopRequest()
     try:
         rows = grade_class(args.course, args.assignment, students=args.student, force=args.force,
                            workers=args.workers, scheduler=args.scheduler,
-                           timeout_s=TIMEOUT_S if args.timeout is None else args.timeout)
+                           timeout_s=TIMEOUT_S if args.timeout is None else args.timeout, stop=stop)
     except ClassGradingError as reason:
         print(f"cannot grade: {reason}", file=sys.stderr)
         return 2
-    if any(row.status == "stopped" for row in rows):
-        return 130
+    if stop.requested:
+        return stop.exit_code
     print(f"What the class got wrong: make report ASSIGNMENT='{' '.join(args.assignment)}' (that is, python -m "
           f"autograder report {' '.join(args.assignment)} --course {args.course})", file=sys.stderr)
     return 1 if any(row.status == "failed" for row in rows) else 0

@@ -12,9 +12,9 @@ autograder.course.configure):
   step replays those notebooks (ReplayExecution). Sanitizing, SaveAutoGrades and late penalties are nbgrader's, so
   the gradebook holds what a serial ``nbgrader autograde`` writes, and only this process writes it.
 
-A task that fails (the grading process crashed, ran past its time or memory, or its Dask worker died) is retried once
-in a fresh process, on another worker when there is one; a second failure is recorded with its reason. Ctrl-C
-stops between submissions; what was recorded stays, and a re-run skips it. Each record is journaled
+A task that fails (the grading process crashed, ran past its CPU budget or memory, or its Dask worker died) is
+retried once in a fresh process, on another worker when there is one; a second failure is recorded with its reason.
+A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops between submissions; what was recorded stays, and a re-run skips it. Each record is journaled
 (autograder.grade.journal): one killed halfway is removed by the next run and graded again, never trusted.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, 
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import STARTED, execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
-                                         nbgrader_reason, read_tree)
+                                         backstop_s, nbgrader_reason, read_tree)
 from autograder.trust.secret import GradingSecretError, course_secret
 
 STOPPED = "not graded: the run was stopped"
@@ -66,6 +66,11 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
 class ClassGradingError(Exception):
     """The run cannot start (unknown assignment or student, no gradebook); the message says what to do."""
+
+
+class GradebookLockedError(ClassGradingError):
+    """The gradebook cannot be written (another program holds its write lock past RECORD_WAIT_S): the run stops, and
+    every submission not recorded is left not graded, for the next run."""
 
 
 
@@ -149,8 +154,9 @@ class Course:
             return False
         return not (new is not None and old is not None and new > old)
 
-    def snapshot(self, assignment: str, timeout_s: float) -> Snapshot:
-        """The gradebook (a consistent SQLite copy) and the assignment's source folder."""
+    def snapshot(self, assignment: str, timeout_s: float, wall_s: float | None = None) -> Snapshot:
+        """The gradebook (a consistent SQLite copy) and the assignment's source folder; each submission's grading
+        may use ``timeout_s`` CPU seconds and ``wall_s`` wall seconds (default: backstop_s of the CPU's)."""
         copy = self.scratch / "gradebook-snapshot.db"
         try:
             with sqlite3.connect(self.db_url[len("sqlite:///"):]) as live, sqlite3.connect(copy) as target:
@@ -163,7 +169,7 @@ class Course:
         except UnsafeSubmissionError as refused:
             raise ClassGradingError(f"{source} cannot be sent to the workers: {refused}") from None
         return Snapshot(assignment, copy.read_bytes(), files, pickle.dumps(course_config(self.root, "execute")),
-                        self.secret, timeout_s)
+                        self.secret, timeout_s, backstop_s(timeout_s) if wall_s is None else wall_s)
 
     @property
     def ignored(self) -> list[str]:
@@ -218,6 +224,17 @@ class Course:
     def autograded(self, assignment: str, student: str) -> Path:
         return self.root / "autograded" / student / assignment
 
+    def wait_writable(self) -> None:
+        """Wait up to RECORD_WAIT_S for the gradebook's write lock (check_writable).
+
+        Raises:
+            GradebookLockedError: another program holds it still, or SQLite refuses the file.
+        """
+        try:
+            check_writable(Path(self.db_url[len("sqlite:///"):]), RECORD_WAIT_S)
+        except ClassGradingError as error:
+            raise GradebookLockedError(str(error)) from None
+
     def forget(self, assignment: str, student: str) -> None:
         """Remove whatever is recorded of a submission (its autograded copy, its gradebook entry), so that the next
         run grades it again; nothing when there is none."""
@@ -232,18 +249,23 @@ class Course:
 
 
 WRITE_WAIT_S = 5  # how long the start waits for another program's write to the gradebook to end
+# How long each record waits for it (SQLite's busy timeout): a Formgrader save takes well under a second, and a
+# record cut short by the lock would cost a whole submission's grading.
+RECORD_WAIT_S = 30
 
 
-def check_writable(gradebook: Path) -> None:
+def check_writable(gradebook: Path, wait_s: float | None = None) -> None:
     """Take the gradebook's write lock and let it go at once, writing nothing: another program's write transaction
     (nbgrader, Formgrader, an SQLite shell) holds it, and reading alone would not notice, so that every record would
     fail with "database is locked" after the class had been graded.
 
     Raises:
-        ClassGradingError: the lock is not free within WRITE_WAIT_S seconds, or SQLite refuses the file.
+        ClassGradingError: the lock is not free within ``wait_s`` seconds (default WRITE_WAIT_S), or SQLite refuses
+            the file.
     """
     try:
-        with closing(sqlite3.connect(gradebook, timeout=WRITE_WAIT_S, isolation_level=None)) as probe:
+        with closing(sqlite3.connect(gradebook, timeout=WRITE_WAIT_S if wait_s is None else wait_s,
+                                     isolation_level=None)) as probe:
             probe.execute("BEGIN IMMEDIATE")
             probe.execute("ROLLBACK")
     except sqlite3.Error as error:
@@ -359,34 +381,52 @@ def timestamp_refusal(content: bytes | None) -> str | None:
     return None
 
 
-class StopRequest:
-    """Ctrl-C asks the run to stop after the submission being recorded; a second Ctrl-C stops at once.
+# What stops a run: Ctrl-C, `kill` (SIGTERM, a batch system's or systemd's stop), the terminal closing (SIGHUP).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    A second Ctrl-C cuts the record being written short: inside nbgrader (most of the time), nbgrader removes what it
-    wrote and the submission is recorded as not graded (INTERRUPTED); anywhere else KeyboardInterrupt ends the run,
-    the journal's marker stays, and the next run removes the half record and grades it again.
+
+class StopRequest:
+    """A stop signal (STOP_SIGNALS) asks the run to stop after the submission being recorded; a second stops at once.
+
+    A second one cuts the record being written short: inside nbgrader (most of the time), nbgrader removes what it
+    wrote and the submission is recorded as not graded (INTERRUPTED); anywhere else KeyboardInterrupt ends the
+    recording, the journal's marker stays (the next run removes the half record and grades it again), and the run
+    ends with a stopped line for it and for every submission not recorded, and its summary.
+
+    The run stops itself the same way when the gradebook stays locked (``because``).
+
+    Attributes:
+        requested: whether the run was asked to stop.
+        signum: the signal that asked first (None: none did).
+        because: what stopped the run when no signal did, raised once its summary is out (None: nothing did).
     """
 
     def __init__(self):
-        self.requested = False
-        # Signal handlers can only be set from the main thread; elsewhere (a test's thread) Ctrl-C is not ours.
+        self.requested, self.signum, self.because = False, None, None
+        # Signal handlers can only be set from the main thread; elsewhere (a test's thread) the signals are not ours.
         self._ours = threading.current_thread() is threading.main_thread()
-        self._previous = None
+        self._previous = {}
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for a command ended by the signal that stopped it: 128 + its number."""
+        return 128 + (self.signum or signal.SIGINT)
 
     def __enter__(self):
         if self._ours:
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {number: signal.signal(number, self._handle) for number in STOP_SIGNALS}
         return self
 
     def _handle(self, signum, frame):
         if self.requested:
             raise KeyboardInterrupt
-        self.requested = True
-        print("\nStopping after the submissions being recorded; run the same command again to resume.", file=sys.stderr)
+        self.requested, self.signum = True, signum
+        print(f"\nStopping after the submissions being recorded ({signal.Signals(signum).name}); run the same command "
+              "again to resume.", file=sys.stderr)
 
     def __exit__(self, *exc):
-        if self._ours:
-            signal.signal(signal.SIGINT, self._previous)
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
 
 
 def _start_shielded(stop: StopRequest, start):
@@ -425,7 +465,7 @@ def _start_shielded(stop: StopRequest, start):
 
 def grade_class(root: Path, assignments, *, students: list[str] = (), force: bool = False,
                 workers: int | None = None, scheduler=None, timeout_s: float = TIMEOUT_S,
-                execute=execute_submission, out=None) -> list[Row]:
+                execute=execute_submission, out=None, stop: StopRequest | None = None) -> list[Row]:
     """Grade every submission of one or more assignments under ``root/submitted/`` on Dask; a Row per submission.
 
     Args:
@@ -436,9 +476,12 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         workers: size of the local Dask cluster (default: one per core); ignored with ``scheduler``.
         scheduler: a running Dask scheduler's address (tcp://host:8786), or a Dask cluster object (dask-jobqueue's,
             dask-gateway's), to use instead of a local cluster.
-        timeout_s: wall-clock limit for one submission's grading.
+        timeout_s: CPU seconds one submission's grading may use (its grading process, kernel and checks); past
+            backstop_s of it in wall seconds the machine is taken to have failed (submission.TIMEOUT_S).
         execute: the task run per submission (tests replace it).
         out: where progress and log lines go (default: stderr).
+        stop: takes the stop signals while the run grades (default: a StopRequest of its own); afterwards it says
+            whether one stopped the run, and which.
 
     Raises:
         ClassGradingError: the run cannot start; the message says what to do.
@@ -465,7 +508,8 @@ def grade_class(root: Path, assignments, *, students: list[str] = (), force: boo
         course = Course.open(root, logs / SCRATCH / uuid.uuid4().hex[:8])
         course.scratch.mkdir(parents=True)
         try:
-            return _grade(course, names, run)
+            with stop or StopRequest() as taken:
+                return _grade(course, names, run, taken)
         finally:
             remove_scratch(logs / SCRATCH)
     finally:
@@ -520,7 +564,7 @@ class Run:
     out: object
 
 
-def _grade(course, names: list[str], run: Run) -> list[Row]:
+def _grade(course, names: list[str], run: Run, stop: StopRequest) -> list[Row]:
     found = {}
     for assignment in names:
         course.check_assignment(assignment)
@@ -551,9 +595,11 @@ def _grade(course, names: list[str], run: Run) -> list[Row]:
                     note = "; ".join(n for n in (REPAIRED, note) if n)
                 tasks.append(Task(student, files, note, assignment=assignment))
     if tasks:
-        rows += _run_tasks(course, tasks, logs, run, journal)
+        rows += _run_tasks(course, tasks, logs, run, journal, stop)
     for assignment, log in logs.items():
         log.summary([row for row in rows if row.assignment == assignment])
+    if stop.because is not None:
+        raise stop.because
     return rows
 
 
@@ -596,12 +642,14 @@ QUIET_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.admin
 
 
 def worker_timeout(timeout_s: float) -> float:
-    """The grading process's own limit: the submission's deadline less the worker's time to stop it and report, so
-    that a healthy worker always reports before the run gives up on it (Dispatch.watch)."""
+    """The grading process's wall-clock backstop: the submission's deadline (``timeout_s`` wall seconds) less the
+    worker's time to stop it and report, so that a healthy worker always reports before the run gives up on it
+    (Dispatch.watch)."""
     return timeout_s - min(30.0, timeout_s / 10)
 
 
-def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, journal: Journal) -> list[Row]:
+def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, journal: Journal,
+               stop: StopRequest) -> list[Row]:
     import dask
     import distributed  # noqa: F401 -- before dask.config.set: it loads distributed's defaults, which set's exit
     from tqdm.auto import tqdm  # would otherwise delete along with the values it restores
@@ -612,23 +660,51 @@ def _run_tasks(course, tasks: list[Task], logs: dict[str, "RunLog"], run: Run, j
     # daemons: a grading process is their child.
     settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
                 "distributed.worker.daemon": False, "distributed.scheduler.worker-ttl": WORKER_TTL, **QUIET_CLUSTER}
-    rows = []
+    rows, recording = [], None
     what_runs = next(iter(logs)) if len(logs) == 1 else f"{len(logs)} assignments"
     out = next(iter(logs.values())).out
-    with dask.config.set(settings), StopRequest() as stop, _client(course, run, stop) as client, \
+    with dask.config.set(settings), _client(course, run, stop) as client, \
             tqdm(total=len(tasks), desc=f"grading {what_runs}", unit="submission", file=out, dynamic_ncols=True) as bar:
-        for task, executed, what in _outcomes(course, client, tasks, run, stop):
-            log = logs[task.assignment]
-            if what == "retrying":
-                bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
-            elif what == "stopped":
-                rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
-            elif what == "lost":  # its record, if it had one, stays as it was
-                rows.append(log.add(Row(task.student, "failed", note=executed.error)))
-            else:
-                rows.append(_record(course, log, task, executed, journal))
-                bar.update(1)
+        try:
+            for task, executed, what in _outcomes(course, client, tasks, run, stop):
+                log = logs[task.assignment]
+                if what == "retrying":
+                    bar.write(f"{task.student}: {executed.error}; retrying once in a fresh process", file=out)
+                elif what == "stopped":
+                    rows.append(log.add(Row(task.student, "stopped", note=STOPPED)))
+                elif what == "lost":  # its record, if it had one, stays as it was
+                    rows.append(log.add(Row(task.student, "failed", note=executed.error)))
+                elif stop.because is not None:  # the gradebook is locked: nothing more is recorded
+                    rows.append(log.add(Row(task.student, "stopped", note=GRADEBOOK_LOCKED)))
+                else:
+                    recording = task
+                    try:
+                        rows.append(_record(course, log, task, executed, journal))
+                    except GradebookLockedError as locked:  # the run stops; _grade raises it after the summary
+                        stop.requested, stop.because = True, locked
+                        rows.append(log.add(Row(task.student, "stopped", note=GRADEBOOK_LOCKED)))
+                    recording = None
+                    bar.update(1)
+        except KeyboardInterrupt:  # a second stop signal, outside nbgrader: every submission not recorded stops
+            rows += _stopped_at_once(tasks, rows, logs, recording)
     return rows
+
+
+CUT_SHORT = "not graded: a second stop signal cut its record short; the next run removes it and grades it again"
+
+
+def _stopped_at_once(tasks: list[Task], rows: list[Row], logs: dict[str, "RunLog"], recording: Task | None
+                     ) -> list[Row]:
+    """A stopped row for each task without a row yet: CUT_SHORT for the one being recorded (its journal marker
+    stays), STOPPED for the others."""
+    done = {(row.assignment, row.student) for row in rows}
+    stopped = []
+    for task in tasks:
+        if (task.assignment, task.student) not in done:
+            cut = recording is not None and (task.assignment, task.student) == (recording.assignment, recording.student)
+            stopped.append(logs[task.assignment].add(Row(task.student, "stopped", note=CUT_SHORT if cut else STOPPED)))
+            done.add((task.assignment, task.student))
+    return stopped
 
 
 def _outcomes(course, client, tasks: list[Task], run: Run, stop: StopRequest):
@@ -636,9 +712,11 @@ def _outcomes(course, client, tasks: list[Task], run: Run, stop: StopRequest):
     cluster started."""
     if stop.requested:
         return [(task, None, "stopped") for task in tasks]
-    snapshots = {a: course.snapshot(a, worker_timeout(run.timeout_s)) for a in dict.fromkeys(t.assignment for t in tasks)}
+    deadline_s = backstop_s(run.timeout_s)  # wall seconds: a frozen worker, or a machine too loaded to grade
+    snapshots = {a: course.snapshot(a, run.timeout_s, worker_timeout(deadline_s))
+                 for a in dict.fromkeys(t.assignment for t in tasks)}
     own = client.cluster if run.scheduler is None else None  # a worker dropped from the run's own cluster is replaced
-    return Dispatch(client, snapshots, run.execute, run.timeout_s, own).outcomes(tasks, stop)
+    return Dispatch(client, snapshots, run.execute, deadline_s, own).outcomes(tasks, stop)
 
 
 @contextmanager
@@ -659,13 +737,16 @@ def _client(course, run: Run, stop: "StopRequest"):
         # if this one is killed. In the temporary folder, not in the course: a socket's path has at most 107 bytes.
         temporary = Path(tempfile.mkdtemp(prefix=TEMPORARY_PREFIX))
         (course.scratch / TEMPORARY).write_text(str(temporary))
+        # The setting covers what Dask makes while the cluster starts; local_directory is in every worker's spec,
+        # so a worker started later (one replacing a dropped worker, Dispatch._drop) keeps its folder here too.
         with dask.config.set({"temporary-directory": str(temporary)}):
             # TLS with a key and certificates made for this run, held in memory: only this process and the
             # workers it starts can talk to the scheduler, so a submission on this machine cannot submit tasks
             # or read results, whatever it reaches.
             cluster = _start_shielded(stop, lambda: LocalCluster(
                 n_workers=run.workers or os.cpu_count(), threads_per_worker=1, processes=True,
-                security=Security.temporary(), env={"TMPDIR": str(temporary)}, dashboard_address=None,
+                security=Security.temporary(), env={"TMPDIR": str(temporary)}, local_directory=str(temporary),
+                dashboard_address=None,
                 # Its ERRORs are what the run reports itself, in the submissions' rows (a dropped worker's
                 # "No valid workers found" among them): printed, they would only break the progress bar.
                 silence_logs=logging.CRITICAL))
@@ -681,8 +762,55 @@ def _client(course, run: Run, stop: "StopRequest"):
             yield client
     finally:
         if cluster is not None:
+            # What the workers started, grading processes in sessions of their own among it: closing the cluster
+            # ends the workers, and a fork server or grading process could outlive them (and write into the
+            # temporary folder once removed). Whatever of it is left once the cluster is closed is killed.
+            started = _processes_under([nanny.pid for nanny in cluster.workers.values() if nanny.pid])
             cluster.close()
+            _end_processes(started)
             shutil.rmtree(temporary, ignore_errors=True)
+
+
+END_WAIT_S = 10  # how long the end of a run waits for the processes it killed to be gone
+
+
+def _processes_under(roots: list[int]) -> dict[int, str]:
+    """PID -> start time of each process of ``roots`` and below them, alive now."""
+    from autograder.trust.cputime import descendants
+
+    found = {}
+    for pid in [*roots, *(below for root in roots for below in descendants(root))]:
+        started = _start_time(pid)
+        if started is not None:
+            found[pid] = started
+    return found
+
+
+def _end_processes(started: dict[int, str]) -> None:
+    """SIGKILL each process of ``started`` still alive, and whatever it started since, until none is left or
+    END_WAIT_S has passed. A PID whose start time changed is another process now, and is left alone."""
+    deadline = time.monotonic() + END_WAIT_S
+    while time.monotonic() < deadline:
+        alive = [pid for pid, when in started.items() if _start_time(pid) == when]
+        if not alive:
+            return
+        started = _processes_under(alive)  # before the kill: what they started goes too, reparented or not
+        for pid in started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(POLL_S / 4)
+
+
+def _start_time(pid: int) -> str | None:
+    """A live process's start time (field 22 of /proc/<pid>/stat), which tells it from a later one under its PID;
+    None when there is none, or only its zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in (b"Z", b"X") else fields[19].decode()
 
 
 def _wait_for_a_worker(client, scheduler: str, stop: StopRequest) -> None:
@@ -897,14 +1025,26 @@ def _stalled(task: Task, worker: str, deadline_s: float, started: bool = True) -
     where = f"its Dask worker {worker}" if worker else "its Dask worker"
     waited = f"no result within {deadline_s:g} s" if started else \
         f"no grading process started and no result within {deadline_s + START_S:g} s"
-    return Executed(task.student, {}, "", deadline_s, worker, f"{waited} from {where} (frozen, or cut off); stopped")
+    return Executed(task.student, {}, "", deadline_s, worker, f"{waited} from {where} (frozen, cut off, or the machine "
+                    "too loaded); stopped: grade it again (not the submission's fault)")
 
 
 def _record(course, log, task: Task, executed: Executed, journal: Journal) -> Row:
-    """The final outcome of one submission, in the gradebook and the log: a whole record or none (the journal)."""
+    """The final outcome of one submission, in the gradebook and the log: a whole record or none (the journal).
+
+    Raises:
+        GradebookLockedError: the gradebook stayed locked by another program; nothing of this record is left but
+            its journal marker (when the lock came only once it had begun), which the next run repairs.
+    """
     recording = time.monotonic()
+    course.wait_writable()  # else nbgrader, after its own 5 s, fails this record and then each one after it
     with journal.recording(task.assignment, task.student, course.autograded(task.assignment, task.student)):
-        row = _record_or_forget(course, task, executed)
+        try:
+            row = _record_or_forget(course, task, executed)
+        except Exception as error:  # a write refused while removing what there was of the record
+            if LOCKED in str(error):
+                raise GradebookLockedError(_locked(course)) from None
+            raise
     # Grading time, not time spent queueing: the worker's run plus recording it here.
     row.seconds, row.attempts = executed.seconds + time.monotonic() - recording, task.attempt
     row.cpu_seconds = executed.cpu_seconds
@@ -921,6 +1061,8 @@ def _record_or_forget(course, task: Task, executed: Executed) -> Row:
             row = Row(task.student, "failed", note=f"could not record it ({type(error).__name__}: {error})"[:500])
         if row.status == "graded":
             return row
+        if LOCKED in row.note:  # another program took the lock after wait_writable: the marker stays
+            raise GradebookLockedError(_locked(course))
     else:
         row = Row(task.student, "failed", note=executed.error)
     course.forget(task.assignment, task.student)
@@ -929,6 +1071,15 @@ def _record_or_forget(course, task: Task, executed: Executed) -> Row:
     except Exception as error:  # the row still says why; the gradebook could not take it
         row.note += f"; not in the gradebook either ({type(error).__name__}: {error})"[:300]
     return row
+
+
+LOCKED = "database is locked"  # SQLite's word for a write refused past its busy timeout
+GRADEBOOK_LOCKED = ("not graded: the gradebook was locked by another program (nbgrader, Formgrader, an SQLite shell); "
+                    "the next run grades it")
+
+
+def _locked(course) -> str:
+    return unusable_gradebook(course.db_url, sqlite3.OperationalError(LOCKED))
 
 
 def _result(result, task: Task) -> Executed:

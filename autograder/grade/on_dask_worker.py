@@ -18,6 +18,7 @@ from pathlib import Path
 from autograder.grade.grading_process import _grade_here
 from autograder.grade.submission import Executed, Snapshot, Task, nbgrader_reason
 from autograder.trust import secret
+from autograder.trust.cputime import tree_cpu_seconds
 
 # Imported once by each worker's fork server, so a submission's process starts with them loaded (about 5 s of CPU
 # per submission saved: nbgrader, nbconvert, the checks and torch). Two more are what the checks' first calls of
@@ -93,12 +94,12 @@ def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> tuple[
         return FORK_SERVER_ENDED, 0.0
     started = time.monotonic()
     announce_start()
-    process.join(snapshot.timeout_s)
+    over = _watch(process, snapshot, started)
     seconds = time.monotonic() - started
-    if process.exitcode is None:
+    if over is not None:
         _kill_group(process.pid)  # it leads its own process group: what it started without a sandbox goes too
         process.join()
-        return f"grading did not finish within {snapshot.timeout_s:g} s and was stopped", seconds
+        return over, seconds
     if process.exitcode == FORK_SERVER_LOST:
         return FORK_SERVER_ENDED, seconds
     if process.exitcode < 0:
@@ -107,6 +108,29 @@ def _run_grading_process(root: Path, snapshot: Snapshot, student: str) -> tuple[
                 else "")
         return f"the grading process was killed by {name}{hint}", seconds
     return None, seconds
+
+
+CPU_POLL_S = 1.0  # how often the worker reads the grading process tree's CPU time
+
+
+def _watch(process, snapshot: Snapshot, started: float) -> str | None:
+    """Wait for the grading process to end; None when it did, else why it must be stopped: its tree used up the
+    submission's CPU budget (``snapshot.timeout_s``), or the wall-clock backstop passed first (the machine's fault).
+
+    The tree's CPU (cputime.tree_cpu_seconds) may read low by a process that ended unreaped, never high: the
+    highest reading so far counts."""
+    cpu = 0.0
+    while True:
+        process.join(CPU_POLL_S)
+        if process.exitcode is not None:
+            return None
+        cpu = max(cpu, tree_cpu_seconds(process.pid))
+        if cpu > snapshot.timeout_s:
+            return (f"grading used more than its {snapshot.timeout_s:g} CPU seconds (nbgrader, the notebook's kernel "
+                    "and its checks together) and was stopped")
+        if time.monotonic() - started > snapshot.backstop_s:
+            return (f"the machine was too loaded to grade it: no result within {snapshot.backstop_s:g} s, after "
+                    f"{cpu:.0f} of its {snapshot.timeout_s:g} CPU seconds; grade it again (not the submission's fault)")
 
 
 # multiprocessing's exit code for a process whose fork server ended before reporting how the process ended. The

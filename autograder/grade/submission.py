@@ -16,7 +16,18 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
-TIMEOUT_S = 1800.0   # one submission, wall clock: a notebook's cells have 120 s each, its checks 240 s each
+# One submission's grading budget, in CPU seconds of its grading process and everything it starts (nbgrader, the
+# sandboxed kernel, the check workers): far above what the sandboxes let learner code use (a notebook's kernel 300 CPU
+# s, its checks 300 in all), so only a fault of the grader's reaches it. The machine's load decides nothing: the wall
+# clock only backs it up, at BACKSTOP_FACTOR times as many seconds, and that says the machine or the grader failed.
+TIMEOUT_S = 1800.0
+BACKSTOP_FACTOR = 4
+
+
+def backstop_s(timeout_s: float) -> float:
+    """The wall-clock seconds a submission whose CPU budget is ``timeout_s`` may take before the grader gives up on
+    it as the machine's fault (too loaded, or a worker frozen): a grading process then had under a quarter of a core."""
+    return BACKSTOP_FACTOR * timeout_s
 
 
 @dataclass(frozen=True)
@@ -30,7 +41,8 @@ class Snapshot:
     # nbgrader, the checks and torch (about 5 s of CPU per worker) for nothing.
     config: bytes
     secret: bytes                        # the course's grading secret (autograder.trust.secret), for the verdicts
-    timeout_s: float = TIMEOUT_S
+    timeout_s: float = TIMEOUT_S         # CPU seconds of one submission's grading process tree
+    backstop_s: float = backstop_s(TIMEOUT_S)  # wall seconds, past which the machine is taken to have failed
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@ the class run's log (autograder.tools.report writes it out). Nothing here writes
 - The autograded notebooks (``autograded/<student>/<assignment>/``): each failing test cell's diagnosis, whose last
   line names its cause (``cause: <id>``, read by :func:`cause_of`).
 - The class run's log (``autograde-logs/<assignment>.tsv``): each submission's grading seconds.
+- The class run's journal (``autograde-logs/.recording/``, autograder.grade.journal): a record a run began and did
+  not finish is a half record, whatever the gradebook holds of it, and shows as not graded.
+
+The report holds the course's lock (the class run's) while it reads, so that it never reads a record being written.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ NOT_GRADED = "not-graded"    # every exercise of a submission that could not be 
 KNOCK_ON = "builds-on:"      # a cause that is another exercise's failure, not a slip of this one
 CAUSE_LINE = re.compile(r"^cause: (\S+)$")
 NOT_GRADED_COMMENT = "Not graded: "  # what the class run writes into the gradebook (class_run.Course.record_failure)
+INTERRUPTED = "its record was interrupted (a class run ended while writing it): grade it again with autograde"
 SLOWEST = 10                 # submissions listed as the slowest
 
 
@@ -121,13 +126,15 @@ def read_class(root: Path, assignments: list[str]) -> ClassReport:
     course folder ``root`` (see the module's docstring).
 
     Raises:
-        ReportError: an assignment the gradebook does not have, or a gradebook that cannot be read.
+        ReportError: an assignment the gradebook does not have, a gradebook that cannot be read, or a class run
+            grading the course now.
     """
     from nbgrader.api import Gradebook, MissingEntry
     from nbgrader.coursedir import CourseDirectory
     from sqlalchemy.exc import DBAPIError
 
-    from autograder.grade.class_run import LOGS, course_config  # the course's config, read as the class run reads it
+    from autograder.grade.class_run import JOURNAL, LOCK, LOGS, course_config  # as the class run reads them
+    from autograder.grade.journal import CourseBusyError, Journal
 
     root = Path(root).resolve()
     config = course_config(root, "record")
@@ -137,7 +144,8 @@ def read_class(root: Path, assignments: list[str]) -> ClassReport:
                           "(python -m autograder autograde ASSIGNMENT)")
     report = ClassReport(course_id, {}, [])
     try:
-        with Gradebook(db_url, course_id) as gradebook:
+        with _course_lock(root / LOGS / LOCK), Gradebook(db_url, course_id) as gradebook:
+            half = set(Journal(root / LOGS / JOURNAL).unfinished())
             for assignment in assignments or [a.name for a in gradebook.assignments if a.submissions]:
                 try:
                     found = gradebook.find_assignment(assignment)
@@ -147,10 +155,23 @@ def read_class(root: Path, assignments: list[str]) -> ClassReport:
                 report.exercises[assignment] = exercise_order(found, sources)
                 seconds = logged_seconds(root / LOGS / f"{assignment}.tsv")
                 for submitted in sorted(found.submissions, key=lambda s: s.student_id):
-                    report.submissions.append(read_submission(root, assignment, submitted, seconds))
+                    report.submissions.append(read_submission(root, assignment, submitted, seconds,
+                                                              (assignment, submitted.student_id) in half))
     except DBAPIError as error:
         raise ReportError(f"the gradebook {db_url} cannot be read ({error.orig})") from None
+    except CourseBusyError as busy:
+        raise ReportError(f"{busy} (the report reads no record while one is being written)") from None
     return report
+
+
+def _course_lock(path: Path):
+    """The class run's lock on the course, for as long as the report reads; none where no class run ever ran (no
+    log folder: then no record can be half written, and the report makes nothing)."""
+    from contextlib import nullcontext
+
+    from autograder.grade.journal import CourseLock
+
+    return CourseLock(path) if path.parent.is_dir() else nullcontext()
 
 
 class ReportError(Exception):
@@ -174,8 +195,10 @@ def exercise_order(assignment, sources: dict) -> list[str]:
     return [e for e in ordered if e in graded] + sorted(set(graded) - set(ordered))
 
 
-def read_submission(root: Path, assignment: str, submitted, seconds: dict[str, float]) -> Submission:
-    """One gradebook submission, with the causes of its failures from its autograded notebooks."""
+def read_submission(root: Path, assignment: str, submitted, seconds: dict[str, float],
+                    interrupted: bool = False) -> Submission:
+    """One gradebook submission, with the causes of its failures from its autograded notebooks; not graded when
+    ``interrupted`` (the journal names its record as half written)."""
     import nbformat
 
     from autograder.contract import exercise_id  # a leaf module
@@ -183,7 +206,9 @@ def read_submission(root: Path, assignment: str, submitted, seconds: dict[str, f
 
     student, exercises, reasons = submitted.student_id, {}, []
     folder = root / "autograded" / student / assignment
-    graded = all((folder / f"{nb.name}.ipynb").is_file() for nb in submitted.notebooks)
+    graded = not interrupted and all((folder / f"{nb.name}.ipynb").is_file() for nb in submitted.notebooks)
+    if interrupted:
+        reasons.append(INTERRUPTED)
     said = {}
     for nb in submitted.notebooks if graded else []:
         try:

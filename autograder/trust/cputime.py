@@ -36,6 +36,17 @@ def tree_cpu_seconds(root: int) -> float:
     return total
 
 
+def descendants(root: int) -> list[int]:
+    """The PIDs of every process below ``root`` alive now, children before their own (empty once it is gone)."""
+    found, pending = [], _children(root)
+    while pending:
+        pid = pending.pop(0)
+        if pid not in found:
+            found.append(pid)
+            pending.extend(_children(pid))
+    return found
+
+
 def _own_and_reaped(pid: int) -> float:
     """utime + stime + cutime + cstime of one process, in seconds (0.0 when it is gone)."""
     try:

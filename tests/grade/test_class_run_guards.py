@@ -1,7 +1,11 @@
 """What a class run refuses before it grades, and how it keeps going when it drops a worker (issue 29, the class-run
 attack's F1-F10): fast checks with stand-ins, no kernel and no cluster."""
+import contextlib
+from contextlib import closing
+import io
 import math
 import os
+import signal
 import sqlite3
 import tempfile
 import time
@@ -12,7 +16,7 @@ import pytest
 
 from autograder.grade import class_run
 from autograder.grade.class_run import ClassGradingError, grade_class, preflight
-from autograder.grade.submission import Task
+from autograder.grade.submission import Executed, Row, Task
 from conftest import REPO
 
 NB = "01_nudging"
@@ -111,6 +115,9 @@ class StandInCourse:
     def record_failure(self, assignment, student, reason):
         self.calls.append(("record_failure", student))
 
+    def wait_writable(self):
+        pass
+
 
 def test_glob_named_folders_get_a_failed_row_and_a_gradebook_entry_and_never_reach_nbgrader(tmp_path, sources,
                                                                                          monkeypatch):
@@ -122,7 +129,7 @@ def test_glob_named_folders_get_a_failed_row_and_a_gradebook_entry_and_never_rea
     sent = []
     monkeypatch.setattr(class_run, "_run_tasks", lambda course, tasks, *rest: sent.extend(tasks) or [])
     run = class_run.Run([], True, None, None, 60.0, None, open(os.devnull, "w"))
-    rows = {row.student: row for row in class_run._grade(course, [NB], run)}
+    rows = {row.student: row for row in class_run._grade(course, [NB], run, class_run.StopRequest())}
     assert [task.student for task in sent] == ["full-marks", "untouched"]
     assert {s: rows[s].status for s in ("*", "[fu]*")} == {"*": "failed", "[fu]*": "failed"}
     assert all(call[0] in ("forget", "record_failure") for call in course.calls), course.calls
@@ -137,7 +144,7 @@ def test_a_student_asked_for_twice_is_graded_once(tmp_path, sources, monkeypatch
     sent = []
     monkeypatch.setattr(class_run, "_run_tasks", lambda course, tasks, *rest: sent.extend(tasks) or [])
     run = class_run.Run(["full-marks", "full-marks"], True, None, None, 60.0, None, open(os.devnull, "w"))
-    class_run._grade(StandInCourse(tmp_path, sources), [NB], run)
+    class_run._grade(StandInCourse(tmp_path, sources), [NB], run, class_run.StopRequest())
     assert [task.student for task in sent] == ["full-marks"]
 
 
@@ -322,3 +329,281 @@ def test_ctrl_c_while_the_command_starts_exits_130_without_a_traceback(monkeypat
     said = capsys.readouterr().err
     assert "stopped at once" in said and "Traceback" not in said
 
+
+
+# ------------------------------------------------------------------------------------------ G5: a replacement's folder
+
+def test_every_worker_of_the_local_cluster_a_replacement_too_keeps_its_folder_in_the_runs_temporary_folder(
+        tmp_path, monkeypatch):
+    """The temporary-directory setting covered only the cluster's start: a worker started later by scale() (one
+    replacing a dropped worker) made its dask-scratch-space in $TMPDIR, left there (a class-run attack's G5)."""
+    import distributed
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    made, real = [], distributed.LocalCluster
+
+    def scheduler_only(**options):  # the cluster as the run asks for it, without starting its workers
+        made.append(real(**{**options, "n_workers": 0}))
+        return made[-1]
+
+    monkeypatch.setattr(distributed, "LocalCluster", scheduler_only)
+    course = type("Course", (), {"scratch": tmp_path / "scratch"})()
+    course.scratch.mkdir()
+    run = class_run.Run([], False, 1, None, 60.0, None, open(os.devnull, "w"))
+    with class_run._client(course, run, class_run.StopRequest()):
+        temporary = Path((course.scratch / class_run.TEMPORARY).read_text())
+        later = made[0].new_worker_spec()  # what scale() starts
+        (spec,) = later.values()
+        assert Path(spec["options"]["local_directory"]).is_relative_to(temporary), spec
+    assert not temporary.exists()
+
+
+# ------------------------------------------------------------------------------------------ G9: every stop signal
+
+class UngradedCourse(StandInCourse):
+    def already_graded(self, assignment, student):
+        return False
+
+
+def stand_in_run(tmp_path, sources, monkeypatch, record, signal_before: dict[str, int]):
+    """Three students through _grade with the cluster and nbgrader replaced: ``record`` stands in for _record, and
+    the signal ``signal_before[student]`` arrives just before that student's result does. Returns the rows, the
+    StopRequest and what the run printed."""
+    for student in ("ann", "bob", "cat"):
+        submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()})
+
+    def outcomes(course, client, tasks, run, stop):  # as Dispatch.outcomes: nothing more is sent once asked to stop
+        for task in tasks:
+            if task.student in signal_before:
+                os.kill(os.getpid(), signal_before[task.student])
+            yield task, None, "stopped" if stop.requested else "done"
+
+    monkeypatch.setattr(class_run, "_client", lambda *args: contextlib.nullcontext())
+    monkeypatch.setattr(class_run, "_outcomes", outcomes)
+    monkeypatch.setattr(class_run, "_record", record)
+    printed = io.StringIO()
+    run = class_run.Run([], False, None, None, 60.0, None, printed)
+
+    def unhandled(signum, frame):
+        raise AssertionError(f"the run left {signal.Signals(signum).name} to its default action: death, no summary")
+
+    previous = {number: signal.signal(number, unhandled) for number in class_run.STOP_SIGNALS}
+    try:
+        with class_run.StopRequest() as stop:
+            rows = class_run._grade(UngradedCourse(tmp_path, sources), [NB], run, stop)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return {row.student: row for row in rows}, stop, printed.getvalue()
+
+
+def graded(course, log, task, executed, journal):
+    return log.add(Row(task.student, "graded", 10.0, 10.0, attempts=1))
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_sigterm_and_sighup_stop_a_run_as_ctrl_c_does_with_a_line_for_every_submission_and_the_summary(
+        tmp_path, sources, monkeypatch, number):
+    """Only SIGINT was taken: SIGTERM or SIGHUP ended the run with no line, no summary, no log row (a class-run
+    attack's G9)."""
+    rows, stop, printed = stand_in_run(tmp_path, sources, monkeypatch, graded, {"bob": number})
+    assert {s: r.status for s, r in rows.items()} == {"ann": "graded", "bob": "stopped", "cat": "stopped"}
+    assert (stop.signum, stop.exit_code) == (number, 128 + number)
+    assert "1 graded, 2 stopped" in printed and "Run the same command again" in printed
+    table = (tmp_path / class_run.LOGS / f"{NB}.tsv").read_text().splitlines()
+    assert [line.split("\t")[2:4] for line in table[1:]] == [["ann", "graded"], ["bob", "stopped"], ["cat", "stopped"]]
+
+
+def test_a_second_stop_signal_outside_nbgrader_still_ends_with_every_line_and_the_summary(tmp_path, sources,
+                                                                                        monkeypatch):
+    """A second signal while a record is written outside nbgrader (its journal marker then stays, for the next run
+    to repair) ended the run with a KeyboardInterrupt: no line for that student or any after, no summary."""
+    def cut_short(course, log, task, executed, journal):
+        if task.student == "bob":
+            signal.raise_signal(signal.SIGHUP)  # the terminal closes: stop after this record
+            signal.raise_signal(signal.SIGHUP)  # and again: at once, here
+        return graded(course, log, task, executed, journal)
+
+    rows, stop, printed = stand_in_run(tmp_path, sources, monkeypatch, cut_short, {})
+    assert [(s, r.status) for s, r in rows.items()] == [("ann", "graded"), ("bob", "stopped"), ("cat", "stopped")]
+    assert rows["bob"].note == class_run.CUT_SHORT and rows["cat"].note == class_run.STOPPED
+    assert stop.exit_code == 128 + signal.SIGHUP and "1 graded, 2 stopped" in printed
+
+
+def test_the_command_exits_with_128_plus_the_signal_that_stopped_its_run(monkeypatch, capsys):
+    from autograder.__main__ import main
+    from autograder.trust import sandbox
+
+    def stopped(*args, stop, **kwargs):
+        stop.requested, stop.signum = True, signal.SIGTERM
+        return [Row("ann", "graded", 10, 10), Row("bob", "stopped", note=class_run.STOPPED)]
+
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # main puts the interpreter's folder first
+    monkeypatch.setenv(sandbox.WITHOUT_SANDBOX_ENV, "1")  # the command sets it; this restores it after the test
+    monkeypatch.setattr(class_run, "grade_class", stopped)
+    assert main(["autograde", NB, "--without-sandbox"]) == 143
+    monkeypatch.setattr(class_run, "grade_class", lambda *args, stop, **kwargs: [Row("ann", "graded", 10, 10)])
+    assert main(["autograde", NB, "--without-sandbox"]) == 0
+
+
+# ------------------------------------------------------------------------------------------ G3: a gradebook locked later
+
+class WritingCourse(UngradedCourse):
+    """A stand-in whose records write a row into a real SQLite gradebook, as nbgrader's would (5 s busy timeout
+    there, 0.1 s here), and whose lock check is the real one."""
+
+    def __init__(self, root, sources):
+        super().__init__(root, sources)
+        self.db_url = f"sqlite:///{root / 'gradebook.db'}"
+        with closing(sqlite3.connect(root / "gradebook.db")) as made:
+            made.execute("CREATE TABLE grade (student TEXT)")
+        self.before_writing = lambda student: None
+
+    wait_writable = class_run.Course.wait_writable
+
+    def record(self, assignment, executed):
+        self.before_writing(executed.student)
+        try:
+            with closing(sqlite3.connect(self.db_url[len("sqlite:///"):], timeout=0.1)) as gradebook, gradebook:
+                gradebook.execute("INSERT INTO grade VALUES (?)", (executed.student,))
+        except sqlite3.OperationalError as error:  # as nbgrader's autograde reports it
+            return Row(executed.student, "failed", note=f"nbgrader could not record it: OperationalError: {error}")
+        return Row(executed.student, "graded", 10.0, 10.0)
+
+    def record_failure(self, assignment, student, reason):
+        super().record_failure(assignment, student, reason)
+        with closing(sqlite3.connect(self.db_url[len("sqlite:///"):], timeout=0.1)) as gradebook, gradebook:
+            gradebook.execute("INSERT INTO grade VALUES (?)", (f"failed {student}",))
+
+
+@pytest.mark.parametrize("when", ["before its record", "once its record began"])
+def test_a_gradebook_locked_after_the_start_stops_the_run_and_leaves_the_rest_not_graded(tmp_path, sources,
+                                                                                         monkeypatch, when):
+    """Another program took the gradebook's write lock after the start's check: every submission was graded, then
+    each record failed "database is locked", N failures and no row in nbgrader export (a class-run attack's G3).
+    Now the run waits RECORD_WAIT_S for the lock, then stops: every submission not recorded is left not graded, for
+    the next run, and the command exits 2 with the reason. A record the lock cut short keeps its journal marker."""
+    monkeypatch.setattr(class_run, "RECORD_WAIT_S", 0.2)
+    for student in ("ann", "bob", "cat"):
+        submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()})
+    course = WritingCourse(tmp_path, sources)
+    other_program = sqlite3.connect(tmp_path / "gradebook.db", isolation_level=None)
+
+    def lock():
+        other_program.execute("BEGIN IMMEDIATE")
+
+    def outcomes(course, client, tasks, run, stop):
+        for task in tasks:
+            if task.student == "bob" and when == "before its record":
+                lock()
+            yield task, Executed(task.student, {NB: "{}"}, "", 0.1, "w"), "stopped" if stop.requested else "done"
+
+    if when == "once its record began":
+        course.before_writing = lambda student: lock() if student == "bob" else None
+    monkeypatch.setattr(class_run, "_client", lambda *args: contextlib.nullcontext())
+    monkeypatch.setattr(class_run, "_outcomes", outcomes)
+    printed = io.StringIO()
+    run = class_run.Run([], False, None, None, 60.0, None, printed)
+    try:
+        with pytest.raises(class_run.GradebookLockedError, match="database is locked.*another program is writing"):
+            with class_run.StopRequest() as stop:
+                class_run._grade(course, [NB], run, stop)
+    finally:
+        other_program.close()
+    table = (tmp_path / class_run.LOGS / f"{NB}.tsv").read_text().splitlines()
+    assert [line.split("\t")[2:4] for line in table[1:]] == [["ann", "graded"], ["bob", "stopped"], ["cat", "stopped"]]
+    assert "1 graded, 2 stopped" in printed.getvalue()
+    assert course.calls == []  # no failure recorded for anyone
+    with closing(sqlite3.connect(tmp_path / "gradebook.db")) as gradebook:
+        assert gradebook.execute("SELECT student FROM grade").fetchall() == [("ann",)]
+    markers = class_run.Journal(tmp_path / class_run.LOGS / class_run.JOURNAL).unfinished()
+    assert markers == ([] if when == "before its record" else [(NB, "bob")])
+
+
+# ------------------------------------------------------------------------------------------ --timeout: CPU, not wall
+
+def spin_with_a_child() -> None:
+    """A grading process that never ends: it and a child it forks use CPU for ever (a process group of its own, as
+    the real one leads: the worker kills the group)."""
+    os.setsid()
+    os.fork()
+    while True:
+        pass
+
+
+def sleep_for_ever() -> None:
+    os.setsid()
+    while True:
+        time.sleep(1)
+
+
+def stand_in_grading(monkeypatch, target, started: list):
+    import multiprocessing
+
+    from autograder.grade import on_dask_worker
+
+    class Process(multiprocessing.get_context("fork").Process):  # in place of the fork server's _grade_here
+        def __init__(self, target_=None, args=(), daemon=None, **_):
+            super().__init__(target=target, daemon=daemon)
+
+        def start(self):
+            super().start()
+            started.append(self.pid)
+
+    monkeypatch.setattr(on_dask_worker, "_fork_server", lambda: type("Context", (), {"Process": Process}))
+    monkeypatch.setattr(on_dask_worker, "CPU_POLL_S", 0.2)
+    return on_dask_worker
+
+
+@pytest.mark.parametrize("target, says", [
+    (spin_with_a_child, "grading used more than its 1.5 CPU seconds (nbgrader, the notebook's kernel and its checks"),
+    (sleep_for_ever, "the machine was too loaded to grade it: no result within 3 s, after 0 of its 1.5 CPU seconds; "
+                     "grade it again (not the submission's fault)")])
+def test_a_submissions_limit_is_its_grading_trees_cpu_time_and_the_wall_clock_only_blames_the_machine(
+        tmp_path, monkeypatch, target, says):
+    """--timeout was a wall-clock limit that failed the submission, against the rule that load decides no verdict.
+    A tree that spends its CPU budget (a child's CPU counted) fails with that reason; one that uses none runs into
+    the wall-clock backstop only, which names the machine, not the submission. Either way its group is killed."""
+    from autograder.grade.submission import Snapshot
+
+    started = []
+    on_dask_worker = stand_in_grading(monkeypatch, target, started)
+    snapshot = Snapshot(NB, b"", {}, b"", bytes(32), timeout_s=1.5, backstop_s=3.0 if target is sleep_for_ever else 600)
+    reason, _ = on_dask_worker._run_grading_process(tmp_path, snapshot, "ann")
+    assert reason.startswith(says), reason
+    for _ in range(100):  # the killed child is reaped by init, a moment later
+        try:
+            os.killpg(started[0], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the grading process's group outlived it")
+
+
+# ------------------------------------------------------------------------------------------ G4: nothing outlives a run
+
+def start_a_session_of_its_own() -> int:
+    """What a grading process is to its worker: a process in a session of its own, that the worker's end does not
+    end. Runs on a Dask worker; its PID."""
+    import subprocess
+
+    return subprocess.Popen(["sleep", "600"], start_new_session=True).pid
+
+
+@pytest.mark.slow  # a local cluster of one worker process
+def test_nothing_a_local_clusters_workers_started_outlives_the_run(tmp_path, monkeypatch):
+    """After Ctrl-C a fork server outlived the command, and a grading process wrote its report into the folder the
+    run had removed, a traceback after the summary (a class-run attack's G4)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    course = type("Course", (), {"scratch": tmp_path / "scratch"})()
+    course.scratch.mkdir()
+    run = class_run.Run([], False, 1, None, 60.0, None, open(os.devnull, "w"))
+    with class_run._client(course, run, class_run.StopRequest()) as client:
+        pid = client.submit(start_a_session_of_its_own, pure=False).result()
+        born = class_run._start_time(pid)
+        assert born is not None
+    assert class_run._start_time(pid) != born, "a process a worker started outlived the run"
+    assert not list((tmp_path / "tmp").iterdir())

@@ -363,3 +363,45 @@ def test_only_a_root_cause_seen_in_two_assignments_persists():
         submission("a1", "ann", shared), submission("a3", "ann", shared + ["e/slip"]),
         submission("a2", "bob", ["e/slip"]), submission("a3", "bob", ["stub"])])
     assert report_.persisting() == [{"student": "ann", "cause": "stub", "assignments": ["a1", "a3"]}]
+
+
+def recorded_by_hand(root, students: dict[str, float]) -> None:
+    """A course whose gradebook holds NB1 (one notebook, one 10-point cell) with these students' scores, and an
+    autograded copy of each: what a whole record leaves, as far as the report reads it. No kernel, no class run."""
+    from nbgrader.api import Gradebook
+
+    root.mkdir()
+    config = course_config(root, "record")  # the course defaults: no nbgrader_config.py
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", config.CourseDirectory.course_id) as gradebook:
+        gradebook.add_assignment(NB1)
+        gradebook.add_notebook(NB1, NB1)
+        gradebook.add_grade_cell("central_difference", NB1, NB1, max_score=10, cell_type="code")
+        for student, score in students.items():
+            gradebook.add_student(student)
+            submission = gradebook.add_submission(NB1, student)
+            submission.notebooks[0].grades[0].auto_score = score
+            gradebook.db.commit()
+            folder = root / "autograded" / student / NB1
+            folder.mkdir(parents=True)
+            nbformat.write(nbformat.v4.new_notebook(), folder / f"{NB1}.ipynb")
+
+
+def test_a_half_written_record_shows_as_not_graded_and_a_running_class_run_stops_the_report(tmp_path):
+    """A class run killed while recording leaves the journal's marker, and the gradebook may already hold a row
+    that looks graded (0 points): the report showed it so (a class-run attack's G2)."""
+    from autograder.grade.class_run import JOURNAL, LOCK, LOGS
+    from autograder.grade.journal import CourseLock
+    from autograder.tools.class_data import INTERRUPTED, ReportError, read_class
+
+    root = tmp_path / "course"
+    recorded_by_hand(root, {"ann": 10.0, "bob": 0.0})
+    whole = {s.student: s.graded for s in read_class(root, [NB1]).submissions}
+    assert whole == {"ann": True, "bob": True}  # without a marker, bob's 0 is a grade
+    (root / LOGS / JOURNAL / NB1).mkdir(parents=True)
+    (root / LOGS / JOURNAL / NB1 / "bob").touch()
+    rows = {s.student: s for s in read_class(root, [NB1]).submissions}
+    assert rows["ann"].graded and (rows["bob"].graded, rows["bob"].reason) == (False, INTERRUPTED)
+    assert rows["bob"].exercises["central_difference"].cause == NOT_GRADED
+    with CourseLock(root / LOGS / LOCK):  # a class run grading the course now
+        with pytest.raises(ReportError, match="another class run is grading this course"):
+            read_class(root, [NB1])
