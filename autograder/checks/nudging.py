@@ -52,7 +52,8 @@ def check_central_difference(central_difference) -> None:
         if not isinstance(result, float):  # np.float64 is a float; a 0-d array or an int is not
             what = "a 0-d numpy array" if isinstance(result, np.ndarray) else f"a {type(result).__name__}"
             raise CheckFailure(ex, f"{shown}: the slope came back as {what} ({fmt(slope)}); the exercise returns a "
-                                   "float. Divide numbers, not arrays, or convert with float(...).")
+                                   "float. Divide numbers, not arrays, or convert with float(...).",
+                               cause_id=causes.WRONG_TYPE)
         return slope
 
     # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number. The slips are 0.01
@@ -157,6 +158,12 @@ NOT_RESTORED = causes.declare("numerical_gradient/element-not-restored", "a nudg
                               "next one is nudged")
 IN_FLOAT32 = causes.declare("numerical_gradient/nudges-in-float32", "a float32 x nudged in float32, which keeps "
                             "about 2 digits of a 1e-5 nudge")
+DEFAULT_H = causes.declare("numerical_gradient/wrong-default-h", "a default nudge other than the signature's "
+                           "h=1e-5")
+WRITES_INTO_X = causes.declare("numerical_gradient/nudges-callers-x", "the caller's x nudged in place (`work = x` "
+                               "is the same array), which a read-only x refuses")
+ACCEPTS_NON_FLOAT = causes.declare("numerical_gradient/accepts-non-float", "an integer, boolean or complex x "
+                                   "accepted instead of refused with a TypeError naming its dtype")
 FLOAT32_WHY = ("float32 input: a float32 holds about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: "
                "do the nudging on a float64 copy, np.array(x, dtype=np.float64).")
 
@@ -229,7 +236,8 @@ def _check_default_nudge(ex, numerical_gradient) -> None:
     wrong = [n for n in nudges if not close(n, 1e-5, SAME_ARITHMETIC)]
     if wrong:
         raise CheckFailure(ex, f"{shown}: your code nudged x by {fmt(wrong[0])}; the exercise's signature is "
-                               "numerical_gradient(f, x, h=1e-5), so without an h the nudge is 1e-5.")
+                               "numerical_gradient(f, x, h=1e-5), so without an h the nudge is 1e-5.",
+                           cause_id=DEFAULT_H)
 
 
 def _check_callers_x_untouched(ex, numerical_gradient) -> None:
@@ -246,7 +254,7 @@ def _check_callers_x_untouched(ex, numerical_gradient) -> None:
             raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: work on a float64 "
                                    "copy and leave the caller's x alone: `work = x` (and np.asarray(x, "
                                    "dtype=np.float64) of a float64 x) is the same array, while x.astype(np.float64) "
-                                   "is a new one.") from None
+                                   "is a new one.", cause_id=WRITES_INTO_X) from None
         raise
 
 
@@ -265,10 +273,11 @@ def _check_non_float_dtypes_refused(ex, numerical_gradient) -> None:
             if not isinstance(failure.cause, TypeError) or str(bad.dtype) not in str(failure.cause):
                 raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, "
                                        f"whose message names the dtype ({bad.dtype}); instead "
-                                       f"{failure.message}") from None
+                                       f"{failure.message}", cause_id=ACCEPTS_NON_FLOAT) from None
         else:
             raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its "
-                                   "dtype is not a floating-point one, so raise a TypeError naming the dtype.")
+                                   "dtype is not a floating-point one, so raise a TypeError naming the dtype.",
+                               cause_id=ACCEPTS_NON_FLOAT)
 
 
 def _check_random_functions(ex, numerical_gradient) -> None:
@@ -350,12 +359,15 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
         try:
             values = [as_float(ex, value, "each gradient") for value in result]
         except TypeError:
-            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {result!r}") from None
+            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {result!r}",
+                               cause_id=causes.WRONG_TYPE) from None
         if len(values) != 3:
-            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}")
+            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}",
+                               cause_id=causes.WRONG_SHAPE)
         if not isinstance(result, tuple):
             raise CheckFailure(ex, f"return the tuple (dL/dw1, dL/db1, dL/dw2), as the exercise asks; got a "
-                                   f"{type(result).__name__} ({shown}). `return a, b, c` makes a tuple.")
+                                   f"{type(result).__name__} ({shown}). `return a, b, c` makes a tuple.",
+                               cause_id=causes.WRONG_TYPE)
         return values, shown
 
     # Probe: the worked example and a point where its coincidences (z = 1, so 1 - z = 1 - z² = 0) vanish, as one
@@ -407,7 +419,8 @@ def check_log_square_trace(log_square_trace) -> None:
         shown = f"x = {x!r}"
         trace = call_learner(ex, log_square_trace, x, shown_input=shown)
         if not isinstance(trace, dict) or set(TRACE_KEYS) - set(trace):
-            raise CheckFailure(ex, f"return a dict with the keys {list(TRACE_KEYS)}, got {trace!r}")
+            raise CheckFailure(ex, f"return a dict with the keys {list(TRACE_KEYS)}, got {trace!r}",
+                               cause_id=causes.WRONG_TYPE)
         return {key: as_float(ex, trace[key], f"trace[{key!r}]") for key in TRACE_KEYS}, shown
 
     def diagnose(x, got, shown):
