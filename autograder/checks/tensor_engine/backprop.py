@@ -15,7 +15,8 @@ from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH
 from autograder.checks.harness.random_programs import TENSOR, programs, torch_run
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
-from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, run_both
+from autograder.checks.tensor_engine.programs import (GRAD_ON_DATA, GRAD_ON_NON_LEAF, GRAD_ON_UNUSED,
+                                                      compare_leaf_grads, grad_array, run_both)
 from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt,
                                                    run_probes, wrong_value)
 from autograder.trust.remote import beside
@@ -108,10 +109,6 @@ IGNORES_SEED = causes.declare("backprop/ignores-end-grad", "end_grad, the seed, 
 SEED_TWICE = causes.declare("backprop/end-grad-twice", "end_grad, the seed, applied twice")
 NO_SEED = causes.declare("backprop/no-seed", "the end node's gradient not seeded with ones, so nothing reaches the "
                          "leaves")
-GRAD_ON_DATA = causes.declare("backprop/grad-on-data", "a gradient stored on a tensor that does not require grad")
-GRAD_ON_UNUSED = causes.declare("backprop/grad-on-unused-leaf", "a gradient stored on a leaf that took no part")
-GRAD_ON_NON_LEAF = causes.declare("backprop/grad-on-non-leaf", "a gradient kept on a non-leaf that did not "
-                                  "retain_grad()")
 RETAIN_IGNORED = causes.declare("backprop/retain-grad-ignored", "a non-leaf that called retain_grad() left without "
                                 "its gradient")
 ZERO_DROPPED = causes.declare("backprop/zero-gradient-dropped", "a leaf whose gradient is 0 left with .grad None")
