@@ -99,7 +99,7 @@ def _knock_on(exercise_id: str, root: CheckFailure) -> CheckFailure:
     """The failure of ``exercise_id`` that the failure ``root`` of an exercise it builds on explains. Its cause is
     ``builds-on:<root's exercise>`` either way; when the grader itself failed there (a course error), the learner
     is told that it is not their answer that stands in the way."""
-    told = root.message.rpartition("\n")[0]  # its cause line is that exercise's; this one's is builds-on
+    told = root.told  # its cause line is that exercise's; this one's is builds-on
     if root.cause_id == causes.COURSE_ERROR:
         said = (f"this exercise runs your code from {root.exercise}, whose check failed because of the grader, not "
                 f"because of your answer (a course error), so this one cannot be graded until the course is fixed; "

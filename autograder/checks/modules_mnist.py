@@ -558,7 +558,7 @@ def _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases) -> None:
         run_probes(ex, [probe for case in cases for probe in _cross_entropy_probes(cross_entropy, Tensor, *case)])
     except CheckFailure as failure:
         if isinstance(failure.cause, ValueError) and "broadcast" in str(failure.cause):
-            raise CheckFailure(ex, f"{failure.message}\n{NO_KEEPDIMS}", cause_id=SHIFT_NO_KEEPDIMS) from None
+            raise CheckFailure(ex, f"{failure.told}\n{NO_KEEPDIMS}", cause_id=SHIFT_NO_KEEPDIMS) from None
         raise
 
 NO_SHIFT = causes.declare("cross_entropy/no-max-shift", "exp() of the raw logits, which overflows: each row not "

@@ -149,6 +149,12 @@ class CheckFailure(AssertionError):
         self.cause = cause  # the learner's own exception, when the failure is that their code raised
         super().__init__(f"[{exercise}] {self.message}")
 
+    @property
+    def told(self) -> str:
+        """The diagnosis without its cause line: what a failure that quotes this one, under a cause of its own,
+        repeats."""
+        return self.message.rpartition("\n")[0]
+
     def _render_traceback_(self) -> list[str]:
         # IPython calls this instead of formatting frames: the learner sees the diagnosis, never hidden code.
         return [f"\x1b[0;31mCheckFailure\x1b[0m: [{self.exercise}]", *self.message.splitlines()]
@@ -245,7 +251,7 @@ def _call_limit(exercise: str) -> tuple[float, str | None]:
     used = time.process_time() - started
     spent = budget.exhausted(used)
     if spent:
-        raise Abandon(CheckFailure(exercise, spent))
+        raise Abandon(CheckFailure(exercise, spent, cause_id=causes.TIMEOUT))
     left = budget.left(used)
     return (left, budget.exhausted(budget.cpu_s)) if left < CALL_TIMEOUT_S else (CALL_TIMEOUT_S, None)
 

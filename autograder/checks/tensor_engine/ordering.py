@@ -32,7 +32,7 @@ def check_topological_sort(topological_sort, Tensor) -> None:
             order = call_learner(ex, topological_sort, end, shown_input=shown)
         except CheckFailure as failure:
             if isinstance(failure.cause, ValueError):
-                raise CheckFailure(ex, f"{failure.message}\nThat graph has no cycle: {SHARED_IS_NOT_A_CYCLE}",
+                raise CheckFailure(ex, f"{failure.told}\nThat graph has no cycle: {SHARED_IS_NOT_A_CYCLE}",
                                    cause_id=SHARED_AS_CYCLE) from None
             raise
         # backprop only walks the order reversed, which a tuple serves as well as a list: the exercise accepts both
