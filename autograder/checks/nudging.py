@@ -88,10 +88,11 @@ def check_central_difference(central_difference) -> None:
         reference = central_differences(lambda v: fn(np, v), x, h=h)[0]
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
         if not close(got, reference, SAME_DIFFERENCE):
-            raise CheckFailure(ex, f"{shown}: expected {fmt(float(reference))}, received {fmt(got)}.")
+            raise CheckFailure(ex, f"{shown}: expected {fmt(float(reference))}, received {fmt(got)}.", input=shown)
         # With a small nudge the measured slope must also match the true derivative (torch.autograd, float64).
         if h <= 1e-3 and not close(got, exact, AGAINST_DIFFERENCES):
-            raise CheckFailure(ex, f"{shown}: the true derivative is {fmt(float(exact))}, received {fmt(got)}.")
+            raise CheckFailure(ex, f"{shown}: the true derivative is {fmt(float(exact))}, received {fmt(got)}.",
+                               input=shown)
 
     random_case()
 
@@ -299,7 +300,7 @@ def _check_random_functions(ex, numerical_gradient) -> None:
         reference = central_differences(lambda v: fn(np, v), x, h=1e-5)[0]
         for expected, source in ((reference, "central differences"), (exact, "torch.autograd")):
             if not close(got, expected, AGAINST_DIFFERENCES):
-                raise CheckFailure(ex, f"{shown}: {source} gives {fmt(expected)}, received {fmt(got)}.")
+                raise CheckFailure(ex, f"{shown}: {source} gives {fmt(expected)}, received {fmt(got)}.", input=shown)
 
     random_case()
 
@@ -393,7 +394,7 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
                                             (numeric, "central differences", AGAINST_DIFFERENCES)):
             if not close(got, np.array(expected), tolerance):
                 raise CheckFailure(ex, f"{shown}: {source} gives {fmt(np.array(expected, dtype=float))}, "
-                                       f"received {fmt(np.array(got))}.")
+                                       f"received {fmt(np.array(got))}.", input=shown)
 
     random_case()
 
@@ -460,6 +461,6 @@ def check_log_square_trace(log_square_trace) -> None:
                                             (numeric, "central differences", AGAINST_DIFFERENCES)):
             if not close(got["grad_x"], expected, tolerance):
                 raise CheckFailure(ex, f"{shown}: {source} gives grad_x = {fmt(float(expected))}, received "
-                                       f"{fmt(got['grad_x'])}.")
+                                       f"{fmt(got['grad_x'])}.", input=shown)
 
     random_case()

@@ -42,14 +42,15 @@ def compare_program(ex, Value, program: Program, with_differences=False):
     got = as_float(ex, out.data, "the output's .data")
     if not close(got, float(expected_data), AGAINST_TORCH):
         raise CheckFailure(ex, f"forward value differs from torch for the program\n  {listing}\n"
-                               f"expected {fmt(expected_data)}, received {fmt(got)}.")
+                               f"expected {fmt(expected_data)}, received {fmt(got)}.", input=listing)
     call_learner(ex, out.backward, shown_input=listing)
     grads = [as_float(ex, leaf.grad, "a leaf's .grad") for leaf in values[:len(program.leaves)]]
     for i, (g, e) in enumerate(zip(grads, expected_grads)):
         e = 0.0 if e is None else float(e)  # a leaf the output does not use keeps the gradient it started with
         if not close(g, e, AGAINST_TORCH):
             raise CheckFailure(ex, f"gradient of v{i} differs from torch.autograd for the program\n  {listing}\n"
-                                   f"expected {fmt(e)}, received {fmt(g)} (output = v{len(values) - 1}).")
+                                   f"expected {fmt(e)}, received {fmt(g)} (output = v{len(values) - 1}).",
+                               input=listing)
     if with_differences:
         numeric = central_differences(
             lambda *xs: float(program.replay([torch.tensor(float(x), dtype=torch.float64) for x in xs])[-1]),
@@ -57,7 +58,7 @@ def compare_program(ex, Value, program: Program, with_differences=False):
         for i, (g, n) in enumerate(zip(grads, numeric)):
             if not close(g, float(n), AGAINST_DIFFERENCES):
                 raise CheckFailure(ex, f"gradient of v{i} differs from central differences for\n  {listing}\n"
-                                       f"expected about {fmt(float(n))}, received {fmt(g)}.")
+                                       f"expected about {fmt(float(n))}, received {fmt(g)}.", input=listing)
 
 
 # ------------------------------------------------------------------------------------------------ value_node
@@ -319,7 +320,7 @@ def _check_drawn_graph(ex, Node, drawn):
         if not close(got, want, AGAINST_TORCH):
             raise CheckFailure(ex, f"{shown}: v{i}.grad should be {fmt(want)} (torch.autograd), received {fmt(got)}. "
                                    "Seed the output's grad with 1, then run each node's _backward once, output first "
-                                   "and every node before its inputs (reverse topological order).")
+                                   "and every node before its inputs (reverse topological order).", input=shown)
 
 
 # ------------------------------------------------------------------------------------------------ derived_operators

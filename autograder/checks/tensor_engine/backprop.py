@@ -419,7 +419,7 @@ def _check_whole_engine(ex, Tensor):
         leaves, values, want_out, want_grads = run_both(ex, Tensor, program)
         if not close(values[-1].array, want_out):
             raise CheckFailure(ex, f"{whole} computes a different result from torch for the program\n"
-                                   f"  {program.listing}")
+                                   f"  {program.listing}", input=program.listing)
         seed = None if program.seed is None else Tensor(program.seed.copy())
         call_learner(ex, values[-1].backward, seed, shown_input=program.listing)
         try:

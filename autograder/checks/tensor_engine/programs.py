@@ -56,21 +56,21 @@ def compare_leaf_grads(ex, Tensor, leaves, values, expected, listing):
             why = ("it has requires_grad=False: data gets no gradient" if not leaf.requires_grad else
                    "it took no part in computing the output")
             raise CheckFailure(ex, f"v{n}.grad should stay None ({why}), but it was set.\n  {listing}",
-                               cause_id=GRAD_ON_UNUSED if leaf.requires_grad else GRAD_ON_DATA)
+                               cause_id=GRAD_ON_UNUSED if leaf.requires_grad else GRAD_ON_DATA, input=listing)
         if want is None:
             continue
         if got is None:
             raise CheckFailure(ex, f"v{n}.grad is None, but torch gives {fmt(want)}: the gradient never reached this "
-                                   f"leaf, or was not stored on it.\n  {listing}")
+                                   f"leaf, or was not stored on it.\n  {listing}", input=listing)
         array = grad_array(ex, Tensor, got, f"v{n}.grad")
         if not close(array, want, LONG_PROGRAMS):
             raise CheckFailure(ex, f"gradient of v{n} differs from torch.autograd for the program\n  {listing}\n"
-                                   f"expected {fmt(want)}, received {fmt(array)}.")
+                                   f"expected {fmt(want)}, received {fmt(array)}.", input=listing)
     for n, node in enumerate(values[len(leaves):], start=len(leaves)):
         if node.grad is not None:
             raise CheckFailure(ex, f"v{n} is not a leaf (an operation made it), yet its .grad was set. Like torch, "
                                    f"store gradients only on leaves, unless retain_grad() was called.\n  {listing}",
-                               cause_id=GRAD_ON_NON_LEAF)
+                               cause_id=GRAD_ON_NON_LEAF, input=listing)
 
 
 def grad_array(ex, Tensor, grad, what) -> np.ndarray:

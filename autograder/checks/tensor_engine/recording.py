@@ -251,7 +251,8 @@ def check_operators(Tensor) -> None:
         out = values[-1]
         if not isinstance(out, Tensor) or not close(out.array, want_out):
             raise CheckFailure(ex, f"the program's result differs from torch:\n  {program.listing}\nexpected "
-                                   f"{fmt(want_out)}, received {fmt(getattr(out, 'array', out))}.")
+                                   f"{fmt(want_out)}, received {fmt(getattr(out, 'array', out))}.",
+                               input=program.listing)
         seed = np.ones(want_out.shape) if program.seed is None else program.seed
         grads = reference_gradients(out, seed)
         for n, (leaf, want) in enumerate(zip(leaves, want_grads)):
@@ -260,7 +261,7 @@ def check_operators(Tensor) -> None:
                 raise CheckFailure(ex, f"the graph your operators record gives v{n} the gradient {fmt(got)}, torch "
                                        f"{fmt(want)}, for the program\n  {program.listing}\nCheck which backward "
                                        "functions each operator records, and that inputs are in the order of "
-                                       "the arguments of forward.")
+                                       "the arguments of forward.", input=program.listing)
 
     random_case()
 
