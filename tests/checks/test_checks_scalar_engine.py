@@ -135,7 +135,7 @@ def test_topological_order_rejects_recursive_walks(extra, phrases):
 def test_endless_walk_is_stopped_with_a_diagnosis(monkeypatch):
     from autograder.checks.harness import diagnostics
     monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 1)
-    rejects("topological_order", engine(extra=BY_PATHS), "did not finish")
+    rejects("topological_order", engine(extra=BY_PATHS), ("did not finish", "cause: timeout"))
 
 
 # ------------------------------------------------------------------------------------------- backward

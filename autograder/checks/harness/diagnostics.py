@@ -283,14 +283,15 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
                                      "again.", cause_id=causes.STUB) from None
     except remote.Stopped as stop:  # the worker's own deadline, in CPU seconds, or a budget: its reason says which
         raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})",
-                                   cause_id=causes.of_stop(stop.reason))) from None
+                                   cause_id=causes.of_stop(stop.reason), input=shown_input)) from None
     except _Timeout as timeout:
         if out_of_budget:
             raise Abandon(CheckFailure(exercise, f"{out_of_budget} (while running{where or ' your code'})",
-                                       cause_id=causes.TIMEOUT)) from None
+                                       cause_id=causes.TIMEOUT, input=shown_input)) from None
         within = f"{limit:g} s of CPU time" if timeout.cpu else f"{remote.WALL_FACTOR * limit:g} s on the wall clock"
         raise Abandon(CheckFailure(exercise, f"your code did not finish within {within}{where}: "
-                                             "is there a loop that never ends?", cause_id=causes.TIMEOUT)) from None
+                                             "is there a loop that never ends?", cause_id=causes.TIMEOUT,
+                                   input=shown_input)) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
         raise CheckFailure(exercise, f"your code raised {kind}: {error}{where}", cause=error,
