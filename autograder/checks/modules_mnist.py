@@ -686,8 +686,8 @@ REBINDS = causes.declare("sgd/rebinds-loop-variable", "p = p - lr * grad: a loop
                          "changed")
 NOT_IN_PLACE = causes.declare("sgd/not-in-place", "each parameter given a new array instead of its own updated in "
                               "place")
-REPLACED = causes.declare("sgd/replaces-parameter", "a parameter replaced by an operation's result, no longer a leaf "
-                          "that requires grad")
+REPLACED = causes.declare("sgd/replaces-parameter", "a parameter left no longer a leaf that requires grad by the "
+                          "step (replaced by an operation's result, or its flag changed)")
 
 
 # ------------------------------------------------------------------------------------------------ training

@@ -159,12 +159,6 @@ NOT_RESTORED = causes.declare("numerical_gradient/element-not-restored", "a nudg
                               "next one is nudged")
 IN_FLOAT32 = causes.declare("numerical_gradient/nudges-in-float32", "a float32 x nudged in float32, which keeps "
                             "about 2 digits of a 1e-5 nudge")
-DEFAULT_H = causes.declare("numerical_gradient/wrong-default-h", "a default nudge other than the signature's "
-                           "h=1e-5")
-WRITES_INTO_X = causes.declare("numerical_gradient/nudges-callers-x", "the caller's x nudged in place (`work = x` "
-                               "is the same array), which a read-only x refuses")
-ACCEPTS_NON_FLOAT = causes.declare("numerical_gradient/accepts-non-float", "an integer, boolean or complex x "
-                                   "accepted instead of refused with a TypeError naming its dtype")
 FLOAT32_WHY = ("float32 input: a float32 holds about 7 significant digits, so x + 1e-5 keeps only ~2 of the nudge: "
                "do the nudging on a float64 copy, np.array(x, dtype=np.float64).")
 
@@ -238,7 +232,7 @@ def _check_default_nudge(ex, numerical_gradient) -> None:
     if wrong:
         raise CheckFailure(ex, f"{shown}: your code nudged x by {fmt(wrong[0])}; the exercise's signature is "
                                "numerical_gradient(f, x, h=1e-5), so without an h the nudge is 1e-5.",
-                           cause_id=DEFAULT_H)
+                           cause_id=causes.MISMATCH)
 
 
 def _check_callers_x_untouched(ex, numerical_gradient) -> None:
@@ -255,7 +249,7 @@ def _check_callers_x_untouched(ex, numerical_gradient) -> None:
             raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: work on a float64 "
                                    "copy and leave the caller's x alone: `work = x` (and np.asarray(x, "
                                    "dtype=np.float64) of a float64 x) is the same array, while x.astype(np.float64) "
-                                   "is a new one.", cause_id=WRITES_INTO_X) from None
+                                   "is a new one.", cause_id=causes.MISMATCH) from None
         raise
 
 
@@ -274,11 +268,11 @@ def _check_non_float_dtypes_refused(ex, numerical_gradient) -> None:
             if not isinstance(failure.cause, TypeError) or str(bad.dtype) not in str(failure.cause):
                 raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, "
                                        f"whose message names the dtype ({bad.dtype}); instead "
-                                       f"{failure.message}", cause_id=ACCEPTS_NON_FLOAT) from None
+                                       f"{failure.message}", cause_id=causes.MISMATCH) from None
         else:
             raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its "
                                    "dtype is not a floating-point one, so raise a TypeError naming the dtype.",
-                               cause_id=ACCEPTS_NON_FLOAT)
+                               cause_id=causes.MISMATCH)
 
 
 def _check_random_functions(ex, numerical_gradient) -> None:

@@ -115,7 +115,7 @@ Tensor.__rsub__ = lambda self, other: negative(self) + other
     ("np.sum(a, axis=dim, keepdims=keepdim)", "np.sum(a, axis=dim)", "keeps axis 0 as size 1"),
     ("(subtract_back0, subtract_back1)", "(subtract_back1, subtract_back0)",
      ("recorded backward functions give", "cause: operators/backwards-out-of-order")),
-    ("(mean_back,)", "(sum_back,)", ("recorded backward functions give", "cause: operators/backwards-out-of-order")),
+    ("(mean_back,)", "(sum_back,)", "recorded backward functions give"),
     ("return apply_op(np.exp, (exp_back,), x)", "return Tensor(np.exp(x.array), requires_grad=x.requires_grad)",
      ("was not recorded", "cause: operators/not-recorded")),
 ])
@@ -418,7 +418,8 @@ DETACH_CLONE = {"original": 5, "snapshot": 2, "original_grad": 3, "isolated_grad
     ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
      {"x": 6, "h": 6, "zero": 0, "unused": 0}, ("6 · 3", "cause: predict_leaf_grads/leaf-gradient")),
     ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
-     {"x": 18, "h": 6, "zero": 0, "unused": 0}, ("unused never took part", "cause: predict_leaf_grads/unused-leaf-gets-none")),
+     {"x": 18, "h": 6, "zero": 0, "unused": 0},
+     ("unused never took part", "cause: predict_leaf_grads/unused-leaf-gets-none")),
     ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original": 2},
      ("shares the same storage", "cause: predict_detach_clone/detach-shares-storage")),
     ("predict_detach_clone", {k: float(v) for k, v in DETACH_CLONE.items()}, {**DETACH_CLONE, "snapshot": 5},
@@ -495,7 +496,7 @@ def jacobian(f, x):
                                 "node.grad = Tensor(grad if node.grad is None else node.grad.array + grad, "
                                 "requires_grad=True)")]}, "",
                                 ("a gradient is data", "cause: backprop/grad-requires-grad")),
-    ("backprop", None, RECURSIVE_RESTORING_LIMIT, ("raised Python's recursion limit", "cause: recursion")),
+    ("backprop", None, RECURSIVE_RESTORING_LIMIT, "raised Python's recursion limit"),
     ("topological_sort", None, RECURSIVE_RESTORING_LIMIT, ("raised Python's recursion limit", "cause: recursion")),
     ("topological_sort", None, CYCLE_ONLY_AT_END, "does not pass through the end node"),
     ("apply_op", None, NO_GRAD_SWALLOWING, ("was swallowed", "cause: no_grad/swallows-exceptions")),

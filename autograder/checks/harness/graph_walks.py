@@ -30,8 +30,6 @@ SHARED_IS_NOT_A_CYCLE = ("a node used by several others is reached once along ea
 NODE_TWICE = causes.declare("walk/node-twice", "a node reached along several paths added once per path (no visited "
                             "set)")
 NODES_MISSING = causes.declare("walk/nodes-missing", "nodes reachable through the graph's edges left out of the order")
-NOT_EDGES = causes.declare("walk/follows-non-edges", "items that are not reachable through the edges (plain numbers, "
-                           "nodes that need no gradient) in the order")
 END_NOT_LAST = causes.declare("walk/end-not-last", "the end node not last: the order reversed, or not ending at it")
 BEFORE_INPUTS = causes.declare("walk/node-before-its-inputs", "a node placed before one it was computed from (not a "
                                "topological order)")
@@ -75,7 +73,7 @@ def check_order(ex: str, graph, order, end, shown: str, words: Words) -> None:
     if set(ids) - needed:
         raise CheckFailure(ex, f"the order holds {len(set(ids) - needed)} item(s) not reachable through "
                                f"{words.edges} ({shown}): follow {words.edges} only, which leaves out plain numbers "
-                               f"and {n}s that need no gradient.", cause_id=NOT_EDGES)
+                               f"and {n}s that need no gradient.", cause_id=causes.MISMATCH)
     position = {id(x): i for i, x in enumerate(order)}
     if position[id(end)] != len(order) - 1:
         where = "first" if position[id(end)] == 0 else "not last"

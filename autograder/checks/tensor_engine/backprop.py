@@ -15,8 +15,7 @@ from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH
 from autograder.checks.harness.random_programs import TENSOR, programs, torch_run
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
-from autograder.checks.tensor_engine.programs import (GRAD_ON_DATA, GRAD_ON_NON_LEAF, GRAD_ON_UNUSED,
-                                                      compare_leaf_grads, grad_array, run_both)
+from autograder.checks.tensor_engine.programs import GRAD_ON_NON_LEAF, compare_leaf_grads, grad_array, run_both
 from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt,
                                                    run_probes, wrong_value)
 from autograder.trust.remote import beside
@@ -89,7 +88,7 @@ def _probe_data_leaf(ex, run, grad, Node):
     run(d * d, None, shown)
     if grad(data, "x.grad") is not None:
         raise CheckFailure(ex, f"{shown}: x has requires_grad=False, so x.grad must stay None (torch: data gets no "
-                               "gradient). Store gradients only on leaves that require grad.", cause_id=GRAD_ON_DATA)
+                               "gradient). Store gradients only on leaves that require grad.", cause_id=causes.MISMATCH)
     if not close(grad(w, "w.grad"), [30.0]):
         raise CheckFailure(ex, f"{shown}: expected w.grad = [30.] (2(wx - 1)x = 2·5·3), received {w.grad!r}.")
 
@@ -109,9 +108,6 @@ IGNORES_SEED = causes.declare("backprop/ignores-end-grad", "end_grad, the seed, 
 SEED_TWICE = causes.declare("backprop/end-grad-twice", "end_grad, the seed, applied twice")
 NO_SEED = causes.declare("backprop/no-seed", "the end node's gradient not seeded with ones, so nothing reaches the "
                          "leaves")
-RETAIN_IGNORED = causes.declare("backprop/retain-grad-ignored", "a non-leaf that called retain_grad() left without "
-                                "its gradient")
-ZERO_DROPPED = causes.declare("backprop/zero-gradient-dropped", "a leaf whose gradient is 0 left with .grad None")
 ONES_FOR_NON_SCALAR = causes.declare("backprop/seeds-non-scalar-with-ones", "a non-scalar output without end_grad "
                                      "seeded with ones instead of refused with RuntimeError")
 SEED_SHAPE = causes.declare("backprop/end-grad-shape-unchecked", "an end_grad of another shape than the end node's "
@@ -121,12 +117,8 @@ RESETS_LEAF = causes.declare("backprop/resets-leaf-grad", "each call replacing a
 IN_PLACE = causes.declare("backprop/accumulates-in-place", "gradients added with += into an array that another "
                           "gradient or end_grad shares")
 END_LEAF = causes.declare("backprop/end-leaf-not-seeded", "backprop from a leaf not storing end_grad in its .grad")
-RETAINED_END = causes.declare("backprop/retained-end-not-accumulated", "a retained non-leaf, or the end node "
-                              "itself, not accumulating its gradient like a leaf")
 NOTHING_REQUIRES_GRAD = causes.declare("backprop/differentiates-without-grad", "a graph where nothing requires grad "
                                        "differentiated quietly instead of refused with RuntimeError")
-EVERY_PATH_CAUSE = causes.declare("backprop/follows-every-path", "a shared node's backward function run once per "
-                                  "path instead of once, in reverse topological order")
 
 
 def _probe_shared_and_order(ex, run, grad, Node):
@@ -166,12 +158,12 @@ def _probe_leaf_semantics(ex, run, grad, Node):
                    "zero": "zero took part in the loss, so it gets a gradient; that it is 0 does not make it None",
                    "x": "x is a leaf that requires grad"}[name]
             raise CheckFailure(ex, f"{shown}: {name}.grad is None; {why}. Expected {value}.",
-                               cause_id={"h": RETAIN_IGNORED, "zero": ZERO_DROPPED}.get(name, causes.MISMATCH))
+                               cause_id=causes.MISMATCH)
         if not close(got, value):
             raise CheckFailure(ex, f"{shown}: expected {name}.grad = {value}, received {fmt(got)}.")
     if unused.grad is not None:
         raise CheckFailure(ex, f"{shown}: unused.grad should stay None (it took no part), received {unused.grad!r}.",
-                           cause_id=GRAD_ON_UNUSED)
+                           cause_id=causes.MISMATCH)
     if half.grad is not None:
         raise CheckFailure(ex, f"{shown}: 0.5 * h is not a leaf and did not retain_grad(), yet its .grad was set. Like "
                                "torch, keep gradients on leaves only (and on non-leaves that asked to retain them).",
@@ -283,7 +275,7 @@ def _probe_pending_and_end(ex, run, grad, Node):
     if not close(grad(h, "h.grad"), 12.0 + 2.0 + 1.0):
         raise CheckFailure(ex, "a retained non-leaf accumulates like a leaf, and the end node itself gets its seed: "
                                "h = 6 with retain_grad(), backprop(h * h), backprop(2 * h), backprop(h) gives h.grad = "
-                               f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.", cause_id=RETAINED_END)
+                               f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.", cause_id=causes.MISMATCH)
 
 
 def _probe_nothing_requires_grad(ex, run, Node):
@@ -310,7 +302,7 @@ def _probe_paths(ex, run, grad, Node):
     run(a * -2.0 + a * -3.0, None, "a = x.exp(); y = -2a - 3a")
     if a.backward_calls > 1:
         raise CheckFailure(ex, f"a's backward function ran {a.backward_calls} times in one pass (a = x.exp() feeds two "
-                               f"products): {EVERY_PATH}", cause_id=EVERY_PATH_CAUSE)
+                               f"products): {EVERY_PATH}", cause_id=causes.MISMATCH)
     share_only = f"x.grad is the share of one product only: {EARLY_NODE}"  # a ran after one of its two consumers
     run_probes(ex, [Probe("a = x.exp(); y = -2a - 3a at x = 0.5; x.grad", lambda: grad(x, "x.grad"),
                           -5 * math.exp(0.5),

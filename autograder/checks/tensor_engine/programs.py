@@ -15,8 +15,6 @@ from labtools.graph import inputs_first
 LONG_PROGRAMS = Tolerance(1e-8, 1e-10)
 
 # Where the learner's backprop keeps a gradient torch does not (declared here, where every leaf is judged).
-GRAD_ON_DATA = causes.declare("backprop/grad-on-data", "a gradient stored on a tensor that does not require grad")
-GRAD_ON_UNUSED = causes.declare("backprop/grad-on-unused-leaf", "a gradient stored on a leaf that took no part")
 GRAD_ON_NON_LEAF = causes.declare("backprop/grad-on-non-leaf", "a gradient kept on a non-leaf that did not "
                                   "retain_grad()")
 GRAD_REQUIRES_GRAD = causes.declare("backprop/grad-requires-grad", "a gradient stored as a Tensor that requires "
@@ -56,7 +54,7 @@ def compare_leaf_grads(ex, Tensor, leaves, values, expected, listing):
             why = ("it has requires_grad=False: data gets no gradient" if not leaf.requires_grad else
                    "it took no part in computing the output")
             raise CheckFailure(ex, f"v{n}.grad should stay None ({why}), but it was set.\n  {listing}",
-                               cause_id=GRAD_ON_UNUSED if leaf.requires_grad else GRAD_ON_DATA, input=listing)
+                               input=listing)
         if want is None:
             continue
         if got is None:

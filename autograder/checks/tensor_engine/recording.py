@@ -21,7 +21,6 @@ INPUTS_NOT_KEPT = causes.declare("apply_op/inputs-not-kept", "recipe.inputs not 
                                  "(arrays, or numbers wrapped)")
 RECIPE_FIELDS = causes.declare("apply_op/recipe-fields", "recipe.backwards or recipe.kwargs not what apply_op was "
                                "given, or not of the Recipe's types")
-NEW_GRAD = causes.declare("apply_op/grad-not-none", "a new Tensor's .grad not None")
 RECORDS_DATA = causes.declare("apply_op/records-data", "a computation on data alone recorded as a graph")
 KWARGS_LOST = causes.declare("apply_op/kwargs-not-passed", "the keyword arguments not passed to forward or not kept "
                              "in recipe.kwargs")
@@ -65,7 +64,7 @@ def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
                                "recipe.kwargs the keyword arguments ({} here); "
                                f"got {recipe.backwards!r}, {recipe.kwargs!r}.", cause_id=RECIPE_FIELDS)
     if out.grad is not None:
-        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.", cause_id=NEW_GRAD)
+        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.", cause_id=causes.MISMATCH)
 
     plain = call_learner(ex, apply_op, np.multiply, multiply, y, 2.0,
                          shown_input="apply_op(..., y, 2.0) with y data only")
@@ -141,7 +140,7 @@ def _check_drawn_call(ex, apply_op, Tensor, drawn):
         raise CheckFailure(ex, f"{shown}: recipe.backwards should be the backward functions given, in order, and "
                                "recipe.kwargs the keyword arguments ({'scale': ...}).", cause_id=RECIPE_FIELDS)
     if out.grad is not None:
-        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.", cause_id=NEW_GRAD)
+        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.", cause_id=causes.MISMATCH)
 
 
 def _describe(x, kind) -> str:
@@ -266,8 +265,6 @@ def check_operators(Tensor) -> None:
     random_case()
 
 
-OPERANDS_SWAPPED = causes.declare("operators/operands-swapped", "a binary operator computing its inputs the other "
-                                  "way round (y - x for x - y, the reflected operators included)")
 OPERATOR_NOT_RECORDED = causes.declare("operators/not-recorded", "an operator computing its result outside apply_op, "
                                        "so nothing is recorded")
 BACKWARDS_ORDER = causes.declare("operators/backwards-out-of-order", "backward functions recorded in another order "
@@ -296,7 +293,7 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
     if not close(got, want.detach().numpy()):
         swapped = _swapped_inputs(shown, got, arrays)
         raise CheckFailure(ex, f"{shown}: expected {fmt(want.detach().numpy())}, received {fmt(got)}.{hint}{swapped}",
-                           cause_id=OPERANDS_SWAPPED if swapped else causes.MISMATCH)
+                           cause_id=causes.MISMATCH)
     if not out.requires_grad or out.recipe is None:
         raise CheckFailure(ex, f"{shown} was not recorded (no recipe), though its inputs require grad: build it "
                                "with apply_op.", cause_id=OPERATOR_NOT_RECORDED)
