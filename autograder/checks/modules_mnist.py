@@ -823,7 +823,7 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
     losses = call_learner(ex, train_epoch, model, optimizer, images, labels, 64, epoch_rng, shown_input=shown)
     if model.foreign_rows:
         raise CheckFailure(ex, "the model received rows that are not rows of the images: pass Tensor(images[batch]), "
-                               "the rows unchanged.", cause_id=FOREIGN_ROWS)
+                               "the rows unchanged.")
     if not isinstance(losses, list) or len(losses) != 4:
         raise CheckFailure(ex, f"{shown} should return a list of 4 losses (batches of 64, 64, 64 and 8), "
                                f"got {losses!r}.", cause_id=causes.WRONG_TYPE)
@@ -874,8 +874,6 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
     _check_learning(ex, (train_epoch, Sequential, Linear, ReLU, SGD), kit, data)
 
 
-FOREIGN_ROWS = causes.declare("training/rows-changed", "the model given rows that are not the images' rows "
-                              "(reshaped, normalised, mixed)")
 VISITS = causes.declare("training/rows-not-once-per-epoch", "an epoch that skips or repeats rows")
 BATCHING = causes.declare("training/wrong-batches", "batches not of batch_size rows, the last one holding the rest")
 NOT_SHUFFLED = causes.declare("training/not-shuffled", "the rows visited in their stored order, or the same order "
