@@ -70,6 +70,34 @@ def cause_of(message: str) -> str | None:
     return last[len(CAUSE_PREFIX):].strip() or None if last.startswith(CAUSE_PREFIX) else None
 
 
+# Where there is one, the smallest input the check found failing comes on the line before the cause line, as data
+# (``input: <the call, on one line>``): the grade's --json and the report read it there.
+INPUT_PREFIX = "input: "
+
+
+def input_of(message: str) -> str | None:
+    """The failing input a diagnosis names on the line before its cause line (``input: ...``), or None."""
+    lines = message.rstrip("\n").split("\n")
+    if len(lines) < 2 or cause_of(message) is None or not lines[-2].startswith(INPUT_PREFIX):
+        return None
+    return lines[-2][len(INPUT_PREFIX):].strip() or None
+
+
+def with_input(message: str, shown: str | None) -> str:
+    """``message`` (ending with its cause line) with ``shown`` as its input line, on one line, in place of the one it
+    had; without ``shown``, without one."""
+    cause = cause_of(message)
+    body = message.rstrip("\n")
+    if cause is not None:
+        body = body.rpartition("\n")[0]
+        if input_of(message) is not None:
+            body = body.rpartition("\n")[0]
+    one_line = " ".join((shown or "").split())
+    lines = [line for line in (body, one_line and f"{INPUT_PREFIX}{one_line}",
+                               cause and f"{CAUSE_PREFIX}{cause}") if line]
+    return "\n".join(lines)
+
+
 def with_cause(message: str, cause: str) -> str:
     """``message`` ending with the line ``cause: <cause>``, in place of the cause line it ended with, if any."""
     body = message.rstrip("\n")

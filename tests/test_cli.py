@@ -88,6 +88,10 @@ def test_misbehaving_functions_are_each_diagnosed_and_feedback_hides_hidden_test
         "central_difference": "timeout", "numerical_gradient": "wrong-shape",
         "log_square_trace": "log_square_trace/one-edge", "tanh_network_gradients": "crash"}
     assert all(m.endswith(f"\ncause: {e['cause']}") for m, e in zip(messages.values(), exercises))
+    # the input each failed on, as data: the call that ran out of time, the probe, the call that raised
+    assert {e["id"]: e["input"] for e in exercises} == {
+        "central_difference": "f(x) = x**3, x = 2.0, h = 0.1", "numerical_gradient": None,
+        "log_square_trace": "x = 3.0: grad_x", "tanh_network_gradients": "(x, w1, b1, w2, t) = 1.5, 0.8, -0.2, 1.3, 3"}
     html = feedback.read_text()
     assert "shared node" in html and "cause: log_square_trace/one-edge" in html  # the diagnosis reaches the page...
     for hidden in ("HIDDEN TESTS", "from autograder import check", 'check("'):

@@ -84,13 +84,7 @@ def _verify(exercise_id: str, namespace: Mapping, settled: dict[str, CheckFailur
             except CheckFailure:
                 pass  # recorded in settled
         if settled[earlier] is not None:
-            root = getattr(settled[earlier], "root", settled[earlier])
-            told = root.message.rpartition("\n")[0]  # its cause line is that exercise's; this one's is builds-on
-            failure = CheckFailure(exercise_id, f"this exercise runs your code from {root.exercise}, which fails its "
-                                                f"own check, so it earns no points until that one passes. Fix "
-                                                f"{root.exercise} first: {told}",
-                                   cause_id=causes.builds_on(root.exercise))
-            failure.root = root
+            failure = _knock_on(exercise_id, getattr(settled[earlier], "root", settled[earlier]))
             settled[exercise_id] = failure
             raise failure
     try:
@@ -99,6 +93,23 @@ def _verify(exercise_id: str, namespace: Mapping, settled: dict[str, CheckFailur
         settled[exercise_id] = failure
         raise
     settled[exercise_id] = None
+
+
+def _knock_on(exercise_id: str, root: CheckFailure) -> CheckFailure:
+    """The failure of ``exercise_id`` that the failure ``root`` of an exercise it builds on explains. Its cause is
+    ``builds-on:<root's exercise>`` either way; when the grader itself failed there (a course error), the learner
+    is told that it is not their answer that stands in the way."""
+    told = root.told  # its cause line is that exercise's; this one's is builds-on
+    if root.cause_id == causes.COURSE_ERROR:
+        said = (f"this exercise runs your code from {root.exercise}, whose check failed because of the grader, not "
+                f"because of your answer (a course error), so this one cannot be graded until the course is fixed; "
+                f"please tell your instructor. {told}")
+    else:
+        said = (f"this exercise runs your code from {root.exercise}, which fails its own check, so it earns no "
+                f"points until that one passes. Fix {root.exercise} first: {told}")
+    failure = CheckFailure(exercise_id, said, cause_id=causes.builds_on(root.exercise))
+    failure.root = root
+    return failure
 
 
 # exercise id -> (the objects its check judged, its verdict): the latest check of each exercise in this process.

@@ -49,6 +49,22 @@ def _array_of(out):
 
 # ------------------------------------------------------------------------------------------------ module
 
+NOT_REGISTERED = causes.declare("module/parameters-not-registered", "Parameters assigned as attributes not "
+                                "registered by __setattr__")
+REGISTERS_NON_PARAMETERS = causes.declare("module/registers-non-parameters", "a Tensor that is not a Parameter (data, "
+                                          "a computed result) registered as a parameter")
+LISTED_TWICE = causes.declare("module/parameter-listed-twice", "a shared parameter or sub-module listed more than "
+                              "once")
+NOT_RECURSIVE = causes.declare("module/not-recursive", "sub-modules' parameters left out of parameters()")
+PARAMETER_ORDER = causes.declare("module/parameter-order", "parameters listed in another order than torch's (own "
+                                 "first, then each sub-module's, in assignment order)")
+KEEPS_REASSIGNED = causes.declare("module/keeps-reassigned-name", "a name re-assigned (to a new Parameter or to a "
+                                  "non-Parameter) still registered with its old value")
+ZERO_GRAD_MISSES = causes.declare("module/zero-grad-misses-parameters", "zero_grad left some parameters' gradients "
+                                  "(a sub-module's) in place")
+ZERO_GRAD_ZEROS = causes.declare("module/zero-grad-writes-zeros", "zero_grad wrote zeros into .grad instead of "
+                                 "setting it to None")
+
 @exercise("module")
 def check_module(Module, Parameter, Tensor) -> None:
     ex = "module"
@@ -58,13 +74,16 @@ def check_module(Module, Parameter, Tensor) -> None:
     pair = call_learner(ex, Pair, shown_input="a module with Parameters a, b, a number and a plain Tensor")
     got = call_learner(ex, pair.parameters, shown_input="pair.parameters()")
     if not isinstance(got, list):
-        raise CheckFailure(ex, f"parameters() should return a list, got {type(got).__name__}.")
+        raise CheckFailure(ex, f"parameters() should return a list, got {type(got).__name__}.",
+                           cause_id=causes.WRONG_TYPE)
     if any(p is pair.data for p in got):
         raise CheckFailure(ex, "a plain Tensor attribute (requires_grad False) was listed as a parameter: register "
-                               "only values that are Parameters (isinstance(value, Parameter)).")
+                               "only values that are Parameters (isinstance(value, Parameter)).",
+                           cause_id=REGISTERS_NON_PARAMETERS)
     if sorted(_ids(got)) != sorted([id(pair.a), id(pair.b)]):
         raise CheckFailure(ex, f"a module with Parameters a and b should list exactly those two, got {len(got)} "
-                               "items: register Parameters in __setattr__ as they are assigned.")
+                               "items: register Parameters in __setattr__ as they are assigned.",
+                           cause_id=NOT_REGISTERED)
     outer = call_learner(ex, Outer, shown_input="a module with two sub-modules, one assigned twice, and a shared "
                                                 "parameter")
     got = call_learner(ex, outer.parameters, shown_input="outer.parameters()")
@@ -72,11 +91,12 @@ def check_module(Module, Parameter, Tensor) -> None:
     if len(_ids(got)) != len(set(_ids(got))):
         raise CheckFailure(ex, "parameters() listed a parameter more than once (a sub-module assigned under two names, "
                                "or one parameter shared by two modules): keep each once, or an optimizer would update "
-                               "it twice per step.")
+                               "it twice per step.", cause_id=LISTED_TWICE)
     if set(_ids(got)) != want:
         missing = len(want - set(_ids(got)))
         raise CheckFailure(ex, f"parameters() missed {missing} of the 5 parameters of a module with its own Parameter "
-                               "and two sub-modules: include every sub-module's parameters(), recursively.")
+                               "and two sub-modules: include every sub-module's parameters(), recursively.",
+                           cause_id=NOT_RECURSIVE)
     ordered = call_learner(ex, Ordered, shown_input="Ordered(): first = Pair(), w = Parameter, second = Pair()")
     names = {id(ordered.w): "w", id(ordered.first.a): "first.a", id(ordered.first.b): "first.b",
              id(ordered.second.a): "second.a", id(ordered.second.b): "second.b"}
@@ -84,36 +104,41 @@ def check_module(Module, Parameter, Tensor) -> None:
     if listed != ["w", "first.a", "first.b", "second.a", "second.b"]:
         raise CheckFailure(ex, f"parameters() listed {listed}; torch's order is the module's own parameters first, "
                                "then each sub-module's, all in assignment order: [w, first.a, first.b, second.a, "
-                               "second.b]. Iterate over the dictionaries, not over a set, so the order is fixed.")
+                               "second.b]. Iterate over the dictionaries, not over a set, so the order is fixed.",
+                           cause_id=PARAMETER_ORDER)
     deep = pair
     for _ in range(30):
         holder = call_learner(ex, Module, shown_input="Module()")
         holder.inner = deep
         deep = holder
     if len(call_learner(ex, deep.parameters, shown_input="30 nested modules")) != 2:
-        raise CheckFailure(ex, "30 modules nested inside each other around one with two parameters should list 2.")
+        raise CheckFailure(ex, "30 modules nested inside each other around one with two parameters should list 2.",
+                           cause_id=NOT_RECURSIVE)
 
     pair.b = Parameter(np.ones(3))
     if sorted(_ids(pair.parameters())) != sorted([id(pair.a), id(pair.b)]):
         raise CheckFailure(ex, "after re-assigning pair.b to a new Parameter, parameters() should list the new one "
-                               "instead of the old one.")
+                               "instead of the old one.", cause_id=KEEPS_REASSIGNED)
     for value, shown in ((3.0, "pair.b = 3.0"), (None, "pair.b = None")):
         pair.b = Parameter(np.ones(3))
         pair.b = value
         if _ids(pair.parameters()) != [id(pair.a)]:
             raise CheckFailure(ex, f"after `{shown}`, b is no longer a parameter: __setattr__ should forget a name "
-                                   "that is re-assigned to anything that is not a Parameter.")
+                                   "that is re-assigned to anything that is not a Parameter.",
+                               cause_id=KEEPS_REASSIGNED)
     pair.result = Parameter(np.ones(2)) * 2.0  # an intermediate result that requires grad, not a Parameter
     if any(p is pair.result for p in pair.parameters()):
         raise CheckFailure(ex, "pair.result = pair.a * 2 (a computed Tensor that requires grad) was registered as a "
-                               "parameter: only Parameters are trainable; check isinstance(value, Parameter).")
+                               "parameter: only Parameters are trainable; check isinstance(value, Parameter).",
+                           cause_id=REGISTERS_NON_PARAMETERS)
     holder = Outer()
     removed = holder.first
     holder.first = None
     holder.again = None
     if any(p is removed.a or p is removed.b for p in holder.parameters()):
         raise CheckFailure(ex, "after `outer.first = None` (and its alias), that sub-module's parameters are still "
-                               "listed: __setattr__ should also forget a sub-module name re-assigned to a non-Module.")
+                               "listed: __setattr__ should also forget a sub-module name re-assigned to a non-Module.",
+                           cause_id=KEEPS_REASSIGNED)
 
     for top, shown in ((outer, "a module with two sub-modules"), (deep, "30 nested modules")):
         everything = call_learner(ex, top.parameters, shown_input=f"parameters() of {shown}")
@@ -133,7 +158,8 @@ def check_module(Module, Parameter, Tensor) -> None:
         if listed != [".".join(path) for path in paths]:
             raise CheckFailure(ex, f"for {shown}, parameters() listed [{', '.join(listed)}]; torch's order is the "
                                    "module's own parameters first, then each sub-module's, all in assignment order, "
-                                   f"each once: [{', '.join('.'.join(path) for path in paths)}].")
+                                   f"each once: [{', '.join('.'.join(path) for path in paths)}].",
+                               cause_id=PARAMETER_ORDER)
         _check_zero_grad(ex, top.zero_grad, got, Tensor, f"zero_grad() on {shown}")
 
 
@@ -221,7 +247,7 @@ def _check_zero_grad(ex: str, zero_grad, params, Tensor, shown: str) -> None:
         if isinstance(failure.cause, (AttributeError, TypeError)) and "NoneType" in str(failure.cause):
             raise CheckFailure(ex, f"{shown} crashed on a parameter that has no gradient yet (its .grad is None, as "
                                    "after creation or after the last zero_grad): set .grad = None rather than "
-                                   f"writing zeros into it ({failure.cause}).") from None
+                                   f"writing zeros into it ({failure.cause}).", cause_id=ZERO_GRAD_ZEROS) from None
         raise
     for p in params:
         p.grad = Tensor(np.ones(p.shape))
@@ -229,14 +255,23 @@ def _check_zero_grad(ex: str, zero_grad, params, Tensor, shown: str) -> None:
     left = [p.grad for p in params if p.grad is not None]
     if any(np.any(np.asarray(g.array)) for g in left):
         raise CheckFailure(ex, f"{shown} left some gradients in place: clear every parameter's gradient, at any "
-                               "depth (set .grad to None for each of self.parameters()).")
+                               "depth (set .grad to None for each of self.parameters()).", cause_id=ZERO_GRAD_MISSES)
     if left:
         raise CheckFailure(ex, f"{shown} left arrays of zeros: set each .grad to None instead, as the notebook asks "
                                "(and torch's zero_grad does), so that a gradient that was never computed stays "
-                               "distinguishable from a zero one.")
+                               "distinguishable from a zero one.", cause_id=ZERO_GRAD_ZEROS)
 
 
 # ------------------------------------------------------------------------------------------------ linear
+
+NOT_GLOBAL_GENERATOR = causes.declare("linear/not-global-generator", "weights not drawn from numpy's global "
+                                      "generator, so np.random.seed does not make them reproducible")
+LINEAR_PARAMETERS = causes.declare("linear/wrong-parameters", "Linear's parameters() not [weight, bias]")
+IGNORES_NO_BIAS = causes.declare("linear/ignores-bias-false", "bias=False still gives the layer a bias")
+INIT_RANGE = causes.declare("linear/wrong-init-range", "weights or bias not uniform in [-k, k], k = "
+                            "1/sqrt(in_features)")
+WEIGHT_TRANSPOSED = causes.declare("linear/weight-transposed", "the weight stored as (in_features, out_features), "
+                                   "not torch's (out_features, in_features)")
 
 @exercise("linear", builds_on=("module",))
 def check_linear(Linear, Tensor) -> None:
@@ -250,19 +285,22 @@ def check_linear(Linear, Tensor) -> None:
     second = call_learner(ex, Linear, 400, 300, shown_input="a second Linear(400, 300)")
     if not np.array_equal(np.asarray(again.weight.array), np.asarray(weight.array)):
         raise CheckFailure(ex, "the same np.random.seed gave different weights: draw them with np.random.uniform, so "
-                               "that np.random.seed makes a model reproducible.")
+                               "that np.random.seed makes a model reproducible.", cause_id=NOT_GLOBAL_GENERATOR)
     if np.array_equal(np.asarray(second.weight.array), np.asarray(again.weight.array)):
         raise CheckFailure(ex, "two layers made one after the other have identical weights: draw from numpy's global "
-                               "generator (np.random.uniform) instead of a generator seeded inside __init__.")
+                               "generator (np.random.uniform) instead of a generator seeded inside __init__.",
+                           cause_id=NOT_GLOBAL_GENERATOR)
     params = call_learner(ex, layer.parameters, shown_input="Linear(400, 300).parameters()")
     if sorted(_ids(params)) != sorted([id(weight), id(bias)]):
-        raise CheckFailure(ex, "Linear(400, 300).parameters() should be [weight, bias].")
+        raise CheckFailure(ex, "Linear(400, 300).parameters() should be [weight, bias].", cause_id=LINEAR_PARAMETERS)
     plain = call_learner(ex, Linear, 5, 4, bias=False, shown_input="Linear(5, 4, bias=False)")
     if getattr(plain, "bias", "missing") is not None:
-        raise CheckFailure(ex, "Linear(5, 4, bias=False) should set self.bias = None (torch does the same).")
+        raise CheckFailure(ex, "Linear(5, 4, bias=False) should set self.bias = None (torch does the same).",
+                           cause_id=IGNORES_NO_BIAS)
     if _ids(call_learner(ex, plain.parameters,
                          shown_input="Linear(5, 4, bias=False).parameters()")) != [id(plain.weight)]:
-        raise CheckFailure(ex, "Linear(5, 4, bias=False).parameters() should be [weight] alone.")
+        raise CheckFailure(ex, "Linear(5, 4, bias=False).parameters() should be [weight] alone.",
+                           cause_id=IGNORES_NO_BIAS)
     rows = np.random.default_rng(2).uniform(-1, 1, (6, 5))
     seed = np.random.default_rng(3).uniform(-1, 1, (6, 4))
     for layer, shown in ((call_learner(ex, Linear, 5, 4, shown_input="Linear(5, 4)"), "Linear(5, 4)"),
@@ -296,12 +334,15 @@ def _initialised(ex, Linear, n_in, n_out):
     weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
     for name, p, shape in (("weight", weight, (n_out, n_in)), ("bias", bias, (n_out,))):
         if p is None or not hasattr(p, "array"):
-            raise CheckFailure(ex, f"{shown}.{name} should be a Parameter, got {p!r}.")
+            raise CheckFailure(ex, f"{shown}.{name} should be a Parameter, got {p!r}.", cause_id=causes.WRONG_TYPE)
         if tuple(p.shape) != shape:
             hint = " torch stores the weight as (out_features, in_features)." if name == "weight" else ""
-            raise CheckFailure(ex, f"{shown}.{name} has shape {tuple(p.shape)}, expected {shape}.{hint}")
+            cause = WEIGHT_TRANSPOSED if tuple(p.shape) == shape[::-1] != shape else causes.WRONG_SHAPE
+            raise CheckFailure(ex, f"{shown}.{name} has shape {tuple(p.shape)}, expected {shape}.{hint}",
+                               cause_id=cause)
         if not p.requires_grad or not p.is_leaf:
-            raise CheckFailure(ex, f"{shown}.{name} must be a Parameter (a leaf that requires grad).")
+            raise CheckFailure(ex, f"{shown}.{name} must be a Parameter (a leaf that requires grad).",
+                               cause_id=causes.WRONG_TYPE)
     k = 1 / math.sqrt(n_in)
     for name, p in (("weight", weight), ("bias", bias)):
         values = np.asarray(p.array)
@@ -311,7 +352,8 @@ def _initialised(ex, Linear, n_in, n_out):
                 or abs(np.std(values) - k / math.sqrt(3)) > 0.1 * k / math.sqrt(3)):
             raise CheckFailure(ex, f"{shown}.{name} should be uniform in [-k, k] with k = 1/sqrt({n_in}) = {k:.4g} "
                                    f"(standard deviation k/√3 = {k / math.sqrt(3):.4f}); got values from "
-                                   f"{values.min():.4f} to {values.max():.4f}, standard deviation {values.std():.4f}.")
+                                   f"{values.min():.4f} to {values.max():.4f}, standard deviation {values.std():.4f}.",
+                               cause_id=INIT_RANGE)
     return layer
 
 
@@ -340,6 +382,10 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown, x, seed):
 # ------------------------------------------------------------------------------------------------ sequential
 
 RELU_IDENTITY = causes.declare("sequential/relu-returns-input", "ReLU's forward returns its input unchanged")
+LAYERS_NOT_REGISTERED = causes.declare("sequential/layers-not-registered", "the layers kept in a list, not assigned as "
+                                       "attributes, so Module sees no sub-modules and no parameters")
+LAYER_ORDER = causes.declare("sequential/layers-not-chained", "the layers not applied one after the other, in the "
+                             "order given, each to the previous one's output")
 
 
 @exercise("sequential", builds_on=("linear",))
@@ -391,7 +437,7 @@ def _check_network(ex, Sequential, ReLU, Linear, Tensor, layers, x, seed):
     if sorted(_ids(got)) != sorted(_ids(expected)):
         raise CheckFailure(ex, f"{shown} has {len(expected)} parameters (two per Linear, nested ones included); "
                                f"parameters() gave {len(got)}. Register each layer as a sub-module by assigning it as "
-                               "an attribute (setattr), so Module.__setattr__ sees it.")
+                               "an attribute (setattr), so Module.__setattr__ sees it.", cause_id=LAYERS_NOT_REGISTERED)
     out = call_learner(ex, model, Tensor(x), shown_input=f"model(x of shape {x.shape})")
     h = x
     for layer in flat:
@@ -399,7 +445,8 @@ def _check_network(ex, Sequential, ReLU, Linear, Tensor, layers, x, seed):
             h @ np.asarray(layer.weight.array).T + np.asarray(layer.bias.array)
     if not hasattr(out, "array") or not close(out.array, h, AGAINST_TORCH):
         raise CheckFailure(ex, f"the output of {shown} differs from applying its layers one after the other, in the "
-                               "order given: the forward pass must feed each layer's output to the next.")
+                               "order given: the forward pass must feed each layer's output to the next.",
+                           cause_id=LAYER_ORDER)
     call_learner(ex, out.backward, Tensor(seed), shown_input="model(x).backward(seed)")
     weights = [torch.tensor(np.asarray(p.array), requires_grad=True) for p in expected]
     h, params = torch.tensor(x), iter(weights)
@@ -457,7 +504,7 @@ def check_cross_entropy(cross_entropy, Tensor) -> None:
         loss = call_learner(ex, cross_entropy, z, labels.copy(), shown_input=shown)
         if not hasattr(loss, "array") or np.shape(loss.array) != labels.shape:
             raise CheckFailure(ex, f"{shown} should return a Tensor of shape {labels.shape}, one loss per example "
-                                   f"(the training loop takes the mean); got {loss!r}.")
+                                   f"(the training loop takes the mean); got {loss!r}.", cause_id=causes.WRONG_SHAPE)
         call_learner(ex, loss.backward, Tensor(seed), shown_input=f"{shown}.backward()")
         grad = None if z.grad is None else np.asarray(z.grad.array)
         return shown, np.asarray(loss.array), grad, *_torch_cross_entropy(logits, labels, seed)
@@ -465,22 +512,24 @@ def check_cross_entropy(cross_entropy, Tensor) -> None:
     shown, loss, _, want, _ = run([[1000.0, 1001.0]], [0])
     if not np.all(np.isfinite(loss)):
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: e^1000 overflows to inf. Subtract each row's maximum before "
-                               f"exp(); the loss does not change. Expected {fmt(want)}.")
+                               f"exp(); the loss does not change. Expected {fmt(want)}.", cause_id=NO_SHIFT)
     shown, loss, _, want, _ = run([[0.0, 1.0], [1000.0, 1001.0]], [0, 0])
     if not np.isfinite(loss[1]):  # row 1 shifted by [1, 1001] column by column: e^(1000 - 1) overflows
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: {NO_KEEPDIMS} Here the second row became "
-                               f"[1000 - 1, 1001 - 1001] = [999, 0] and e^999 overflows. Expected {fmt(want)}.")
+                               f"[1000 - 1, 1001 - 1001] = [999, 0] and e^999 overflows. Expected {fmt(want)}.",
+                           cause_id=SHIFT_NO_KEEPDIMS)
     if not np.isfinite(loss[0]):
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: shifting by the maximum of the whole batch (1001) pushes "
                                "the first row to e^-1000, which underflows to 0, and log(0) = -inf. Shift each row by "
-                               f"its own maximum (max over axis 1, keepdims=True). Expected {fmt(want)}.")
+                               f"its own maximum (max over axis 1, keepdims=True). Expected {fmt(want)}.",
+                           cause_id=BATCH_MAX)
     # A row whose true logit is 1000 below the other: log(softmax) fails here, before any other case shows it
     _run_cross_entropy_probes(ex, cross_entropy, Tensor, [(np.array([[0.0, 1000.0]]), np.array([0]), np.ones(1))])
     shown, loss, _, want, _ = run([[0.0, 2000.0], [-3000.0, 5.0]], [1, 0])
     if not np.all(np.isfinite(loss)):
         raise CheckFailure(ex, f"{shown} gave {fmt(loss)}: some exp() overflowed. Shift each row by its maximum, which "
                                "makes the largest exponent exactly 0 whatever the spread of the row (a mean or a "
-                               f"midpoint does not). Expected {fmt(want)}.")
+                               f"midpoint does not). Expected {fmt(want)}.", cause_id=OTHER_SHIFT)
     rng = np.random.default_rng(6)
     cases = [(rng.normal(0, 3, (batch, classes)).round(3), rng.integers(0, classes, batch),
               rng.uniform(0.5, 2, batch).round(2)) for batch, classes in ((1, 2), (3, 4), (8, 10), (5, 3))]
@@ -509,9 +558,16 @@ def _run_cross_entropy_probes(ex, cross_entropy, Tensor, cases) -> None:
         run_probes(ex, [probe for case in cases for probe in _cross_entropy_probes(cross_entropy, Tensor, *case)])
     except CheckFailure as failure:
         if isinstance(failure.cause, ValueError) and "broadcast" in str(failure.cause):
-            raise CheckFailure(ex, f"{failure.message}\n{NO_KEEPDIMS}") from None
+            raise CheckFailure(ex, f"{failure.told}\n{NO_KEEPDIMS}", cause_id=SHIFT_NO_KEEPDIMS) from None
         raise
 
+NO_SHIFT = causes.declare("cross_entropy/no-max-shift", "exp() of the raw logits, which overflows: each row not "
+                          "shifted by its maximum")
+SHIFT_NO_KEEPDIMS = causes.declare("cross_entropy/no-keepdims", "the row maxima subtracted without keepdims, so they "
+                                   "line up with the classes axis")
+BATCH_MAX = causes.declare("cross_entropy/batch-max-shift", "every row shifted by the whole batch's maximum")
+OTHER_SHIFT = causes.declare("cross_entropy/shift-not-row-max", "each row shifted by something other than its "
+                             "maximum (a mean, a midpoint)")
 NO_KEEPDIMS = ("logits.max(axis=1) has shape (batch,), and subtracting it from (batch, classes) logits lines it up "
                "with the classes axis: row i's maximum is subtracted from column i of every row (and for a batch "
                "whose size differs from the number of classes numpy refuses to broadcast). Keep the axis, "
@@ -595,7 +651,8 @@ def _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, rng, idle, setup):
             changed = any(p.grad is not None and not np.array_equal(p.grad.array, g) for p, g in zip(mine, grads))
             why = (" The update went into .grad: subtract lr * grad from p.array." if changed else
                    " Update each parameter in place (p.array -= ...): rebinding a loop variable changes nothing.")
-            raise CheckFailure(ex, f"{setup}optimizer.step() left every parameter unchanged.{why}")
+            raise CheckFailure(ex, f"{setup}optimizer.step() left every parameter unchanged.{why}",
+                               cause_id=INTO_GRAD if changed else REBINDS)
         run_probes(ex, [Probe(f"{setup}parameter {n} after step {step + 1} (expected: torch.optim.SGD's)",
                               lambda p=p: p.array, t.detach().numpy(),
                               () if n in resting else
@@ -609,12 +666,12 @@ def _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, rng, idle, setup):
                                        "in place: a p.detach() taken before the step, which shares p's array, still "
                                        "shows the old values. Subtract into the array itself, p.array -= lr * "
                                        "p.grad.array, as the notebook asks (torch's optimizers also update a "
-                                       "parameter's storage in place).")
+                                       "parameter's storage in place).", cause_id=NOT_IN_PLACE)
         for p in mine:
             if not p.is_leaf or not p.requires_grad:
                 raise CheckFailure(ex, "after step() a parameter is no longer a leaf that requires grad: update its "
                                        "array in place under no_grad(), do not replace it with the result of an "
-                                       "operation.")
+                                       "operation.", cause_id=REPLACED)
     return optimizer, mine
 
 
@@ -624,6 +681,13 @@ NOT_TAKING_PART = "A parameter whose .grad is None took no part and stays put."
 WRONG_WAY_CAUSE = causes.declare("sgd/steps-up-the-gradient", "p + lr * grad: a step along the gradient")
 NO_LR_CAUSE = causes.declare("sgd/no-learning-rate", "p - grad: the step not scaled by lr")
 MOVED_IDLE = causes.declare("sgd/moves-parameter-without-grad", "a parameter whose .grad is None moved")
+INTO_GRAD = causes.declare("sgd/updates-grad", "the step subtracted from .grad instead of from the parameter")
+REBINDS = causes.declare("sgd/rebinds-loop-variable", "p = p - lr * grad: a loop variable rebound, no parameter "
+                         "changed")
+NOT_IN_PLACE = causes.declare("sgd/not-in-place", "each parameter given a new array instead of its own updated in "
+                              "place")
+REPLACED = causes.declare("sgd/replaces-parameter", "a parameter left no longer a leaf that requires grad by the "
+                          "step (replaced by an operation's result, or its flag changed)")
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -722,6 +786,15 @@ class _SpyOptimizer:
         self.previous = found
 
 
+# What _SpyOptimizer finds at a step, by its name there: the cause, and what the learner is told.
+PROTOCOL_CAUSES = {
+    "missing": causes.declare("training/zero-grad-before-step", "the gradients cleared between backward() and "
+                              "step(), or backward() not run on the batch's loss"),
+    "accumulated": causes.declare("training/no-zero-grad", "the gradients not cleared once per batch, so each step "
+                                  "adds the previous batches' gradients"),
+    "sum": causes.declare("training/sum-for-mean", "the batch's summed loss differentiated, not its mean"),
+    "different": causes.MISMATCH,
+}
 PROTOCOL_PROBLEMS = {
     "missing": "optimizer.step() found no gradients: call optimizer.zero_grad() before loss.backward() (or after "
                "step()), never between backward() and step(), and run backward() on the batch's loss.",
@@ -753,13 +826,16 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
                                "the rows unchanged.")
     if not isinstance(losses, list) or len(losses) != 4:
         raise CheckFailure(ex, f"{shown} should return a list of 4 losses (batches of 64, 64, 64 and 8), "
-                               f"got {losses!r}.")
+                               f"got {losses!r}.", cause_id=causes.WRONG_TYPE)
     if not all(isinstance(v, float) and math.isfinite(v) for v in losses):
-        raise CheckFailure(ex, f"{shown} should return plain finite floats (loss.item()), got {losses!r}.")
+        raise CheckFailure(ex, f"{shown} should return plain finite floats (loss.item()), got {losses!r}.",
+                           cause_id=causes.WRONG_TYPE)
     if optimizer.steps != 4:
-        raise CheckFailure(ex, f"{shown}: optimizer.step() ran {optimizer.steps} times; once per batch makes 4.")
+        raise CheckFailure(ex, f"{shown}: optimizer.step() ran {optimizer.steps} times; once per batch makes 4.",
+                           cause_id=STEPS)
     if optimizer.problems:
-        raise CheckFailure(ex, f"{shown}: {PROTOCOL_PROBLEMS[optimizer.problems[0]]}")
+        problem = optimizer.problems[0]
+        raise CheckFailure(ex, f"{shown}: {PROTOCOL_PROBLEMS[problem]}", cause_id=PROTOCOL_CAUSES[problem])
     run_probes(ex, [_losses_probe(shown, losses, optimizer)])
     first = model.batches
     _check_visits(ex, first, len(labels), shown)
@@ -768,13 +844,15 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
                  shown_input=f"a second epoch: {shown}")
     if sorted(map(sorted, model.batches)) == sorted(map(sorted, first)):
         raise CheckFailure(ex, "the second epoch (same rng object) made the same batches as the first: shuffle with "
-                               "the rng you are given, drawing a new permutation every epoch (rng.permutation).")
+                               "the rng you are given, drawing a new permutation every epoch (rng.permutation).",
+                           cause_id=NOT_SHUFFLED)
     replay = _ReferenceModel(Tensor, images, labels, seed=8)
     call_learner(ex, train_epoch, replay, _SpyOptimizer(replay, 0.1), images, labels, 64, kit.generator(9),
                  shown_input=f"{shown} with a new rng of the same seed")
     if replay.batches != first:
         raise CheckFailure(ex, "a new rng with the same seed gave a different order: shuffle with the rng argument "
-                               "(rng.permutation), not np.random or a generator of your own, so runs are reproducible.")
+                               "(rng.permutation), not np.random or a generator of your own, so runs are reproducible.",
+                           cause_id=OWN_RNG)
 
     data = load_mnist(verbose=False)
     # Two untrained networks whose accuracies differ from each other and from every label's share (asserted in the
@@ -792,10 +870,17 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
                                    f"largest logit is the true label; got {got!r}.")
         if any(evaluated.recorded):
             raise CheckFailure(ex, "accuracy() recorded a graph: evaluate inside `with no_grad():`, since nothing "
-                                   "will be differentiated.")
+                                   "will be differentiated.", cause_id=ACCURACY_GRAPH)
     _check_learning(ex, (train_epoch, Sequential, Linear, ReLU, SGD), kit, data)
 
 
+VISITS = causes.declare("training/rows-not-once-per-epoch", "an epoch that skips or repeats rows")
+BATCHING = causes.declare("training/wrong-batches", "batches not of batch_size rows, the last one holding the rest")
+NOT_SHUFFLED = causes.declare("training/not-shuffled", "the rows visited in their stored order, or the same order "
+                              "every epoch")
+OWN_RNG = causes.declare("training/ignores-rng", "a shuffle not drawn from the rng argument, so not reproducible")
+STEPS = causes.declare("training/not-one-step-per-batch", "optimizer.step() not called exactly once per batch")
+ACCURACY_GRAPH = causes.declare("training/accuracy-records-graph", "accuracy() evaluated outside no_grad()")
 LOSS_SUMS = causes.declare("training/losses-summed", "each batch's summed loss reported, not its mean")
 LOSS_AFTER = causes.declare("training/losses-after-step", "each loss computed after optimizer.step()")
 LOSS_RUNNING = causes.declare("training/running-mean", "a running mean over the epoch reported, not each batch's loss")
@@ -836,7 +921,7 @@ def _test_accuracy(ex, model, data, shown) -> float:
     shapes = [(64, 784), (64,), (10, 64), (10,)]
     if [a.shape for a in arrays] != shapes:
         raise CheckFailure(ex, f"after {shown}, model.parameters() gave shapes {[a.shape for a in arrays]}; expected "
-                               f"{shapes} (weight, bias of each Linear, in order).")
+                               f"{shapes} (weight, bias of each Linear, in order).", cause_id=causes.WRONG_SHAPE)
     w1, b1, w2, b2 = arrays
     images = data.test_images[:TRAINING_TEST_SLICE]
     logits = np.maximum(images @ w1.T + b1, 0) @ w2.T + b2
@@ -847,13 +932,14 @@ def _check_visits(ex, batches, n, shown):
     rows = [row for batch in batches for row in batch]
     if sorted(rows) != list(range(n)):
         raise CheckFailure(ex, f"{shown} should show the model every row exactly once per epoch; its training forward "
-                               f"passes saw {len(rows)} rows, {len(set(rows))} of them distinct.")
+                               f"passes saw {len(rows)} rows, {len(set(rows))} of them distinct.", cause_id=VISITS)
     if [len(batch) for batch in batches] != [64, 64, 64, 8]:
         raise CheckFailure(ex, f"{shown} made batches of {[len(b) for b in batches]} rows: take batch_size rows at a "
-                               "time, the last batch holding what is left.")
+                               "time, the last batch holding what is left.", cause_id=BATCHING)
     if rows == list(range(n)) or rows == list(range(n))[::-1]:
         raise CheckFailure(ex, f"{shown} visited the rows in their stored order: shuffle them each epoch "
-                               "(rng.permutation), or every epoch sees the same batches in the same order.")
+                               "(rng.permutation), or every epoch sees the same batches in the same order.",
+                           cause_id=NOT_SHUFFLED)
 
 
 def _check_learning(ex, classes, kit, data):

@@ -52,7 +52,8 @@ def check_central_difference(central_difference) -> None:
         if not isinstance(result, float):  # np.float64 is a float; a 0-d array or an int is not
             what = "a 0-d numpy array" if isinstance(result, np.ndarray) else f"a {type(result).__name__}"
             raise CheckFailure(ex, f"{shown}: the slope came back as {what} ({fmt(slope)}); the exercise returns a "
-                                   "float. Divide numbers, not arrays, or convert with float(...).")
+                                   "float. Divide numbers, not arrays, or convert with float(...).",
+                               cause_id=causes.WRONG_TYPE)
         return slope
 
     # Probe: a cubic at a large h makes every one-sided or mis-scaled formula land on its own number. The slips are 0.01
@@ -87,10 +88,11 @@ def check_central_difference(central_difference) -> None:
         reference = central_differences(lambda v: fn(np, v), x, h=h)[0]
         exact = torch_gradients(lambda v: fn(torch, v), x)[0]
         if not close(got, reference, SAME_DIFFERENCE):
-            raise CheckFailure(ex, f"{shown}: expected {fmt(float(reference))}, received {fmt(got)}.")
+            raise CheckFailure(ex, f"{shown}: expected {fmt(float(reference))}, received {fmt(got)}.", input=shown)
         # With a small nudge the measured slope must also match the true derivative (torch.autograd, float64).
         if h <= 1e-3 and not close(got, exact, AGAINST_DIFFERENCES):
-            raise CheckFailure(ex, f"{shown}: the true derivative is {fmt(float(exact))}, received {fmt(got)}.")
+            raise CheckFailure(ex, f"{shown}: the true derivative is {fmt(float(exact))}, received {fmt(got)}.",
+                               input=shown)
 
     random_case()
 
@@ -229,7 +231,8 @@ def _check_default_nudge(ex, numerical_gradient) -> None:
     wrong = [n for n in nudges if not close(n, 1e-5, SAME_ARITHMETIC)]
     if wrong:
         raise CheckFailure(ex, f"{shown}: your code nudged x by {fmt(wrong[0])}; the exercise's signature is "
-                               "numerical_gradient(f, x, h=1e-5), so without an h the nudge is 1e-5.")
+                               "numerical_gradient(f, x, h=1e-5), so without an h the nudge is 1e-5.",
+                           cause_id=causes.MISMATCH)
 
 
 def _check_callers_x_untouched(ex, numerical_gradient) -> None:
@@ -246,7 +249,7 @@ def _check_callers_x_untouched(ex, numerical_gradient) -> None:
             raise CheckFailure(ex, "for a read-only x = [1, 2] your code tried to write into x: work on a float64 "
                                    "copy and leave the caller's x alone: `work = x` (and np.asarray(x, "
                                    "dtype=np.float64) of a float64 x) is the same array, while x.astype(np.float64) "
-                                   "is a new one.") from None
+                                   "is a new one.", cause_id=causes.MISMATCH) from None
         raise
 
 
@@ -265,10 +268,11 @@ def _check_non_float_dtypes_refused(ex, numerical_gradient) -> None:
             if not isinstance(failure.cause, TypeError) or str(bad.dtype) not in str(failure.cause):
                 raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, "
                                        f"whose message names the dtype ({bad.dtype}); instead "
-                                       f"{failure.message}") from None
+                                       f"{failure.message}", cause_id=causes.MISMATCH) from None
         else:
             raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its "
-                                   "dtype is not a floating-point one, so raise a TypeError naming the dtype.")
+                                   "dtype is not a floating-point one, so raise a TypeError naming the dtype.",
+                               cause_id=causes.MISMATCH)
 
 
 def _check_random_functions(ex, numerical_gradient) -> None:
@@ -290,7 +294,7 @@ def _check_random_functions(ex, numerical_gradient) -> None:
         reference = central_differences(lambda v: fn(np, v), x, h=1e-5)[0]
         for expected, source in ((reference, "central differences"), (exact, "torch.autograd")):
             if not close(got, expected, AGAINST_DIFFERENCES):
-                raise CheckFailure(ex, f"{shown}: {source} gives {fmt(expected)}, received {fmt(got)}.")
+                raise CheckFailure(ex, f"{shown}: {source} gives {fmt(expected)}, received {fmt(got)}.", input=shown)
 
     random_case()
 
@@ -350,12 +354,15 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
         try:
             values = [as_float(ex, value, "each gradient") for value in result]
         except TypeError:
-            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {result!r}") from None
+            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {result!r}",
+                               cause_id=causes.WRONG_TYPE) from None
         if len(values) != 3:
-            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}")
+            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}",
+                               cause_id=causes.WRONG_SHAPE)
         if not isinstance(result, tuple):
             raise CheckFailure(ex, f"return the tuple (dL/dw1, dL/db1, dL/dw2), as the exercise asks; got a "
-                                   f"{type(result).__name__} ({shown}). `return a, b, c` makes a tuple.")
+                                   f"{type(result).__name__} ({shown}). `return a, b, c` makes a tuple.",
+                               cause_id=causes.WRONG_TYPE)
         return values, shown
 
     # Probe: the worked example and a point where its coincidences (z = 1, so 1 - z = 1 - z² = 0) vanish, as one
@@ -381,7 +388,7 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
                                             (numeric, "central differences", AGAINST_DIFFERENCES)):
             if not close(got, np.array(expected), tolerance):
                 raise CheckFailure(ex, f"{shown}: {source} gives {fmt(np.array(expected, dtype=float))}, "
-                                       f"received {fmt(np.array(got))}.")
+                                       f"received {fmt(np.array(got))}.", input=shown)
 
     random_case()
 
@@ -407,7 +414,8 @@ def check_log_square_trace(log_square_trace) -> None:
         shown = f"x = {x!r}"
         trace = call_learner(ex, log_square_trace, x, shown_input=shown)
         if not isinstance(trace, dict) or set(TRACE_KEYS) - set(trace):
-            raise CheckFailure(ex, f"return a dict with the keys {list(TRACE_KEYS)}, got {trace!r}")
+            raise CheckFailure(ex, f"return a dict with the keys {list(TRACE_KEYS)}, got {trace!r}",
+                               cause_id=causes.WRONG_TYPE)
         return {key: as_float(ex, trace[key], f"trace[{key!r}]") for key in TRACE_KEYS}, shown
 
     def diagnose(x, got, shown):
@@ -447,6 +455,6 @@ def check_log_square_trace(log_square_trace) -> None:
                                             (numeric, "central differences", AGAINST_DIFFERENCES)):
             if not close(got["grad_x"], expected, tolerance):
                 raise CheckFailure(ex, f"{shown}: {source} gives grad_x = {fmt(float(expected))}, received "
-                                       f"{fmt(got['grad_x'])}.")
+                                       f"{fmt(got['grad_x'])}.", input=shown)
 
     random_case()

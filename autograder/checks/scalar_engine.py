@@ -42,14 +42,15 @@ def compare_program(ex, Value, program: Program, with_differences=False):
     got = as_float(ex, out.data, "the output's .data")
     if not close(got, float(expected_data), AGAINST_TORCH):
         raise CheckFailure(ex, f"forward value differs from torch for the program\n  {listing}\n"
-                               f"expected {fmt(expected_data)}, received {fmt(got)}.")
+                               f"expected {fmt(expected_data)}, received {fmt(got)}.", input=listing)
     call_learner(ex, out.backward, shown_input=listing)
     grads = [as_float(ex, leaf.grad, "a leaf's .grad") for leaf in values[:len(program.leaves)]]
     for i, (g, e) in enumerate(zip(grads, expected_grads)):
         e = 0.0 if e is None else float(e)  # a leaf the output does not use keeps the gradient it started with
         if not close(g, e, AGAINST_TORCH):
             raise CheckFailure(ex, f"gradient of v{i} differs from torch.autograd for the program\n  {listing}\n"
-                                   f"expected {fmt(e)}, received {fmt(g)} (output = v{len(values) - 1}).")
+                                   f"expected {fmt(e)}, received {fmt(g)} (output = v{len(values) - 1}).",
+                               input=listing)
     if with_differences:
         numeric = central_differences(
             lambda *xs: float(program.replay([torch.tensor(float(x), dtype=torch.float64) for x in xs])[-1]),
@@ -57,7 +58,7 @@ def compare_program(ex, Value, program: Program, with_differences=False):
         for i, (g, n) in enumerate(zip(grads, numeric)):
             if not close(g, float(n), AGAINST_DIFFERENCES):
                 raise CheckFailure(ex, f"gradient of v{i} differs from central differences for\n  {listing}\n"
-                                       f"expected about {fmt(float(n))}, received {fmt(g)}.")
+                                       f"expected about {fmt(float(n))}, received {fmt(g)}.", input=listing)
 
 
 # ------------------------------------------------------------------------------------------------ value_node
@@ -68,6 +69,12 @@ UNSCALED = causes.declare("value_node/upstream-unscaled", "a product's rule pass
 SWAPPED = causes.declare("value_node/gradients-swapped", "each input of a product given the other's gradient")
 OVERWRITES = causes.declare("value_node/overwrites-shared", "a shared input's gradient overwritten (=) where the "
                             "edges add up (+=)")
+GRAD_NOT_ZERO = causes.declare("value_node/grad-not-zero", "a new Value's .grad not starting at 0.0")
+NO_EDGES = causes.declare("value_node/inputs-not-recorded", "an operation's result not recording its inputs in "
+                          "._prev, the graph's edges")
+CHANGES_OUT_GRAD = causes.declare("value_node/changes-out-grad", "a rule that writes into out.grad instead of only "
+                                  "adding to its inputs' gradients")
+OP_NAME = causes.declare("value_node/op-name", "an operation's node built without the _op name the page gives it")
 NUMBER_DISCONNECTS = causes.declare("value_node/number-disconnects", "an operation with a plain number leaves the "
                                     "Value without a gradient")
 
@@ -104,7 +111,8 @@ def _check_new_value(ex, Value, data):
     if as_float(ex, getattr(v, "data", None), f"Value({data}).data") != data:
         raise CheckFailure(ex, f"Value({data}).data should be {data}, got {getattr(v, 'data', None)!r}")
     if getattr(v, "grad", None) != 0:
-        raise CheckFailure(ex, f"a new Value's .grad should start at 0.0, got {getattr(v, 'grad', None)!r}")
+        raise CheckFailure(ex, f"a new Value's .grad should start at 0.0, got {getattr(v, 'grad', None)!r}",
+                           cause_id=GRAD_NOT_ZERO)
 
 
 def _check_two_values(ex, Value, op, a, b, upstream):
@@ -116,7 +124,8 @@ def _check_two_values(ex, Value, op, a, b, upstream):
     if as_float(ex, out.data, "the result's .data") != expected:
         raise CheckFailure(ex, f"Value({a}) {op} Value({b}) should have data {expected}, got {out.data!r}")
     if set(getattr(out, "_prev", ())) != {x, y}:
-        raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)")
+        raise CheckFailure(ex, f"the result of {op} must record both inputs in ._prev (the graph's edges)",
+                           cause_id=NO_EDGES)
     _check_op_name(ex, out, op, f"Value({a}) {op} Value({b})")
     out.grad = upstream
     rule = ("add passes the upstream gradient through unchanged to both inputs" if op == "+" else
@@ -147,7 +156,7 @@ def _check_shared_input(ex, Value, op, data, upstream):
     if y.grad != upstream:
         raise CheckFailure(ex, f"y._backward() for y = a {op} a changed y.grad to {y.grad!r}: a rule reads "
                                "out.grad and adds to its inputs; it must leave out.grad alone (micrograd's "
-                               "gradients accumulate on every node).")
+                               "gradients accumulate on every node).", cause_id=CHANGES_OUT_GRAD)
 
 
 def _check_plain_number(ex, Value, op, data, number):
@@ -174,7 +183,8 @@ def _check_op_name(ex, out, name, shown):
         got = None
     if got != name:
         raise CheckFailure(ex, f"{shown} has _op {got!r}; the page names this operation {name!r}, and the graph "
-                               f"drawings label its node with it: build the output as Value(..., ..., {name!r}).")
+                               f"drawings label its node with it: build the output as Value(..., ..., {name!r}).",
+                           cause_id=OP_NAME)
 
 
 def _backward_then(ex, out, *inputs, seed=None):
@@ -209,6 +219,11 @@ def check_topological_order(topological_order) -> None:
 
 # ------------------------------------------------------------------------------------------------ backward
 
+NO_SEED = causes.declare("backward/no-seed", "the output's gradient not seeded with 1 before the walk")
+RESETS = causes.declare("backward/resets-gradients", "backward() resetting the other nodes' gradients instead of "
+                        "letting them accumulate across calls")
+EVERY_PATH_CAUSE = causes.declare("backward/follows-every-path", "a shared node's rule run once per path instead of "
+                                  "once, in reverse topological order")
 EARLY = causes.declare("backward/node-before-its-consumers", "a node's rule ran before every path's share of "
                        "its gradient had arrived (not a topological order)")
 
@@ -226,19 +241,18 @@ def check_backward(backward) -> None:
     call_learner(ex, y.backward, shown_input="x = 2; a = x*x; y = a*a; y.backward()")
     if x.grad == 0 and a.grad == 0:
         raise CheckFailure(ex, "no gradient reached a or x: the output's gradient must be seeded with 1 (dy/dy = 1) "
-                               "before walking the graph, since every rule multiplies by it.")
+                               "before walking the graph, since every rule multiplies by it.", cause_id=NO_SEED)
     if (a.grad, x.grad) != (8.0, 32.0):
-        if (a.grad, x.grad) == (8.0, 0.0) or x.grad < 32.0:
-            why = f"x's gradient is incomplete: {EARLY_NODE}"
-        else:
-            why = "expected a.grad = 8 and x.grad = 32."
+        early = (a.grad, x.grad) == (8.0, 0.0) or x.grad < 32.0
+        why = f"x's gradient is incomplete: {EARLY_NODE}" if early else "expected a.grad = 8 and x.grad = 32."
         raise CheckFailure(ex, f"{why}\nx = 2; a = x*x; y = a*a; y.backward(): received a.grad = {a.grad}, "
-                               f"x.grad = {x.grad}.")
+                               f"x.grad = {x.grad}.", cause_id=EARLY if early else causes.MISMATCH)
     call_learner(ex, y.backward, shown_input="a second y.backward() without clearing")
     if (a.grad, x.grad) != (16.0, 96.0):
         raise CheckFailure(ex, "after a second y.backward() without clearing, micrograd gives a.grad = 16 and "
                                f"x.grad = 96 (every node accumulates); received {a.grad} and {x.grad}. backward() "
-                               "should set only the output's grad to 1 and leave the others to accumulate with +=.")
+                               "should set only the output's grad to 1 and leave the others to accumulate with +=.",
+                           cause_id=RESETS)
 
     # Two paths from a to the output: a walk that follows paths runs a's rule twice and doubles x's gradient.
     x = Node(0.5)
@@ -247,7 +261,7 @@ def check_backward(backward) -> None:
     call_learner(ex, y.backward, shown_input="a = tanh(x); y = -2a - 3a; y.backward()")
     if a.backward_calls > 1:
         raise CheckFailure(ex, f"a node's _backward ran {a.backward_calls} times in one pass (a = tanh(x) feeds two "
-                               f"products): {EVERY_PATH}")
+                               f"products): {EVERY_PATH}", cause_id=EVERY_PATH_CAUSE)
     expected = -5 * (1 - math.tanh(0.5) ** 2)
     one_product = f"x.grad is the share of one product only: {EARLY_NODE}"
     run_probes(ex, [Probe("a = tanh(x); y = -2a - 3a at x = 0.5: x.grad", lambda: as_float(ex, x.grad, "x.grad"),
@@ -306,7 +320,7 @@ def _check_drawn_graph(ex, Node, drawn):
         if not close(got, want, AGAINST_TORCH):
             raise CheckFailure(ex, f"{shown}: v{i}.grad should be {fmt(want)} (torch.autograd), received {fmt(got)}. "
                                    "Seed the output's grad with 1, then run each node's _backward once, output first "
-                                   "and every node before its inputs (reverse topological order).")
+                                   "and every node before its inputs (reverse topological order).", input=shown)
 
 
 # ------------------------------------------------------------------------------------------------ derived_operators
@@ -478,6 +492,18 @@ def _parameter_count(n_in, sizes):
     return sum((a + 1) * b for a, b in zip([n_in] + sizes, sizes))
 
 
+PARAMETER_COUNT = causes.declare("mlp/parameters-missing", "parameters() not listing every weight and bias once")
+PARAMETERS_REBUILT = causes.declare("mlp/parameters-not-the-models", "parameters() returning new Values (or a new "
+                                    "order) on each call, not the model's own")
+SINGLE_IN_LIST = causes.declare("mlp/single-output-in-list", "a layer of one neuron returning a list, not the Value")
+ZERO_GRAD_INCOMPLETE = causes.declare("mlp/zero-grad-incomplete", "zero_grad() leaving some gradients non-zero")
+BIAS_NOT_ZERO = causes.declare("mlp/bias-not-zero", "a new neuron's bias not Value(0.0)")
+WEIGHT_DRAWS = causes.declare("mlp/weights-not-random-uniform", "weights not the next random.uniform(-1, 1) draws, in "
+                              "construction order")
+NONLINEAR_DEFAULT = causes.declare("mlp/nonlinear-default", "Neuron(n) without `nonlinear` not applying ReLU, as "
+                                   "the signature's default nonlinear=True says")
+
+
 def check_architecture(ex, kit, MLP, n_in, sizes, seed, data, points):
     """MLP(n_in, sizes) built right after random.seed(seed): its parameters, then its outputs and gradients against
     torch at each of ``points`` (lists of n_in floats) with its parameters set to ``data`` (float64, one per
@@ -490,10 +516,12 @@ def check_architecture(ex, kit, MLP, n_in, sizes, seed, data, points):
     again = call_learner(ex, model.parameters, shown_input=f"{shown}.parameters() called twice")
     if len(params) != count or len({id(p) for p in params}) != count:
         raise CheckFailure(ex, f"{shown} has {count} distinct parameters (weights and a bias per neuron); parameters() "
-                               f"returned {len(params)} ({len({id(p) for p in params})} distinct).")
+                               f"returned {len(params)} ({len({id(p) for p in params})} distinct).",
+                           cause_id=PARAMETER_COUNT)
     if [id(p) for p in again] != [id(p) for p in params]:
         raise CheckFailure(ex, "parameters() returned different objects (or a different list) on a second call: it "
-                               "must list the model's own Values, the same ones every time.")
+                               "must list the model's own Values, the same ones every time.",
+                           cause_id=PARAMETERS_REBUILT)
     initial = np.array([as_float(ex, p.data, "a parameter's data") for p in params])
     # Judge the network with weights of our choosing, both signs everywhere: the learner's own could be picked so
     # that no ReLU ever sees a negative input (biases of 50, say), which would hide a missing ReLU.
@@ -504,7 +532,8 @@ def check_architecture(ex, kit, MLP, n_in, sizes, seed, data, points):
         out = call_learner(ex, model, inputs, shown_input=f"model({inputs})")
         if sizes[-1] == 1 and isinstance(out, (list, tuple)):
             raise CheckFailure(ex, f"{shown}: model({inputs}) returned a {type(out).__name__} of one; a layer of one "
-                                   "neuron returns that neuron's Value itself (the training loop computes with it).")
+                                   "neuron returns that neuron's Value itself (the training loop computes with it).",
+                               cause_id=SINGLE_IN_LIST)
         outs = out if isinstance(out, list) else [out]
         expected = _torch_mlp(flat, inputs, n_in, sizes)
         got = np.array([as_float(ex, o.data, "an output's data") for o in outs])
@@ -515,7 +544,8 @@ def check_architecture(ex, kit, MLP, n_in, sizes, seed, data, points):
                                    "then its bias, layer by layer; a layer of one neuron returns a Value, else a list.")
         call_learner(ex, model.zero_grad, shown_input="model.zero_grad()")
         if any(p.grad != 0 for p in params):
-            raise CheckFailure(ex, "zero_grad() must set every parameter's grad back to 0.")
+            raise CheckFailure(ex, "zero_grad() must set every parameter's grad back to 0.",
+                               cause_id=ZERO_GRAD_INCOMPLETE)
         loss = sum(outs[1:], outs[0])
         call_learner(ex, loss.backward, shown_input=f"sum(model({inputs})).backward()")
         (want,) = torch.autograd.grad(expected.sum(), flat)
@@ -535,7 +565,7 @@ def check_initial_parameters(ex, shown, initial, n_in, sizes, seed):
     bias = np.array([_is_bias(k, n_in, sizes) for k in range(len(initial))])
     if np.any(initial[bias] != 0.0):
         raise CheckFailure(ex, f"{shown}: right after construction every bias should be Value(0.0), as the page "
-                               f"states; the biases were {fmt(initial[bias])}.")
+                               f"states; the biases were {fmt(initial[bias])}.", cause_id=BIAS_NOT_ZERO)
     draws = random.Random(seed)  # the sequence random.uniform gives after random.seed(seed)
     expected = np.array([draws.uniform(-1, 1) for _ in range(int(np.sum(~bias)))])
     if not close(initial[~bias], expected, SAME_ARITHMETIC):
@@ -543,7 +573,7 @@ def check_initial_parameters(ex, shown, initial, n_in, sizes, seed):
                                "of random.uniform(-1, 1), one per weight in construction order (each neuron's weights, "
                                f"neuron by neuron, layer by layer). Expected {fmt(expected[:4])} first, received "
                                f"{fmt(initial[~bias][:4])}. Draw with Python's random module (not numpy's), and "
-                               "nothing else from it while building.")
+                               "nothing else from it while building.", cause_id=WEIGHT_DRAWS)
 
 
 def check_neuron_default(ex, Neuron):
@@ -553,14 +583,15 @@ def check_neuron_default(ex, Neuron):
     params = call_learner(ex, neuron.parameters, shown_input="Neuron(2).parameters()")
     if len(params) != 3:
         raise CheckFailure(ex, "Neuron(2).parameters() should list its 2 weights and its bias, "
-                               f"got {len(params)} values.")
+                               f"got {len(params)} values.", cause_id=PARAMETER_COUNT)
     for p, value in zip(params, (1.0, 1.0, 0.0)):
         p.data = value
     out = call_learner(ex, neuron, [-1.0, -2.0], shown_input=shown)
     got = as_float(ex, getattr(out, "data", None), "the neuron's output data")
     if got != 0.0:
         raise CheckFailure(ex, f"{shown} gave {fmt(got)}, expected 0: the page's signature is Neuron(n_inputs, "
-                               "nonlinear=True), so a neuron built without `nonlinear` applies ReLU to -3.")
+                               "nonlinear=True), so a neuron built without `nonlinear` applies ReLU to -3.",
+                           cause_id=NONLINEAR_DEFAULT)
 
 
 def _is_bias(k, n_in, sizes):

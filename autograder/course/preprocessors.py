@@ -40,8 +40,8 @@ from autograder.trust.pids import ProcessCap
 import IPython.core.inputtransformer2  # noqa: F401
 import labtools.datasets  # noqa: F401
 from autograder.checks import causes
-from autograder.contract import (CAUSE_PREFIX, COURSE_ERROR_ENAME, MEASURED_TAG, assignments, cause_of, exercise_id,
-                                 nbgrader_meta, with_cause)
+from autograder.contract import (CAUSE_PREFIX, COURSE_ERROR_ENAME, INPUT_PREFIX, MEASURED_TAG, assignments, cause_of,
+                                 exercise_id, nbgrader_meta, with_cause)
 from autograder.grade.submission import read_tree
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -206,8 +206,9 @@ def verdict_job(nb, resources, log, course: Path) -> VerdictJob:
 
 
 def without_cause_lines(text: str) -> str:
-    """``text`` without any ``cause: ...`` line (the grader writes those, never a submission)."""
-    return "\n".join(line for line in text.splitlines() if not line.strip().startswith(CAUSE_PREFIX.strip()))
+    """``text`` without any ``cause: ...`` or ``input: ...`` line (the grader writes those, never a submission)."""
+    return "\n".join(line for line in text.splitlines()
+                     if not line.strip().startswith((CAUSE_PREFIX.strip(), INPUT_PREFIX.strip())))
 
 
 def visible_failure(kernel_outputs) -> str | None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.contract import (REPO, TEST_PREFIX, assignments, cause_of, exercise_id, nbgrader_cells, nbgrader_meta,
-                                 with_cause)
+from autograder.contract import (REPO, TEST_PREFIX, assignments, cause_of, exercise_id, input_of, nbgrader_cells,
+                                 nbgrader_meta, with_cause)
 from autograder.course import configure, quiet_nbgrader
 from autograder.course.limits import oversized
 from autograder.grade.submission import UnsafeSubmissionError, nbgrader_reason, read_file
@@ -42,6 +42,11 @@ class ExerciseResult:
         """The failure's cause id (autograder.checks.causes), None when the exercise passed."""
         return None if self.passed else cause_of(self.message)
 
+    @property
+    def input(self) -> str | None:
+        """The failing input the diagnosis names (``input: ...``), None when it names none or the exercise passed."""
+        return None if self.passed else input_of(self.message)
+
 
 @dataclass
 class GradeReport:
@@ -59,7 +64,7 @@ class GradeReport:
     def to_json(self) -> str:
         return json.dumps({
             "notebook": self.notebook, "score": self.score, "max_score": self.max_score,
-            "exercises": [{**asdict(e), "passed": e.passed, "cause": e.cause} for e in self.exercises],
+            "exercises": [{**asdict(e), "passed": e.passed, "cause": e.cause, "input": e.input} for e in self.exercises],
         }, indent=2)
 
     def to_table(self) -> str:

@@ -47,10 +47,12 @@ def is_knock_on(cause: str) -> bool:
 
 @dataclass
 class Outcome:
-    """One exercise of one submission: nbgrader's points, and the cause of a failure (None when passed)."""
+    """One exercise of one submission: nbgrader's points, and the cause of a failure (None when passed) with the
+    failing input its diagnosis names, if any."""
     score: float
     max_score: float
     cause: str | None
+    input: str | None = None
 
 
 @dataclass
@@ -201,7 +203,7 @@ def read_submission(root: Path, assignment: str, submitted, seconds: dict[str, f
     ``interrupted`` (the journal names its record as half written)."""
     import nbformat
 
-    from autograder.contract import exercise_id  # a leaf module
+    from autograder.contract import exercise_id, input_of  # a leaf module
     from autograder.grade.notebook import results  # nbgrader's scoring rule and the diagnoses of test cells
 
     student, exercises, reasons = submitted.student_id, {}, []
@@ -226,7 +228,8 @@ def read_submission(root: Path, assignment: str, submitted, seconds: dict[str, f
                 cause = None
             else:
                 cause = cause_of(said.get(exercise, "")) if graded else NOT_GRADED
-            exercises[exercise] = Outcome(score, float(grade.max_score), cause)
+            failing = input_of(said.get(exercise, "")) if cause not in (None, UNKNOWN, NOT_GRADED) else None
+            exercises[exercise] = Outcome(score, float(grade.max_score), cause, failing)
     reason = "" if graded else (reasons[0] if reasons else "no autograded notebook: grade it again")
     return Submission(student, assignment, float(submitted.score), float(submitted.max_score), exercises, graded,
                       reason, seconds.get(student) if graded else None)

@@ -27,14 +27,14 @@ def write(report: ClassReport, out: Path) -> Path:
     with open(out / "results.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["assignment", "student", "exercise", "score", "max_score", "passed", "cause", "knock_on",
-                         "graded", "seconds"])
+                         "graded", "seconds", "input"])
         for s in report.submissions:
             for exercise in report.exercises[s.assignment]:
                 o = s.exercises.get(exercise)
                 if o is not None:
                     writer.writerow([s.assignment, s.student, exercise, o.score, o.max_score, o.cause is None,
                                      o.cause or "", bool(o.cause and is_knock_on(o.cause)), s.graded,
-                                     "" if s.seconds is None else s.seconds])
+                                     "" if s.seconds is None else s.seconds, o.input or ""])
     with open(out / "causes.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["assignment", "exercise", "passed", "submissions", "cause", "knock_on", "students"])

@@ -67,7 +67,8 @@ def test_a_value_that_matches_no_slip_names_none():
     doubled = bundle("subtract_back0", "subtract_back1", subtract_back1=lambda g, out, x, y: RIGHT["subtract_back1"](
         -2 * g, out, x, y))
     message = rejects("subtract_back", learner("subtract_back", doubled), "cause: mismatch")
-    assert message.splitlines()[0].startswith("subtract_back1(") and len(message.splitlines()) == 2, message
+    assert message.splitlines()[0].startswith("subtract_back1(") and len(message.splitlines()) == 3, message
+    assert message.splitlines()[1].startswith("input: subtract_back1("), message  # the failing input, as data
     assert "sum its gradient" not in message
     sign = rejects("subtract_back", learner("subtract_back", bundle("subtract_back0", "subtract_back1",
                                                                      subtract_back1=RIGHT["add_back1"])),
@@ -75,7 +76,7 @@ def test_a_value_that_matches_no_slip_names_none():
     assert "sum its gradient" not in sign
     infinite = rejects("log_back", learner("log_back", lambda g, out, x: RIGHT["log_back"](g, out, x) / 0.0),
                        "cause: not-finite")
-    assert len(infinite.splitlines()) == 2, infinite
+    assert len(infinite.splitlines()) == 3 and infinite.splitlines()[1].startswith("input: "), infinite
 
 
 def _stub(name):

@@ -112,11 +112,11 @@ def test_topological_order_accepts_kahns_algorithm():
 
 
 @pytest.mark.parametrize("pairs, phrases", [
-    ([("        elif node not in visited:\n", "        else:\n")], ["more than once"]),
-    ([("    return order\n", "    return order[::-1]\n")], ["root comes first"]),
+    ([("        elif node not in visited:\n", "        else:\n")], ["more than once", "cause: walk/node-twice"]),
+    ([("    return order\n", "    return order[::-1]\n")], ["root comes first", "cause: walk/end-not-last"]),
     ([(EXPAND, MARK_ON_PUSH), ("order, visited = [], set()", "order, visited = [], {root}")],
-     ["comes before one of its inputs"]),
-    ([("    return order\n", "    return order[1:]\n")], ["reachable"]),
+     ["comes before one of its inputs", "cause: walk/node-before-its-inputs"]),
+    ([("    return order\n", "    return order[1:]\n")], ["reachable", "cause: walk/nodes-missing"]),
     ([("    return order\n", "    return tuple(order)\n")], ["return a list", "got tuple"]),  # audit 14: the page says list
     ([("    return order\n", "    return order if root._prev else []\n")], ["single leaf"]),
 ])
@@ -135,7 +135,7 @@ def test_topological_order_rejects_recursive_walks(extra, phrases):
 def test_endless_walk_is_stopped_with_a_diagnosis(monkeypatch):
     from autograder.checks.harness import diagnostics
     monkeypatch.setattr(diagnostics, "CALL_TIMEOUT_S", 1)
-    rejects("topological_order", engine(extra=BY_PATHS), "did not finish")
+    rejects("topological_order", engine(extra=BY_PATHS), ("did not finish", "cause: timeout"))
 
 
 # ------------------------------------------------------------------------------------------- backward
@@ -213,16 +213,17 @@ def test_backward_accepts_kahns_order():
 
 @pytest.mark.parametrize("pairs, phrases", [
     ([("for node in reversed(order):", "for node in order:")], ["processed before all of its consumers"]),
-    ([(SEED, "")], ["seeded with 1"]),
+    ([(SEED, "")], ["seeded with 1", "cause: backward/no-seed"]),
     ([(SEED, ""), ("        node._backward()\n", "        node._backward()\n    self.grad = 1.0\n")], ["seeded with 1"]),
-    ([(SEED, "    for node in order:\n        node.grad = 0.0\n    self.grad = 1.0\n")], ["accumulates"]),
+    ([(SEED, "    for node in order:\n        node.grad = 0.0\n    self.grad = 1.0\n")],
+     ["accumulates", "cause: backward/resets-gradients"]),
 ])
 def test_backward_rejects(pairs, phrases):
     rejects("backward", edited("backward", *pairs), *phrases)
 
 
 @pytest.mark.parametrize("extra, phrases", [
-    (PER_PATH, ["ran 2 times", "once per path"]),
+    (PER_PATH, ["ran 2 times", "once per path", "cause: backward/follows-every-path"]),
     (FIRST_REACHED, ["the share of one product only",
          "cause: backward/node-before-its-consumers", "processed before all of its consumers"]),
     (BREADTH_FIRST, ["y = 3*tanh(b) + b", "processed before all of its consumers"]),
@@ -289,8 +290,9 @@ WRAP_FOR_MUL = '''        other = other if isinstance(other, Value) else Value(o
     ([(ADD_RULE, ADD_RULE.replace("+=", "=")), (MUL_RULE, MUL_RULE.replace("+=", "="))], ["shared node", "+=",
          "cause: value_node/overwrites-shared"]),
     ([('out = Value(self.data * other.data, (self, other), "*")', 'out = Value(self.data * other.data, (), "*")')],
-     ["_prev"]),
-    ([(ADD_RULE, ADD_RULE + "            out.grad = 0.0  # torch-style freeing\n")], ["leave out.grad alone"]),
+     ["_prev", "cause: value_node/inputs-not-recorded"]),
+    ([(ADD_RULE, ADD_RULE + "            out.grad = 0.0  # torch-style freeing\n")],
+     ["leave out.grad alone", "cause: value_node/changes-out-grad"]),
     ([(WRAP_FOR_MUL, "        if not isinstance(other, Value):\n            return Value(self.data * other)\n"
                      '        out = Value(self.data * other.data, (self, other), "*")\n')], ["Wrap the number",
                           "cause: value_node/number-disconnects"]),
@@ -298,9 +300,11 @@ WRAP_FOR_MUL = '''        other = other if isinstance(other, Value) else Value(o
      ["multiply sends", "cause: value_node/upstream-unscaled"]),
     ([(MUL_RULE, "            self.grad += self.data * out.grad\n            other.grad += other.data * out.grad\n")],
      ["gradients are swapped", "cause: value_node/gradients-swapped"]),
+    ([("        self.grad = 0.0\n", "        self.grad = 1.0\n")],
+     ["should start at 0.0", "cause: value_node/grad-not-zero"]),
     # audit 14: the page names the operations
     ([('(self, other), "+")', "(self, other))")], ["_op ''", "'+'"]),
-    ([('(self, other), "*")', '(self, other), "mul")')], ["_op 'mul'", "'*'"]),
+    ([('(self, other), "*")', '(self, other), "mul")')], ["_op 'mul'", "'*'", "cause: value_node/op-name"]),
 ])
 def test_value_node_rejects(pairs, phrases):
     rejects("value_node", edited("value_node", *pairs), *phrases)
@@ -412,17 +416,25 @@ def test_mlp_accepts_correct_alternatives(pairs, extra):
      ["ReLU on every layer except the last"]),
     ([("nonlinear=i != len(layer_sizes) - 1", "nonlinear=True")], ["ReLU on every layer except the last"]),
     ([("return self.w + [self.b]", "return [self.b] + self.w")], ["weights then its bias"]),
-    ([("class MLP(Module):\n", "class MLP(Module):\n    def zero_grad(self):\n        pass\n\n")], ["zero_grad"]),
-    ([("return outs[0] if len(outs) == 1 else outs", "return outs")], ["returned a list of one"]),
+    ([("class MLP(Module):\n", "class MLP(Module):\n    def zero_grad(self):\n        pass\n\n")],
+     ["zero_grad", "cause: mlp/zero-grad-incomplete"]),
+    ([("return outs[0] if len(outs) == 1 else outs", "return outs")],
+     ["returned a list of one", "cause: mlp/single-output-in-list"]),
     ([("return [p for layer in self.layers for p in layer.parameters()]",
-       "return [p for layer in self.layers for p in layer.parameters()][:-1]")], ["distinct parameters"]),
+       "return [p for layer in self.layers for p in layer.parameters()][:-1]")],
+     ["distinct parameters", "cause: mlp/parameters-missing"]),
     # audit 14: the conventions the page says the grader relies on
-    ([("self.b = Value(0.0)", "self.b = Value(random.uniform(-1, 1))")], ["bias should be Value(0.0)"]),
+    ([("self.b = Value(0.0)", "self.b = Value(random.uniform(-1, 1))")],
+     ["bias should be Value(0.0)", "cause: mlp/bias-not-zero"]),
     ([(DRAW, "self.w = [Value(float(np.random.uniform(-1, 1))) for _ in range(n_inputs)]")],
      ["random.uniform(-1, 1)", "not numpy's"]),
-    ([(DRAW, "self.w = [Value(0.5) for _ in range(n_inputs)]")], ["random.uniform(-1, 1)"]),
+    ([(DRAW, "self.w = [Value(0.5) for _ in range(n_inputs)]")],
+     ["random.uniform(-1, 1)", "cause: mlp/weights-not-random-uniform"]),
     ([(DRAW, "self.w = [Value(random.uniform(-1, 1)) for _ in range(n_inputs)][::-1]")], ["construction order"]),
-    ([(NEURON_SIGNATURE, "def __init__(self, n_inputs, nonlinear=False):")], ["Neuron(n_inputs, nonlinear=True)"]),
+    ([("return self.w + [self.b]", "return [Value(p.data) for p in self.w + [self.b]]")],
+     ["different objects", "cause: mlp/parameters-not-the-models"]),
+    ([(NEURON_SIGNATURE, "def __init__(self, n_inputs, nonlinear=False):")],
+     ["Neuron(n_inputs, nonlinear=True)", "cause: mlp/nonlinear-default"]),
 ])
 def test_mlp_rejects(pairs, phrases):
     rejects("mlp", edited("mlp", *pairs), *phrases)

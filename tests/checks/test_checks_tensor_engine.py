@@ -54,7 +54,7 @@ def test_apply_op_and_no_grad_must_share_gradmode_as_the_switch():
     """A pair that agrees on a flag of its own passes every with-block probe; the notebook asks for GradMode.enabled,
     which other code (notebook 5's checkpointing) also sets."""
     ns = engine({"apply_op": [("    if GradMode.enabled and", "    if _recording[0] and")]}, extra=PRIVATE_SWITCH)
-    rejects("apply_op", ns, "GradMode.enabled should be False inside")
+    rejects("apply_op", ns, ("GradMode.enabled should be False inside", "cause: apply_op/grad-mode-not-read"))
 
 
 def test_apply_op_accepts_a_class_based_no_grad():
@@ -63,18 +63,22 @@ def test_apply_op_accepts_a_class_based_no_grad():
 
 @pytest.mark.parametrize("right, wrong, phrase", [
     ("arrays = [x.array if isinstance(x, Tensor) else x for x in inputs]", "arrays = list(inputs)",
-     "forward received a Tensor"),
+     ("forward received a Tensor", "cause: apply_op/forward-given-tensors")),
     ("if GradMode.enabled and any(isinstance(x, Tensor) and x.requires_grad for x in inputs):", "if GradMode.enabled:",
-     "no input requires grad"),
-    ("if GradMode.enabled and any(", "if any(", "inside `with no_grad():`"),
-    ("Recipe(inputs=inputs,", "Recipe(inputs=tuple(arrays),", "the inputs themselves"),
+     ("no input requires grad", "cause: apply_op/records-data")),
+    ("if GradMode.enabled and any(", "if any(", ("inside `with no_grad():`", "cause: no_grad/records-inside")),
+    ("Recipe(inputs=inputs,", "Recipe(inputs=tuple(arrays),",
+     ("the inputs themselves", "cause: apply_op/inputs-not-kept")),
     # Recipe declares tuples, and the visible test compares with tuples (an audit found lists graded as right)
     ("Recipe(inputs=inputs, backwards=tuple(backwards)", "Recipe(inputs=list(inputs), backwards=list(backwards)",
-     "should be tuples"),
-    ("out = Tensor(forward(*arrays, **kwargs))", "out = Tensor(forward(*arrays))", "did not receive the keyword arguments"),
-    ("        GradMode.enabled = previous\n", "        GradMode.enabled = True\n", "restore the mode that was on before"),
+     ("should be tuples", "cause: apply_op/recipe-fields")),
+    ("out = Tensor(forward(*arrays, **kwargs))", "out = Tensor(forward(*arrays))",
+     ("did not receive the keyword arguments", "cause: apply_op/kwargs-not-passed")),
+    ("        GradMode.enabled = previous\n", "        GradMode.enabled = True\n",
+     ("restore the mode that was on before", "cause: no_grad/mode-not-restored")),
     ("    try:\n        yield\n    finally:\n        GradMode.enabled = previous",
-     "    yield\n    GradMode.enabled = previous", "an exception inside `with no_grad():`"),
+     "    yield\n    GradMode.enabled = previous",
+     ("an exception inside `with no_grad():`", "cause: no_grad/mode-not-restored")),
 ])
 def test_apply_op_rejects(right, wrong, phrase):
     rejects("apply_op", engine({"apply_op": [(right, wrong)]}), phrase)
@@ -109,10 +113,11 @@ Tensor.__rsub__ = lambda self, other: negative(self) + other
     ("Tensor.__rtruediv__ = lambda self, other: divide(other, self)", "Tensor.__rtruediv__ = divide", "not b / 1"),
     ("    np.add.at(grad, index, grad_out)", "    grad[index] += grad_out", "np.add.at"),
     ("np.sum(a, axis=dim, keepdims=keepdim)", "np.sum(a, axis=dim)", "keeps axis 0 as size 1"),
-    ("(subtract_back0, subtract_back1)", "(subtract_back1, subtract_back0)", "recorded backward functions give"),
+    ("(subtract_back0, subtract_back1)", "(subtract_back1, subtract_back0)",
+     ("recorded backward functions give", "cause: operators/backwards-out-of-order")),
     ("(mean_back,)", "(sum_back,)", "recorded backward functions give"),
     ("return apply_op(np.exp, (exp_back,), x)", "return Tensor(np.exp(x.array), requires_grad=x.requires_grad)",
-     "was not recorded"),
+     ("was not recorded", "cause: operators/not-recorded")),
 ])
 def test_operators_reject(right, wrong, phrase):
     rejects("operators", engine({"operators": [(right, wrong)]}), phrase)
@@ -213,9 +218,11 @@ def test_topological_sort_must_return_a_sequence_not_an_iterator():
     (MARK_ON_PUSH, "before one of its parents"),
     (NO_CYCLE_CHECK, "a graph with a cycle"),
     (NO_CYCLE_CHECK.replace("return order", "return order[::-1]"), "end node comes first"),
-    (NO_CYCLE_CHECK.replace("elif id(node) not in visited:", "else:"), "more than once"),
-    (VISITED_MEANS_CYCLE, "That graph has no cycle: a node used by several others is reached once along each path"),
-    (KAHN.replace('raise ValueError("cycle")', 'raise RuntimeError("cycle")'), "Raise a ValueError"),
+    (NO_CYCLE_CHECK.replace("elif id(node) not in visited:", "else:"), ("more than once", "cause: walk/node-twice")),
+    (VISITED_MEANS_CYCLE, ("That graph has no cycle: a node used by several others is reached once along each path",
+                           "cause: topological_sort/shared-node-as-cycle")),
+    (KAHN.replace('raise ValueError("cycle")', 'raise RuntimeError("cycle")'),
+     ("Raise a ValueError", "cause: topological_sort/cycle-not-detected")),
 ])
 def test_topological_sort_rejects(code, phrase):
     rejects("topological_sort", engine(extra=code), phrase)
@@ -294,25 +301,29 @@ def test_backprop_accepts_alternatives(extra):
      "grads[id(x)] = contribution", ("do not let the second overwrite the first",
           "cause: backprop/overwrites-instead-of-accumulating")),
     ("for node in reversed(topological_sort(end_node)):", "for node in topological_sort(end_node):",
-     "no gradient reached the leaves"),
-    ("        if end_node.array.size != 1:", "        if False:", "should raise RuntimeError"),
+     ("no gradient reached the leaves", "cause: backprop/no-seed")),
+    ("        if end_node.array.size != 1:", "        if False:",
+     ("should raise RuntimeError", "cause: backprop/seeds-non-scalar-with-ones")),
     ("        seed = np.array(end_grad.array, dtype=np.float64)\n", "        seed = np.ones(end_node.shape)\n",
      ("end_grad was ignored", "cause: backprop/ignores-end-grad")),
     ("    grads = {id(end_node): seed}", "    grads = {id(end_node): seed * seed}", ("applied twice",
          "cause: backprop/end-grad-twice")),
-    ("if (node.is_leaf and node.requires_grad) or node.retains_grad:", "if True:", "not a leaf"),
+    ("if (node.is_leaf and node.requires_grad) or node.retains_grad:", "if True:",
+     ("not a leaf", "cause: backprop/grad-on-non-leaf")),
     ("if (node.is_leaf and node.requires_grad) or node.retains_grad:", "if node.is_leaf and node.requires_grad:",
      "h.retain_grad() was called"),
     ("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)", "node.grad = Tensor(grad)",
-     "overwrote it with 3"),
+     ("overwrote it with 3", "cause: backprop/resets-leaf-grad")),
     ("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)",
      "if node.grad is None:\n                node.grad = Tensor(grad)\n"
      "            else:\n                node.grad.array += grad",
-     "never in place"),
-    ("        if seed.shape != end_node.shape:\n", "        if False:\n", "Mismatch in shape"),
+     ("never in place", "cause: backprop/accumulates-in-place")),
+    ("        if seed.shape != end_node.shape:\n", "        if False:\n",
+     ("Mismatch in shape", "cause: backprop/end-grad-shape-unchecked")),
     ("            raise RuntimeError(f\"Mismatch in shape", "            raise ValueError(f\"Mismatch in shape",
-     "raise RuntimeError, as the exercise asks"),
-    ("    if not end_node.requires_grad:\n", "    if False:\n", "nothing in that graph requires grad"),
+     ("raise RuntimeError, as the exercise asks", "cause: backprop/end-grad-shape-unchecked")),
+    ("    if not end_node.requires_grad:\n", "    if False:\n",
+     ("nothing in that graph requires grad", "cause: backprop/differentiates-without-grad")),
 ])
 def test_backprop_rejects(right, wrong, phrase):
     rejects("backprop", engine({"backprop": [(right, wrong)]}), phrase)
@@ -369,9 +380,10 @@ def test_jacobian_accepts_recomputing_f_per_row(seed):
 
 
 @pytest.mark.parametrize("right, wrong, phrase", [
-    ("        x.grad = None\n", "", "clear it"),
+    ("        x.grad = None\n", "", ("clear it", "cause: jacobian/grad-not-cleared")),
     ("return np.array(rows).reshape(y.array.size, x.array.size)",
-     "return np.array(rows).reshape(y.array.size, x.array.size).T", "rows and columns are swapped"),
+     "return np.array(rows).reshape(y.array.size, x.array.size).T",
+     ("rows and columns are swapped", "cause: jacobian/transposed")),
 ])
 def test_jacobian_rejects(right, wrong, phrase):
     rejects("jacobian", engine({"jacobian": [(right, wrong)]}), phrase)
@@ -399,20 +411,27 @@ DETACH_CLONE = {"original": 5, "snapshot": 2, "original_grad": 3, "isolated_grad
 
 @pytest.mark.parametrize("exercise, right, wrong, phrase", [
     ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
-     {"x": 18, "h": None, "zero": 0, "unused": None}, "retain_grad"),
+     {"x": 18, "h": None, "zero": 0, "unused": None}, ("retain_grad", "cause: predict_leaf_grads/retain-grad")),
     ("predict_leaf_grads", {"x": 18.0, "h": 6.0, "zero": 0.0, "unused": None},
-     {"x": 18, "h": 6, "zero": None, "unused": None}, "None means no gradient arrived"),
+     {"x": 18, "h": 6, "zero": None, "unused": None},
+     ("None means no gradient arrived", "cause: predict_leaf_grads/zero-is-not-none")),
     ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
-     {"x": 6, "h": 6, "zero": 0, "unused": 0}, "6 · 3"),
-    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original": 2}, "shares the same storage"),
+     {"x": 6, "h": 6, "zero": 0, "unused": 0}, ("6 · 3", "cause: predict_leaf_grads/leaf-gradient")),
+    ("predict_leaf_grads", {"x": 18, "h": 6, "zero": 0, "unused": None},
+     {"x": 18, "h": 6, "zero": 0, "unused": 0},
+     ("unused never took part", "cause: predict_leaf_grads/unused-leaf-gets-none")),
+    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original": 2},
+     ("shares the same storage", "cause: predict_detach_clone/detach-shares-storage")),
     ("predict_detach_clone", {k: float(v) for k, v in DETACH_CLONE.items()}, {**DETACH_CLONE, "snapshot": 5},
-     "copies the storage"),
+     ("copies the storage", "cause: predict_detach_clone/clone-copies")),
     # the old given Tensor's clone(), a new leaf cut off from the graph, taught exactly this wrong answer
-    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original_grad": None}, "CloneBackward0"),
+    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original_grad": None},
+     ("CloneBackward0", "cause: predict_detach_clone/clone-stays-in-graph")),
     ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "original_grad": 13}, "none of it reaches original"),
-    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "isolated_grad": 4}, "copied after the in-place add"),
-    ("predict_accumulation", [4, 7, 3], [4, 3, 3], "adds to .grad"),
-    ("predict_accumulation", (4.0, 7.0, 3.0), [4, 7, 7], "starts again"),
+    ("predict_detach_clone", DETACH_CLONE, {**DETACH_CLONE, "isolated_grad": 4},
+     ("copied after the in-place add", "cause: predict_detach_clone/detached-leaf")),
+    ("predict_accumulation", [4, 7, 3], [4, 3, 3], ("adds to .grad", "cause: predict_accumulation/grad-accumulates")),
+    ("predict_accumulation", (4.0, 7.0, 3.0), [4, 7, 7], ("starts again", "cause: predict_accumulation/none-restarts")),
 ])
 def test_predictions(exercise, right, wrong, phrase):
     check(exercise, learner(exercise, right))
@@ -425,7 +444,7 @@ def test_predictions(exercise, right, wrong, phrase):
     ("predict_accumulation", [..., ..., ...]),
 ])
 def test_unanswered_predictions_say_so(exercise, untouched):
-    rejects(exercise, learner(exercise, untouched), "not answered yet")
+    rejects(exercise, learner(exercise, untouched), "not answered yet", "cause: stub")
 
 
 def test_predictions_refuse_text_and_booleans():
@@ -465,23 +484,25 @@ def jacobian(f, x):
     ("backprop", {"backprop": [("grads[id(x)] = grads[id(x)] + contribution if id(x) in grads else contribution",
                                 "if id(x) in grads:\n                    grads[id(x)] += contribution\n"
                                 "                else:\n                    grads[id(x)] = contribution")]}, "",
-     "never with += in place"),
+     ("never with += in place", "cause: backprop/accumulates-in-place")),
     ("backprop", {"backprop": [("if (node.is_leaf and node.requires_grad) or node.retains_grad:",
                                 "if node is not end_node and ((node.is_leaf and node.requires_grad) or "
-                                "node.retains_grad):")]}, "", "store end_grad in its .grad"),
+                                "node.retains_grad):")]}, "",
+                                ("store end_grad in its .grad", "cause: backprop/end-leaf-not-seeded")),
     ("backprop", {"backprop": [("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)",
                                 "node.grad = Tensor((grad if node.grad is None else node.grad.array + grad)"
                                 ".astype(np.float32))")]}, "", "float32"),
     ("backprop", {"backprop": [("node.grad = Tensor(grad if node.grad is None else node.grad.array + grad)",
                                 "node.grad = Tensor(grad if node.grad is None else node.grad.array + grad, "
-                                "requires_grad=True)")]}, "", "a gradient is data"),
+                                "requires_grad=True)")]}, "",
+                                ("a gradient is data", "cause: backprop/grad-requires-grad")),
     ("backprop", None, RECURSIVE_RESTORING_LIMIT, "raised Python's recursion limit"),
-    ("topological_sort", None, RECURSIVE_RESTORING_LIMIT, "raised Python's recursion limit"),
+    ("topological_sort", None, RECURSIVE_RESTORING_LIMIT, ("raised Python's recursion limit", "cause: recursion")),
     ("topological_sort", None, CYCLE_ONLY_AT_END, "does not pass through the end node"),
-    ("apply_op", None, NO_GRAD_SWALLOWING, "was swallowed"),
+    ("apply_op", None, NO_GRAD_SWALLOWING, ("was swallowed", "cause: no_grad/swallows-exceptions")),
     ("operators", {"operators": [("np.mean(a, axis=dim, keepdims=keepdim)", "np.mean(a, axis=dim)")]}, "",
      "keeps axis 1 as size 1"),
-    ("jacobian", None, FINITE_DIFFERENCES, "one pass per output"),
+    ("jacobian", None, FINITE_DIFFERENCES, ("one pass per output", "cause: jacobian/one-pass-per-input")),
 ])
 def test_red_team_findings_are_rejected(exercise, edits, extra, phrase):
     rejects(exercise, engine(edits, extra), phrase)
@@ -529,7 +550,7 @@ def test_apply_op_rejects_recording_by_the_first_tensor_alone(seed):
     ns = engine({"apply_op": [("any(isinstance(x, Tensor) and x.requires_grad for x in inputs)",
                                "next(x for x in inputs if isinstance(x, Tensor)).requires_grad")]})
     with contextlib.nullcontext() if seed is None else case_seed(seed):
-        rejects("apply_op", ns, "wherever it stands")
+        rejects("apply_op", ns, ("wherever it stands", "cause: apply_op/not-recorded"))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from autograder import CheckFailure, check
+from autograder import checks
 from autograder.checks import nudging, registry
 from autograder.contract import assignments, course_errors
 from autograder.course.preprocessors import outputs
@@ -35,12 +36,12 @@ empty_draw = course_code("def step(answer):\n    import hypothesis.strategies as
 unusable = course_code("def step(answer):\n    return float(answer(lambda x: x, 1.0, 0.1) + 'a string')\n")
 
 
-def broken(bug):
+def broken(bug, exercise=EXERCISE):
     """The exercise's check with a first step that fails with ``bug``."""
-    spec = registry._CHECKS[EXERCISE]
+    spec = registry._CHECKS[exercise]
 
     def run(**names):
-        bug(names[EXERCISE])
+        bug(names[exercise])
         spec.run(**names)
 
     return dataclasses.replace(spec, run=run)
@@ -70,6 +71,19 @@ def test_a_check_that_fails_by_itself_is_a_course_error_naming_the_exercise(monk
     assert type(info.value).__name__ == "CourseError"
     assert info.value.message.startswith(f"course error: the check of `{EXERCISE}` itself failed (")
     assert "not in your answer" in info.value.message and "could not use your answer" not in info.value.message
+
+
+def test_an_exercise_built_on_one_whose_check_failed_by_itself_says_the_grader_failed_not_the_learner(monkeypatch):
+    """Issue 24: multiply_back runs the learner's unbroadcast; a course error in unbroadcast's check is not the
+    learner's to fix, and the knock-on failure says so (its cause still names the exercise it builds on)."""
+    monkeypatch.setitem(registry._CHECKS, "unbroadcast", broken(expected, "unbroadcast"))
+    monkeypatch.setattr(checks, "_latest", {})  # passes this process remembers for the same objects
+    with pytest.raises(CheckFailure) as info:
+        check("multiply_back", learner("multiply_back"))
+    told = info.value.message
+    assert type(info.value) is CheckFailure and info.value.cause_id == "builds-on:unbroadcast", told
+    assert "failed because of the grader, not because of your answer" in told and "Fix unbroadcast first" not in told
+    assert "course error: the check of `unbroadcast` itself failed (NameError" in told
 
 
 @pytest.mark.parametrize("bug", LEARNERS.values(), ids=LEARNERS.keys())

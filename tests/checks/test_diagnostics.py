@@ -119,17 +119,18 @@ def test_checks_leave_no_hypothesis_folder_where_they_run(tmp_path):
 def test_a_probe_names_the_slip_its_wrong_answer_matches():
     slips = (Slip(3.0, "off by one", "ex/off-by-one"), Slip(2.0, "forgot to square", "ex/not-squared"))
     probes = [diagnostics.Probe("f(2)", lambda: 4.0, 4.0), diagnostics.Probe("g(2)", lambda: 2.0, 4.0, slips)]
-    with pytest.raises(CheckFailure, match=r"forgot to square\ng\(2\): expected 4, received 2\.\ncause: ex/not-sq"):
+    told = r"forgot to square\ng\(2\): expected 4, received 2\.\ninput: g\(2\)\ncause: ex/not-sq"
+    with pytest.raises(CheckFailure, match=told):
         diagnostics.run_probes("ex", probes)
     nan = diagnostics.Probe("h(0)", lambda: float("nan"), 0.0, (Slip(float("nan"), "divided by 0", "ex/divides"),))
-    with pytest.raises(CheckFailure, match=r"divided by 0\n.*\ncause: ex/divides$"):  # a NaN matches a NaN slip
+    with pytest.raises(CheckFailure, match=r"divided by 0\n.*\ninput: h\(0\)\ncause: ex/divides$"):  # a NaN matches a NaN slip
         diagnostics.run_probes("ex", [nan])
 
 
 def test_a_probe_without_a_matching_slip_gives_just_the_numbers():
-    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received 5\.\ncause: mismatch$"):
+    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received 5\.\ninput: h\ncause: mismatch$"):
         diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 5.0, 1.0, (Slip(2.0, "no", "ex/two"),))])
-    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received inf\.\ncause: not-finite$"):
+    with pytest.raises(CheckFailure, match=r"^\[ex\] h: expected 1, received inf\.\ninput: h\ncause: not-finite$"):
         diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: float("inf"), 1.0)])
     diagnostics.run_probes("ex", [diagnostics.Probe("h", lambda: 1.0 + 1e-13, 1.0)])  # within AGAINST_TORCH
 

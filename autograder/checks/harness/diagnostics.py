@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, seed, settings
 from threadpoolctl import threadpool_limits
 
 from autograder.checks import causes
-from autograder.contract import cause_of, with_cause
+from autograder.contract import cause_of, input_of, with_cause, with_input
 from autograder.trust import remote
 
 PACKAGE = Path(__file__).resolve().parents[2]  # frames in autograder/ are the checks', not the learner's
@@ -29,6 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[2]  # frames in autograder/ are the c
 # CPU seconds one call of learner code may take before we call it a runaway loop. Every exercise input is tiny.
 CALL_TIMEOUT_S = 10
 MESSAGE_LIMIT = 2000  # characters of one diagnosis
+INPUT_LIMIT = 500  # characters of its failing input, kept as data
 
 _SETTINGS = dict(max_examples=60, deadline=None, database=None, print_blob=False, report_multiple_bugs=False,
                  suppress_health_check=list(HealthCheck))
@@ -136,18 +137,28 @@ class CheckFailure(AssertionError):
     Subclasses AssertionError so nbgrader and pytest treat it as an ordinary failed test.
     """
 
-    def __init__(self, exercise: str, message: str, cause: BaseException | None = None, cause_id: str | None = None):
+    def __init__(self, exercise: str, message: str, cause: BaseException | None = None, cause_id: str | None = None,
+                 input: str | None = None):
         """``cause_id`` (autograder.checks.causes) names the cause; without it, a message that already ends with a
         cause line (a diagnosis wrapped with more context) keeps that one, and any other is a ``mismatch``. The
-        message then ends with the line ``cause: <id>``, available as ``cause_id``."""
+        message then ends with the line ``cause: <id>``, available as ``cause_id``. ``input`` is the failing input
+        (the call as the diagnosis shows it), kept as data on the line before (``input: ...``, ``input``); a
+        wrapped diagnosis keeps its own."""
         self.exercise = exercise
         self.cause_id = cause_id or cause_of(message) or causes.MISMATCH
-        body = with_cause(message, self.cause_id).rpartition("\n")[0]
+        self.input = " ".join((input or input_of(message) or "").split())[:INPUT_LIMIT] or None
+        body = with_input(with_cause(message, self.cause_id), None).rpartition("\n")[0]
         # A diagnosis quotes learner values; a huge one must not become a huge feedback page.
         body = body if len(body) <= MESSAGE_LIMIT else body[:MESSAGE_LIMIT] + " [...]"
-        self.message = with_cause(body, self.cause_id)
+        self.message = with_input(with_cause(body, self.cause_id), self.input)
         self.cause = cause  # the learner's own exception, when the failure is that their code raised
         super().__init__(f"[{exercise}] {self.message}")
+
+    @property
+    def told(self) -> str:
+        """The diagnosis without its input and cause lines: what a failure that quotes this one, under a cause of
+        its own, repeats."""
+        return with_input(self.message, None).rpartition("\n")[0]
 
     def _render_traceback_(self) -> list[str]:
         # IPython calls this instead of formatting frames: the learner sees the diagnosis, never hidden code.
@@ -245,7 +256,7 @@ def _call_limit(exercise: str) -> tuple[float, str | None]:
     used = time.process_time() - started
     spent = budget.exhausted(used)
     if spent:
-        raise Abandon(CheckFailure(exercise, spent))
+        raise Abandon(CheckFailure(exercise, spent, cause_id=causes.TIMEOUT))
     left = budget.left(used)
     return (left, budget.exhausted(budget.cpu_s)) if left < CALL_TIMEOUT_S else (CALL_TIMEOUT_S, None)
 
@@ -272,22 +283,23 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
                                      "again.", cause_id=causes.STUB) from None
     except remote.Stopped as stop:  # the worker's own deadline, in CPU seconds, or a budget: its reason says which
         raise Abandon(CheckFailure(exercise, f"{stop.reason} (while running{where or ' your code'})",
-                                   cause_id=causes.of_stop(stop.reason))) from None
+                                   cause_id=causes.of_stop(stop.reason), input=shown_input)) from None
     except _Timeout as timeout:
         if out_of_budget:
             raise Abandon(CheckFailure(exercise, f"{out_of_budget} (while running{where or ' your code'})",
-                                       cause_id=causes.TIMEOUT)) from None
+                                       cause_id=causes.TIMEOUT, input=shown_input)) from None
         within = f"{limit:g} s of CPU time" if timeout.cpu else f"{remote.WALL_FACTOR * limit:g} s on the wall clock"
         raise Abandon(CheckFailure(exercise, f"your code did not finish within {within}{where}: "
-                                             "is there a loop that never ends?", cause_id=causes.TIMEOUT)) from None
+                                             "is there a loop that never ends?", cause_id=causes.TIMEOUT,
+                                   input=shown_input)) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
         raise CheckFailure(exercise, f"your code raised {kind}: {error}{where}", cause=error,
-                           cause_id=_CRASHES.get(kind, causes.CRASH)) from None
+                           cause_id=_CRASHES.get(kind, causes.CRASH), input=shown_input) from None
     if any(now.shape != before.shape or not np.array_equal(now, before, equal_nan=True) for now, before in given):
         raise CheckFailure(exercise, changed_input or f"your code changed an array it was given, in place{where}: "
                                                       "compute new arrays instead of writing into your inputs.",
-                           cause_id=causes.CHANGED_INPUT)
+                           cause_id=causes.CHANGED_INPUT, input=shown_input)
     return result
 
 
@@ -472,7 +484,7 @@ def run_probes(exercise: str, probes) -> None:
             continue
         if probe.otherwise:
             raise CheckFailure(exercise, f"{probe.otherwise[0]}\n{probe.shown}: expected {fmt(probe.expected)}, "
-                                         f"received {fmt(got)}.", cause_id=probe.otherwise[1])
+                                         f"received {fmt(got)}.", cause_id=probe.otherwise[1], input=probe.shown)
         raise wrong_value(exercise, probe.shown, probe.expected, got, probe.slips, probe.tolerance)
 
 
@@ -484,9 +496,9 @@ def wrong_value(exercise: str, shown: str, expected, got, slips=(), tolerance: T
     slip = next((s for s in slips if _matches(got, s.value, tolerance)), None)
     told = f"{shown}: {said} {fmt(expected)}, received {fmt(got)}."
     if slip is not None:
-        return CheckFailure(exercise, f"{slip.why}\n{told}", cause_id=slip.cause)
+        return CheckFailure(exercise, f"{slip.why}\n{told}", cause_id=slip.cause, input=shown)
     return CheckFailure(exercise, told, cause_id=causes.NOT_FINITE if _loses_finiteness(got, expected)
-                        else causes.MISMATCH)
+                        else causes.MISMATCH, input=shown)
 
 
 def _matches(got, value, tolerance: Tolerance) -> bool:

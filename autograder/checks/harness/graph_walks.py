@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from hypothesis import given, strategies as st
 
+from autograder.checks import causes
 from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure
 
 EARLY_NODE = ("a node was processed before all of its consumers had contributed: its rule ran with part of its "
@@ -23,6 +24,15 @@ EVERY_PATH = ("a walk that follows every path runs a shared node once per path, 
 SHARED_IS_NOT_A_CYCLE = ("a node used by several others is reached once along each path, and meeting it again is "
                          "normal: skip it if it is already finished. Only a node that is still in progress (expanded, "
                          "its inputs not all appended yet) closes a cycle; keep that set apart from the visited one.")
+
+
+# The slips of a topological order, in either engine (notebook 2's topological_order, notebook 4's topological_sort).
+NODE_TWICE = causes.declare("walk/node-twice", "a node reached along several paths added once per path (no visited "
+                            "set)")
+NODES_MISSING = causes.declare("walk/nodes-missing", "nodes reachable through the graph's edges left out of the order")
+END_NOT_LAST = causes.declare("walk/end-not-last", "the end node not last: the order reversed, or not ending at it")
+BEFORE_INPUTS = causes.declare("walk/node-before-its-inputs", "a node placed before one it was computed from (not a "
+                               "topological order)")
 
 
 @dataclass(frozen=True)
@@ -49,30 +59,31 @@ def check_order(ex: str, graph, order, end, shown: str, words: Words) -> None:
     """
     n = words.node
     if not isinstance(order, list):
-        raise CheckFailure(ex, f"return a list of {n}s, got {type(order).__name__} ({shown}).")
+        raise CheckFailure(ex, f"return a list of {n}s, got {type(order).__name__} ({shown}).",
+                           cause_id=causes.WRONG_TYPE)
     ids = [id(x) for x in order]
     if len(ids) != len(set(ids)):
         raise CheckFailure(ex, f"a {n} appears more than once in the order ({shown}): keep a set of visited {n}s, so "
-                               "that one reached along several paths is added once.")
+                               "that one reached along several paths is added once.", cause_id=NODE_TWICE)
     reachable = graph.reachable(end)
     needed = {id(x) for x in reachable}
     if not needed <= set(ids):
         raise CheckFailure(ex, f"{len(needed - set(ids))} of the {len(needed)} {n}s reachable through {words.edges} "
-                               f"are missing from the order ({shown}).")
+                               f"are missing from the order ({shown}).", cause_id=NODES_MISSING)
     if set(ids) - needed:
         raise CheckFailure(ex, f"the order holds {len(set(ids) - needed)} item(s) not reachable through "
                                f"{words.edges} ({shown}): follow {words.edges} only, which leaves out plain numbers "
-                               f"and {n}s that need no gradient.")
+                               f"and {n}s that need no gradient.", cause_id=causes.MISMATCH)
     position = {id(x): i for i, x in enumerate(order)}
     if position[id(end)] != len(order) - 1:
         where = "first" if position[id(end)] == 0 else "not last"
         raise CheckFailure(ex, f"{words.end} comes {where} ({shown}): return inputs first and {words.end} last; "
-                               f"{words.walker} walks the list reversed.")
+                               f"{words.walker} walks the list reversed.", cause_id=END_NOT_LAST)
     for x in reachable:
         for child in graph.inputs[id(x)]:
             if position[id(child)] > position[id(x)]:
                 raise CheckFailure(ex, f"a {n} comes before one of its {words.inputs} ({shown}): every {n} must come "
-                                       f"after all the {n}s it was computed from.")
+                                       f"after all the {n}s it was computed from.", cause_id=BEFORE_INPUTS)
 
 
 def check_shared_inputs(judge, graph, leaf, words: Words, ops: str = "+*") -> None:

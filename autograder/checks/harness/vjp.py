@@ -109,7 +109,7 @@ def check_vjp(case: VJPCase) -> np.ndarray:
     numeric = numeric_vjp(case.forward, case.inputs, case.index, case.grad_out, **case.kwargs) if case.smooth else got
     if not close(got, numeric, AGAINST_DIFFERENCES):
         raise CheckFailure(case.ex, f"{shown}, with {_values(case)}: central differences give {fmt(numeric)}, "
-                                    f"received {fmt(got)}.")
+                                    f"received {fmt(got)}.", input=f"{shown}, with {_values(case)}")
     return got
 
 

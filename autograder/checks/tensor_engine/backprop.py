@@ -15,7 +15,7 @@ from autograder.checks.harness.graph_walks import EARLY_NODE, EVERY_PATH
 from autograder.checks.harness.random_programs import TENSOR, programs, torch_run
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
-from autograder.checks.tensor_engine.programs import compare_leaf_grads, grad_array, run_both
+from autograder.checks.tensor_engine.programs import GRAD_ON_NON_LEAF, compare_leaf_grads, grad_array, run_both
 from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt,
                                                    run_probes, wrong_value)
 from autograder.trust.remote import beside
@@ -73,7 +73,8 @@ def _probe_seed_numbers(ex, run, grad, Node):
     if all(g is None or not np.any(g) for g in got):
         raise CheckFailure(ex, f"{shown}: no gradient reached the leaves. Seed the end node's gradient with ones "
                                "(df/df = 1), since every backward function multiplies by it, and walk "
-                               "reversed(topological_sort(end_node)), so the end node is processed first.")
+                               "reversed(topological_sort(end_node)), so the end node is processed first.",
+                           cause_id=NO_SEED)
     want = [np.array([1.0]), np.array([3 * 0 + 2 * math.exp(3.0)]), np.array([math.exp(3.0)])]
     if not all(close(g, w) for g, w in zip(got, want)):
         raise CheckFailure(ex, f"{shown}: expected x.grad, y.grad, z.grad = [1.], [40.1711], [20.0855] (torch agrees), "
@@ -87,7 +88,7 @@ def _probe_data_leaf(ex, run, grad, Node):
     run(d * d, None, shown)
     if grad(data, "x.grad") is not None:
         raise CheckFailure(ex, f"{shown}: x has requires_grad=False, so x.grad must stay None (torch: data gets no "
-                               "gradient). Store gradients only on leaves that require grad.")
+                               "gradient). Store gradients only on leaves that require grad.", cause_id=causes.MISMATCH)
     if not close(grad(w, "w.grad"), [30.0]):
         raise CheckFailure(ex, f"{shown}: expected w.grad = [30.] (2(wx - 1)x = 2·5·3), received {w.grad!r}.")
 
@@ -105,6 +106,19 @@ EARLY = causes.declare("backprop/node-before-its-consumers", "a node's backward 
                        "share had arrived (not a topological order)")
 IGNORES_SEED = causes.declare("backprop/ignores-end-grad", "end_grad, the seed, ignored: the walk started from ones")
 SEED_TWICE = causes.declare("backprop/end-grad-twice", "end_grad, the seed, applied twice")
+NO_SEED = causes.declare("backprop/no-seed", "the end node's gradient not seeded with ones, so nothing reaches the "
+                         "leaves")
+ONES_FOR_NON_SCALAR = causes.declare("backprop/seeds-non-scalar-with-ones", "a non-scalar output without end_grad "
+                                     "seeded with ones instead of refused with RuntimeError")
+SEED_SHAPE = causes.declare("backprop/end-grad-shape-unchecked", "an end_grad of another shape than the end node's "
+                            "accepted (broadcast or reshaped) instead of refused with RuntimeError")
+RESETS_LEAF = causes.declare("backprop/resets-leaf-grad", "each call replacing a leaf's .grad instead of adding to "
+                             "it, as torch does across calls")
+IN_PLACE = causes.declare("backprop/accumulates-in-place", "gradients added with += into an array that another "
+                          "gradient or end_grad shares")
+END_LEAF = causes.declare("backprop/end-leaf-not-seeded", "backprop from a leaf not storing end_grad in its .grad")
+NOTHING_REQUIRES_GRAD = causes.declare("backprop/differentiates-without-grad", "a graph where nothing requires grad "
+                                       "differentiated quietly instead of refused with RuntimeError")
 
 
 def _probe_shared_and_order(ex, run, grad, Node):
@@ -143,14 +157,17 @@ def _probe_leaf_semantics(ex, run, grad, Node):
             why = {"h": "h.retain_grad() was called, so h keeps its gradient like a leaf (check node.retains_grad)",
                    "zero": "zero took part in the loss, so it gets a gradient; that it is 0 does not make it None",
                    "x": "x is a leaf that requires grad"}[name]
-            raise CheckFailure(ex, f"{shown}: {name}.grad is None; {why}. Expected {value}.")
+            raise CheckFailure(ex, f"{shown}: {name}.grad is None; {why}. Expected {value}.",
+                               cause_id=causes.MISMATCH)
         if not close(got, value):
             raise CheckFailure(ex, f"{shown}: expected {name}.grad = {value}, received {fmt(got)}.")
     if unused.grad is not None:
-        raise CheckFailure(ex, f"{shown}: unused.grad should stay None (it took no part), received {unused.grad!r}.")
+        raise CheckFailure(ex, f"{shown}: unused.grad should stay None (it took no part), received {unused.grad!r}.",
+                           cause_id=causes.MISMATCH)
     if half.grad is not None:
         raise CheckFailure(ex, f"{shown}: 0.5 * h is not a leaf and did not retain_grad(), yet its .grad was set. Like "
-                               "torch, keep gradients on leaves only (and on non-leaves that asked to retain them).")
+                               "torch, keep gradients on leaves only (and on non-leaves that asked to retain them).",
+                           cause_id=GRAD_ON_NON_LEAF)
 
 
 def _probe_explicit_seeds(ex, run, grad, Node):
@@ -162,11 +179,12 @@ def _probe_explicit_seeds(ex, run, grad, Node):
     except CheckFailure as failure:
         if not isinstance(failure.cause, RuntimeError):
             raise CheckFailure(ex, f"{shown} should raise RuntimeError('{SCALAR_ONLY}'), as torch does; your code "
-                                   f"raised {type(failure.cause).__name__}: {failure.cause}") from None
+                                   f"raised {type(failure.cause).__name__}: {failure.cause}",
+                               cause_id=ONES_FOR_NON_SCALAR) from None
     else:
         raise CheckFailure(ex, f"{shown} should raise RuntimeError('{SCALAR_ONLY}'), as torch does: without end_grad, "
                                "the seed 1 only makes sense for a one-element output. Seeding with ones silently "
-                               "differentiates y.sum() instead.")
+                               "differentiates y.sum() instead.", cause_id=ONES_FOR_NON_SCALAR)
     shown = "x = [2., 3.]; y = [x0·x1, x0 + x1]; backprop(y, end_grad=Tensor([2., -1.]))"
     x.grad = None
     run(y, Node(np.array([2.0, -1.0])), shown)
@@ -183,7 +201,8 @@ def _probe_explicit_seeds(ex, run, grad, Node):
     run(a * a, Node(2.0), "a = 3; backprop(a * a, end_grad=Tensor(2.))")
     if not close(grad(a, "a.grad"), 12.0):
         raise CheckFailure(ex, f"a = 3; backprop(a * a, end_grad=Tensor(2.)): expected a.grad = 12 (2 · 2a), "
-                               f"received {fmt(grad(a, 'a.grad'))}. A scalar output with an explicit end_grad uses it.")
+                               f"received {fmt(grad(a, 'a.grad'))}. A scalar output with an explicit end_grad uses it.",
+                           cause_id=IGNORES_SEED if close(grad(a, "a.grad"), 6.0) else causes.MISMATCH)
     for seed in (np.array(1.0), np.array([[1.0, 1.0]])):  # one numpy would broadcast, one of the right size
         shown = f"backprop(y of shape (2,), end_grad of shape {seed.shape})"
         try:
@@ -195,10 +214,11 @@ def _probe_explicit_seeds(ex, run, grad, Node):
                 raise CheckFailure(ex, f"{shown} raised "
                                        f"{getattr(failure.cause, 'type_name', type(failure.cause).__name__)}: "
                                        f"{failure.cause}; raise RuntimeError, as the exercise asks and torch does "
-                                       "('Mismatch in shape').") from None
+                                       "('Mismatch in shape').", cause_id=SEED_SHAPE) from None
         else:
             raise CheckFailure(ex, f"{shown} should raise (torch: RuntimeError 'Mismatch in shape'): end_grad must "
-                                   "have exactly the end node's shape; numpy would broadcast or reshape it silently.")
+                                   "have exactly the end node's shape; numpy would broadcast or reshape it silently.",
+                               cause_id=SEED_SHAPE)
 
 
 def _probe_accumulation(ex, run, grad, Node):
@@ -210,7 +230,7 @@ def _probe_accumulation(ex, run, grad, Node):
     if close(first, 4.0) and close(second, 3.0):
         raise CheckFailure(ex, "w = 2: backprop(w * w) then backprop(3 * w) should leave w.grad = 4 + 3 = 7, as torch "
                                "does (which is why training loops call zero_grad()); the second call overwrote "
-                               "it with 3.")
+                               "it with 3.", cause_id=RESETS_LEAF)
     if not (close(first, 4.0) and close(second, 7.0)):
         raise CheckFailure(ex, f"w = 2: backprop(w * w) then backprop(3 * w): expected w.grad 4 then 7, received "
                                f"{fmt(first)} then {fmt(second)}.")
@@ -227,7 +247,7 @@ def _probe_accumulation(ex, run, grad, Node):
         raise CheckFailure(ex, "after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), b.grad "
                                f"or end_grad changed (b.grad = {b.grad!r}, end_grad = {seed!r}). add_back passes its "
                                "gradient through, so a.grad, b.grad and end_grad can share one array: accumulate with "
-                               "a new array (old + new), never in place (+= on an array).")
+                               "a new array (old + new), never in place (+= on an array).", cause_id=IN_PLACE)
     if not close(grad(a, "a.grad"), np.array([4.0, 2.0])):
         raise CheckFailure(ex, f"after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), "
                                f"expected a.grad = [4., 2.], received {a.grad!r}.")
@@ -241,12 +261,12 @@ def _probe_pending_and_end(ex, run, grad, Node):
     if not close(grad(x, "x.grad"), 10.0):
         raise CheckFailure(ex, f"{shown}: expected x.grad = 10, received {fmt(grad(x, 'x.grad'))}. add_back passes its "
                                "array through, so two pending gradients can be one array: add them into a new array "
-                               "(pending = pending + contribution), never with += in place.")
+                               "(pending = pending + contribution), never with += in place.", cause_id=IN_PLACE)
     w = Node(np.array([2.0, 3.0]), requires_grad=True)
     run(w, Node(np.array([1.0, -1.0])), "backprop(w, end_grad=Tensor([1., -1.])) on a leaf w")
     if not close(grad(w, "w.grad"), np.array([1.0, -1.0])):
         raise CheckFailure(ex, "backprop on a leaf that requires grad should store end_grad in its .grad (torch: "
-                               f"w.backward(v) gives w.grad = v); received {w.grad!r}.")
+                               f"w.backward(v) gives w.grad = v); received {w.grad!r}.", cause_id=END_LEAF)
     h = Node(2.0, requires_grad=True) * 3.0
     h.retain_grad()
     run(h * h, None, "h = 3w; h.retain_grad(); backprop(h * h)")
@@ -255,7 +275,7 @@ def _probe_pending_and_end(ex, run, grad, Node):
     if not close(grad(h, "h.grad"), 12.0 + 2.0 + 1.0):
         raise CheckFailure(ex, "a retained non-leaf accumulates like a leaf, and the end node itself gets its seed: "
                                "h = 6 with retain_grad(), backprop(h * h), backprop(2 * h), backprop(h) gives h.grad = "
-                               f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.")
+                               f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.", cause_id=causes.MISMATCH)
 
 
 def _probe_nothing_requires_grad(ex, run, Node):
@@ -269,10 +289,11 @@ def _probe_nothing_requires_grad(ex, run, Node):
             if isinstance(failure.cause, RuntimeError) and not isinstance(failure.cause, RecursionError):
                 continue
             raise CheckFailure(ex, f"{shown} should raise RuntimeError('{NO_GRAD_FN}'), as torch does; your code "
-                                   f"raised {type(failure.cause).__name__}: {failure.cause}") from None
+                                   f"raised {type(failure.cause).__name__}: {failure.cause}",
+                               cause_id=NOTHING_REQUIRES_GRAD) from None
         raise CheckFailure(ex, f"{shown} returned quietly, but nothing in that graph requires grad, so there is "
                                f"nothing to differentiate: raise RuntimeError('{NO_GRAD_FN}'), as torch does, so a "
-                               "forgotten requires_grad=True is noticed.")
+                               "forgotten requires_grad=True is noticed.", cause_id=NOTHING_REQUIRES_GRAD)
 
 
 def _probe_paths(ex, run, grad, Node):
@@ -281,7 +302,7 @@ def _probe_paths(ex, run, grad, Node):
     run(a * -2.0 + a * -3.0, None, "a = x.exp(); y = -2a - 3a")
     if a.backward_calls > 1:
         raise CheckFailure(ex, f"a's backward function ran {a.backward_calls} times in one pass (a = x.exp() feeds two "
-                               f"products): {EVERY_PATH}")
+                               f"products): {EVERY_PATH}", cause_id=causes.MISMATCH)
     share_only = f"x.grad is the share of one product only: {EARLY_NODE}"  # a ran after one of its two consumers
     run_probes(ex, [Probe("a = x.exp(); y = -2a - 3a at x = 0.5; x.grad", lambda: grad(x, "x.grad"),
                           -5 * math.exp(0.5),
@@ -303,6 +324,13 @@ JACOBIAN_CASES = [
 ]
 
 
+FORWARD_MODE = causes.declare("jacobian/one-pass-per-input", "f evaluated once per input (forward mode, or finite "
+                              "differences) where reverse mode needs one pass per output")
+TRANSPOSED = causes.declare("jacobian/transposed", "the Jacobian's transpose: one row per input instead of per output")
+NOT_CLEARED = causes.declare("jacobian/grad-not-cleared", "x.grad not cleared between passes, so each row holds the "
+                             "rows before it")
+
+
 @exercise("jacobian", builds_on=("operators", "backprop"))
 def check_jacobian(jacobian, Tensor) -> None:
     """``jacobian`` against torch on the worked functions, at their stated points then at random ones, then random
@@ -318,10 +346,11 @@ def check_jacobian(jacobian, Tensor) -> None:
     if len(calls) > 2:
         raise CheckFailure(ex, f"jacobian called f {len(calls)} times for an f with 50 inputs and 1 output: reverse "
                                "mode needs one pass per output (seed e_i), not one evaluation per input (that is "
-                               "forward mode, or finite differences).")
+                               "forward mode, or finite differences).", cause_id=FORWARD_MODE)
     if not isinstance(got, np.ndarray) or got.dtype != np.float64:
         raise CheckFailure(ex, f"jacobian should return a float64 ndarray, got {type(got).__name__} "
-                               f"{getattr(got, 'dtype', '')}.")
+                               f"{getattr(got, 'dtype', '')}.",
+                           cause_id=causes.WRONG_DTYPE if isinstance(got, np.ndarray) else causes.WRONG_TYPE)
     for shown, f, x in JACOBIAN_CASES:
         _judge_jacobian(ex, jacobian, Tensor, f"{shown} at x = {fmt(np.array(x))}", f, np.array(x))
 
@@ -348,15 +377,17 @@ def _judge_jacobian(ex, jacobian, Tensor, shown, f, x):
     got = call_learner(ex, jacobian, lambda t: f(t, Tensor), x.copy(), shown_input=shown)
     got = np.asarray(got, dtype=np.float64) if isinstance(got, (np.ndarray, list)) else got
     if not isinstance(got, np.ndarray):
-        raise CheckFailure(ex, f"{shown}: return an ndarray of shape (m, n), got {type(got).__name__}.")
+        raise CheckFailure(ex, f"{shown}: return an ndarray of shape (m, n), got {type(got).__name__}.",
+                           cause_id=causes.WRONG_TYPE)
     if close(got, want):
         return
     if close(got.T, want):
         raise CheckFailure(ex, f"{shown}: rows and columns are swapped. Expected shape {want.shape}, one row per "
-                               "output: row i is the gradient of output i, from the pass seeded with e_i.")
+                               "output: row i is the gradient of output i, from the pass seeded with e_i.",
+                           cause_id=TRANSPOSED)
     if close(got, np.cumsum(want, axis=0)):
         raise CheckFailure(ex, f"{shown}: each row is the sum of all rows so far: x.grad accumulates across "
-                               "passes, so clear it (x.grad = None) before each one.")
+                               "passes, so clear it (x.grad = None) before each one.", cause_id=NOT_CLEARED)
     raise CheckFailure(ex, f"{shown}: expected\n{fmt(want)}\nreceived\n{fmt(got)}")
 
 
@@ -380,7 +411,7 @@ def _check_whole_engine(ex, Tensor):
         leaves, values, want_out, want_grads = run_both(ex, Tensor, program)
         if not close(values[-1].array, want_out):
             raise CheckFailure(ex, f"{whole} computes a different result from torch for the program\n"
-                                   f"  {program.listing}")
+                                   f"  {program.listing}", input=program.listing)
         seed = None if program.seed is None else Tensor(program.seed.copy())
         call_learner(ex, values[-1].backward, seed, shown_input=program.listing)
         try:

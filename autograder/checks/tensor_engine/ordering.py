@@ -2,6 +2,7 @@
 than the recursion limit, random graphs) judged by graph_walks.check_order, and cycles refused with ValueError."""
 from __future__ import annotations
 
+from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.reference import engine as reference_engine
 from autograder.checks.harness.graph_walks import SHARED_IS_NOT_A_CYCLE, TENSOR, check_order, check_shared_inputs
@@ -11,6 +12,10 @@ from autograder.trust.remote import beside
 
 
 CHAIN_LENGTH = 10_000  # deeper than Python's default recursion limit (1,000)
+SHARED_AS_CYCLE = causes.declare("topological_sort/shared-node-as-cycle", "a node reached again along another path "
+                                 "taken for a cycle (one visited set where an in-progress set is needed)")
+CYCLE_MISSED = causes.declare("topological_sort/cycle-not-detected", "a graph with a cycle not refused with "
+                              "ValueError")
 
 
 # ------------------------------------------------------------------------------------------------ topological_sort
@@ -27,7 +32,8 @@ def check_topological_sort(topological_sort, Tensor) -> None:
             order = call_learner(ex, topological_sort, end, shown_input=shown)
         except CheckFailure as failure:
             if isinstance(failure.cause, ValueError):
-                raise CheckFailure(ex, f"{failure.message}\nThat graph has no cycle: {SHARED_IS_NOT_A_CYCLE}") from None
+                raise CheckFailure(ex, f"{failure.told}\nThat graph has no cycle: {SHARED_IS_NOT_A_CYCLE}",
+                                   cause_id=SHARED_AS_CYCLE) from None
             raise
         # backprop only walks the order reversed, which a tuple serves as well as a list: the exercise accepts both
         check_order(ex, g, list(order) if isinstance(order, tuple) else order, end, shown, TENSOR)
@@ -70,11 +76,11 @@ def _expect_cycle_error(ex, topological_sort, c, shown):
             return
         if isinstance(cause, RecursionError):
             raise CheckFailure(ex, f"RecursionError on {shown}: "
-                                   "detect the cycle and raise ValueError instead.") from None
+                                   "detect the cycle and raise ValueError instead.", cause_id=CYCLE_MISSED) from None
         if cause is not None:
             raise CheckFailure(ex, f"on {shown} your code raised {getattr(cause, 'type_name', type(cause).__name__)}: "
                                    f"{cause}. Raise a ValueError that says the graph has a cycle, as the exercise "
-                                   "asks.") from None
+                                   "asks.", cause_id=CYCLE_MISSED) from None
         raise
     raise CheckFailure(ex, f"{shown} returned an order, but none exists: a tensor met again while its own parents are "
-                           "still being visited closes a cycle. Raise ValueError.")
+                           "still being visited closes a cycle. Raise ValueError.", cause_id=CYCLE_MISSED)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.harness.diagnostics import CheckFailure, close
 
@@ -12,17 +13,41 @@ from autograder.checks.harness.diagnostics import CheckFailure, close
 NOT_ANSWERED = "not answered yet: replace each ... with your prediction."
 
 
+# What a wrong guess about each key shows was missed: its cause, by the key of the prediction.
+MISSED = {
+    "predict_leaf_grads": {
+        "x": causes.declare("predict_leaf_grads/leaf-gradient", "a leaf's gradient mispredicted (the chain rule "
+                            "through h)"),
+        "h": causes.declare("predict_leaf_grads/retain-grad", "retain_grad() not seen to keep a non-leaf's gradient"),
+        "zero": causes.declare("predict_leaf_grads/zero-is-not-none", "a gradient of 0 taken for no gradient (None)"),
+        "unused": causes.declare("predict_leaf_grads/unused-leaf-gets-none", "a leaf that took no part expected to "
+                                 "get a gradient"),
+    },
+    "predict_detach_clone": {
+        "original": causes.declare("predict_detach_clone/detach-shares-storage", "detach() taken for a copy, though it "
+                                   "shares the storage"),
+        "snapshot": causes.declare("predict_detach_clone/clone-copies", "clone() taken to share the storage"),
+        "original_grad": causes.declare("predict_detach_clone/clone-stays-in-graph", "clone() taken to leave the graph, "
+                                        "or a detached copy's gradient expected to reach the original"),
+        "isolated_grad": causes.declare("predict_detach_clone/detached-leaf", "a leaf made by detach().clone() "
+                                        ".requires_grad_() mispredicted"),
+    },
+}
+
+
 def _compare_predictions(ex, predicted, actual: dict, reasons: dict):
     if isinstance(predicted, dict) and ... in predicted.values():
-        raise CheckFailure(ex, NOT_ANSWERED)
+        raise CheckFailure(ex, NOT_ANSWERED, cause_id=causes.STUB)
     if not isinstance(predicted, dict) or set(predicted) != set(actual):
-        raise CheckFailure(ex, f"give a dict with exactly the keys {sorted(actual)}, got {predicted!r}.")
+        raise CheckFailure(ex, f"give a dict with exactly the keys {sorted(actual)}, got {predicted!r}.",
+                           cause_id=causes.WRONG_TYPE)
     for key, value in actual.items():
         guess = predicted[key]
         right = guess is None if value is None else (
             guess is not None and not isinstance(guess, (str, bool)) and _number_equal(guess, value))
         if not right:
-            raise CheckFailure(ex, f"{key}: you predicted {guess!r}, torch gives {value!r}. {reasons[key]}")
+            raise CheckFailure(ex, f"{key}: you predicted {guess!r}, torch gives {value!r}. {reasons[key]}",
+                               cause_id=MISSED[ex][key])
 
 
 def _number_equal(guess, value):
@@ -93,13 +118,20 @@ def check_predict_accumulation(predicted_prints) -> None:
     seen.append(w.grad.item())
     reasons = ["d(w²)/dw = 2w = 4.", "backward adds to .grad: 4 + d(3w)/dw = 4 + 3.",
                "after w.grad = None the sum starts again: 3."]
+    missed = [causes.MISMATCH, ACCUMULATES, RESTARTS]
     ex = "predict_accumulation"
     if isinstance(predicted_prints, np.ndarray):
         predicted_prints = predicted_prints.tolist()
     if isinstance(predicted_prints, (list, tuple)) and ... in predicted_prints:
-        raise CheckFailure(ex, NOT_ANSWERED)
+        raise CheckFailure(ex, NOT_ANSWERED, cause_id=causes.STUB)
     if not isinstance(predicted_prints, (list, tuple)) or len(predicted_prints) != 3:
-        raise CheckFailure(ex, f"give a list of the three printed values, got {predicted_prints!r}.")
-    for n, (guess, value, why) in enumerate(zip(predicted_prints, seen, reasons), start=1):
+        raise CheckFailure(ex, f"give a list of the three printed values, got {predicted_prints!r}.",
+                           cause_id=causes.WRONG_TYPE)
+    for n, (guess, value, why, cause) in enumerate(zip(predicted_prints, seen, reasons, missed), start=1):
         if isinstance(guess, (str, bool)) or not _number_equal(guess, value):
-            raise CheckFailure(ex, f"print {n}: you predicted {guess!r}, torch prints {value}. {why}")
+            raise CheckFailure(ex, f"print {n}: you predicted {guess!r}, torch prints {value}. {why}", cause_id=cause)
+
+
+ACCUMULATES = causes.declare("predict_accumulation/grad-accumulates", "a second backward() taken to replace .grad, "
+                             "not to add to it")
+RESTARTS = causes.declare("predict_accumulation/none-restarts", "w.grad = None not seen to start the sum again")

@@ -5,11 +5,31 @@ import numpy as np
 import torch
 from hypothesis import given
 
+from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.harness.random_programs import TENSOR, programs
 from autograder.checks.reference.engine import REFERENCE_RULES
 from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, reference_gradients, run_both
 from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure, call_learner, case_rng, close, fmt
+
+
+FORWARD_GETS_TENSORS = causes.declare("apply_op/forward-given-tensors", "forward called with the Tensors, not their "
+                                      "arrays")
+NOT_RECORDED = causes.declare("apply_op/not-recorded", "a result whose inputs require grad recorded no Recipe (or "
+                              "does not require grad)")
+INPUTS_NOT_KEPT = causes.declare("apply_op/inputs-not-kept", "recipe.inputs not the inputs themselves, in order "
+                                 "(arrays, or numbers wrapped)")
+RECIPE_FIELDS = causes.declare("apply_op/recipe-fields", "recipe.backwards or recipe.kwargs not what apply_op was "
+                               "given, or not of the Recipe's types")
+RECORDS_DATA = causes.declare("apply_op/records-data", "a computation on data alone recorded as a graph")
+KWARGS_LOST = causes.declare("apply_op/kwargs-not-passed", "the keyword arguments not passed to forward or not kept "
+                             "in recipe.kwargs")
+OWN_FLAG = causes.declare("apply_op/grad-mode-not-read", "recording switched by a flag of its own, not "
+                          "GradMode.enabled")
+RECORDS_IN_NO_GRAD = causes.declare("no_grad/records-inside", "apply_op recording inside `with no_grad():`")
+NOT_RESTORED = causes.declare("no_grad/mode-not-restored", "no_grad() not restoring the mode that was on before it "
+                              "(nested blocks, or when the block raises)")
+SWALLOWS = causes.declare("no_grad/swallows-exceptions", "no_grad's __exit__ swallowing the block's exception")
 
 
 @exercise("apply_op")
@@ -20,7 +40,7 @@ def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
     def forward(a, b):
         if isinstance(a, Tensor) or isinstance(b, Tensor):
             raise CheckFailure(ex, "forward received a Tensor: pass it the arrays (x.array), since numpy functions "
-                                   "know nothing about Tensors.")
+                                   "know nothing about Tensors.", cause_id=FORWARD_GETS_TENSORS)
         return np.multiply(a, b)
 
     x, y = Tensor(np.array([1.0, 2.0]), requires_grad=True), Tensor(np.array([3.0, 4.0]))
@@ -28,36 +48,40 @@ def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
     out = call_learner(ex, apply_op, forward, multiply, x, y, shown_input=shown)
     _expect_tensor(ex, Tensor, out, np.array([3.0, 8.0]), shown)
     if not out.requires_grad or out.recipe is None:
-        raise CheckFailure(ex, f"{shown}: the result should require grad and carry a Recipe, since x requires grad.")
+        raise CheckFailure(ex, f"{shown}: the result should require grad and carry a Recipe, since x requires grad.",
+                           cause_id=NOT_RECORDED)
     recipe = out.recipe
     if len(recipe.inputs) != 2 or recipe.inputs[0] is not x or recipe.inputs[1] is not y:
         raise CheckFailure(ex, f"{shown}: recipe.inputs should be the inputs themselves, (x, y), in order (the "
-                               "Tensors, not their arrays: backprop must reach the input tensors).")
+                               "Tensors, not their arrays: backprop must reach the input tensors).",
+                           cause_id=INPUTS_NOT_KEPT)
     if type(recipe.inputs) is not tuple or type(recipe.backwards) is not tuple:
         raise CheckFailure(ex, f"{shown}: recipe.inputs and recipe.backwards should be tuples, as Recipe declares "
                                f"(got {type(recipe.inputs).__name__} and {type(recipe.backwards).__name__}): "
-                               "tuple(...) them.")
+                               "tuple(...) them.", cause_id=RECIPE_FIELDS)
     if tuple(recipe.backwards) != tuple(multiply) or dict(recipe.kwargs) != {}:
         raise CheckFailure(ex, f"{shown}: recipe.backwards should be the backward functions given, in order, and "
                                "recipe.kwargs the keyword arguments ({} here); "
-                               f"got {recipe.backwards!r}, {recipe.kwargs!r}.")
+                               f"got {recipe.backwards!r}, {recipe.kwargs!r}.", cause_id=RECIPE_FIELDS)
     if out.grad is not None:
-        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.")
+        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.", cause_id=causes.MISMATCH)
 
     plain = call_learner(ex, apply_op, np.multiply, multiply, y, 2.0,
                          shown_input="apply_op(..., y, 2.0) with y data only")
     _expect_tensor(ex, Tensor, plain, np.array([6.0, 8.0]), "y * 2.0")
     if plain.requires_grad or plain.recipe is not None:
         raise CheckFailure(ex, "no input requires grad, so nothing should be recorded (requires_grad False, recipe "
-                               "None): torch builds no graph for computations on data alone.")
+                               "None): torch builds no graph for computations on data alone.", cause_id=RECORDS_DATA)
     scaled = call_learner(ex, apply_op, np.multiply, multiply, 2.0, x, shown_input="apply_op(..., 2.0, x)")
     _expect_tensor(ex, Tensor, scaled, np.array([2.0, 4.0]), "2.0 * x")
     if scaled.recipe is None or tuple(scaled.recipe.inputs) != (2.0, x):
-        raise CheckFailure(ex, "2.0 * x should record inputs (2.0, x): plain numbers are inputs too, left as they are.")
+        raise CheckFailure(ex, "2.0 * x should record inputs (2.0, x): plain numbers are inputs too, left as they are.",
+                           cause_id=INPUTS_NOT_KEPT)
 
     def summing(a, dim=None, keepdim=None):
         if keepdim is None:
-            raise CheckFailure(ex, "forward did not receive the keyword arguments: call forward(*arrays, **kwargs).")
+            raise CheckFailure(ex, "forward did not receive the keyword arguments: call forward(*arrays, **kwargs).",
+                               cause_id=KWARGS_LOST)
         return np.sum(a, axis=dim, keepdims=keepdim)
 
     m = Tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
@@ -66,7 +90,7 @@ def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
     _expect_tensor(ex, Tensor, total, np.array([[3.0, 5.0, 7.0]]), shown)
     if total.recipe is None or dict(total.recipe.kwargs) != {"dim": 0, "keepdim": True}:
         raise CheckFailure(ex, f"{shown}: pass the keyword arguments to forward and keep them in recipe.kwargs, so the "
-                               "backward functions receive them too.")
+                               "backward functions receive them too.", cause_id=KWARGS_LOST)
     _check_no_grad(ex, apply_op, no_grad, multiply, x, y)
     _check_grad_mode_is_the_switch(ex, apply_op, no_grad, GradMode, multiply, x, y)
     drawn = case_rng(ex)
@@ -95,7 +119,7 @@ def _check_drawn_call(ex, apply_op, Tensor, drawn):
     def forward(*given, scale):
         if any(isinstance(a, Tensor) for a in given):
             raise CheckFailure(ex, "forward received a Tensor: pass it the arrays (x.array), since numpy functions "
-                                   "know nothing about Tensors.")
+                                   "know nothing about Tensors.", cause_id=FORWARD_GETS_TENSORS)
         return scale * np.prod(np.broadcast_arrays(*given), axis=0)
 
     shown = (f"apply_op(forward, backwards, {', '.join(_describe(x, kind) for x, kind in zip(inputs, kinds))}, "
@@ -104,18 +128,19 @@ def _check_drawn_call(ex, apply_op, Tensor, drawn):
     _expect_tensor(ex, Tensor, out, forward(*arrays, scale=scale), shown)
     if not out.requires_grad or out.recipe is None:
         raise CheckFailure(ex, f"{shown}: the result should require grad and carry a Recipe, since some input "
-                               "requires grad: record when any Tensor among the inputs does, wherever it stands.")
+                               "requires grad: record when any Tensor among the inputs does, wherever it stands.",
+                           cause_id=NOT_RECORDED)
     recipe = out.recipe
     kept = tuple(recipe.inputs)
     if len(kept) != len(inputs) or not all(got is x if kind != "number" else got == x
                                            for got, x, kind in zip(kept, inputs, kinds)):
         raise CheckFailure(ex, f"{shown}: recipe.inputs should be the inputs themselves, in order: Tensors as "
-                               "Tensors, numbers as they are.")
+                               "Tensors, numbers as they are.", cause_id=INPUTS_NOT_KEPT)
     if tuple(recipe.backwards) != backwards or dict(recipe.kwargs) != {"scale": scale}:
         raise CheckFailure(ex, f"{shown}: recipe.backwards should be the backward functions given, in order, and "
-                               "recipe.kwargs the keyword arguments ({'scale': ...}).")
+                               "recipe.kwargs the keyword arguments ({'scale': ...}).", cause_id=RECIPE_FIELDS)
     if out.grad is not None:
-        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.")
+        raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.", cause_id=causes.MISMATCH)
 
 
 def _describe(x, kind) -> str:
@@ -130,7 +155,7 @@ def _check_grad_mode_is_the_switch(ex, apply_op, no_grad, GradMode, rules, x, y)
     if seen != [False] or GradMode.enabled is not True:
         raise CheckFailure(ex, "GradMode.enabled should be False inside `with no_grad():` and True again after it; it "
                                f"was {seen[0] if seen else '?'!r} inside and {GradMode.enabled!r} after. no_grad must "
-                               "switch GradMode.enabled itself, not a flag of its own.")
+                               "switch GradMode.enabled itself, not a flag of its own.", cause_id=OWN_FLAG)
     GradMode.enabled = False
     try:
         out = call_learner(ex, apply_op, np.multiply, rules, x, y, shown_input="GradMode.enabled = False; "
@@ -139,12 +164,13 @@ def _check_grad_mode_is_the_switch(ex, apply_op, no_grad, GradMode, rules, x, y)
         GradMode.enabled = True
     if out.requires_grad or out.recipe is not None:
         raise CheckFailure(ex, "with GradMode.enabled = False, apply_op still recorded: read GradMode.enabled, the "
-                               "switch no_grad() turns, rather than a flag of your own.")
+                               "switch no_grad() turns, rather than a flag of your own.", cause_id=OWN_FLAG)
 
 
 def _expect_tensor(ex, Tensor, out, expected, shown):
     if not isinstance(out, Tensor):
-        raise CheckFailure(ex, f"{shown} returned {type(out).__name__}; return a Tensor wrapping forward's result.")
+        raise CheckFailure(ex, f"{shown} returned {type(out).__name__}; return a Tensor wrapping forward's result.",
+                           cause_id=causes.WRONG_TYPE)
     if not np.array_equal(np.asarray(out.array), expected) or np.asarray(out.array).shape != expected.shape:
         raise CheckFailure(ex, f"{shown}: expected an array {fmt(expected)}, received {fmt(np.asarray(out.array))}.")
 
@@ -158,7 +184,7 @@ def _in_block(ex, no_grad, body, error: BaseException | None = None):
     if call_learner(ex, manager.__exit__, *exc_info, shown_input="leaving `with no_grad():`") and error is not None:
         raise CheckFailure(ex, "an exception raised inside `with no_grad():` was swallowed: no_grad must restore the "
                                "mode and let the exception go on (do not catch it, and do not return True from "
-                               "__exit__).")
+                               "__exit__).", cause_id=SWALLOWS)
     return result
 
 
@@ -170,19 +196,21 @@ def _check_no_grad(ex, apply_op, no_grad, rules, x, y):
     def outer():
         if recorded():
             raise CheckFailure(ex, "inside `with no_grad():` nothing should be recorded: apply_op must read "
-                                   "GradMode.enabled and give results requires_grad=False and no recipe.")
+                                   "GradMode.enabled and give results requires_grad=False and no recipe.",
+                               cause_id=RECORDS_IN_NO_GRAD)
         _in_block(ex, no_grad, lambda: None)
         if recorded():
             raise CheckFailure(ex, "after a nested `with no_grad():` ends, the outer block is still in no-grad mode: "
-                                   "restore the mode that was on before, not True.")
+                                   "restore the mode that was on before, not True.", cause_id=NOT_RESTORED)
 
     _in_block(ex, no_grad, outer)
     if not recorded():
-        raise CheckFailure(ex, "after `with no_grad():` ends, recording must be back on.")
+        raise CheckFailure(ex, "after `with no_grad():` ends, recording must be back on.", cause_id=NOT_RESTORED)
     _in_block(ex, no_grad, lambda: None, error=KeyError("raised inside the block"))
     if not recorded():
         raise CheckFailure(ex, "an exception inside `with no_grad():` left recording off: restore the mode in "
-                               "__exit__ (or in a finally: block), which runs however the block ends.")
+                               "__exit__ (or in a finally: block), which runs however the block ends.",
+                           cause_id=NOT_RESTORED)
 
 
 # ------------------------------------------------------------------------------------------------ operators
@@ -222,7 +250,8 @@ def check_operators(Tensor) -> None:
         out = values[-1]
         if not isinstance(out, Tensor) or not close(out.array, want_out):
             raise CheckFailure(ex, f"the program's result differs from torch:\n  {program.listing}\nexpected "
-                                   f"{fmt(want_out)}, received {fmt(getattr(out, 'array', out))}.")
+                                   f"{fmt(want_out)}, received {fmt(getattr(out, 'array', out))}.",
+                               input=program.listing)
         seed = np.ones(want_out.shape) if program.seed is None else program.seed
         grads = reference_gradients(out, seed)
         for n, (leaf, want) in enumerate(zip(leaves, want_grads)):
@@ -231,9 +260,15 @@ def check_operators(Tensor) -> None:
                 raise CheckFailure(ex, f"the graph your operators record gives v{n} the gradient {fmt(got)}, torch "
                                        f"{fmt(want)}, for the program\n  {program.listing}\nCheck which backward "
                                        "functions each operator records, and that inputs are in the order of "
-                                       "the arguments of forward.")
+                                       "the arguments of forward.", input=program.listing)
 
     random_case()
+
+
+OPERATOR_NOT_RECORDED = causes.declare("operators/not-recorded", "an operator computing its result outside apply_op, "
+                                       "so nothing is recorded")
+BACKWARDS_ORDER = causes.declare("operators/backwards-out-of-order", "backward functions recorded in another order "
+                                 "than their inputs (backwards[i] belongs to inputs[i])")
 
 
 def _swapped_inputs(shown, got, arrays):
@@ -252,14 +287,16 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
     want = fn(*leaves)
     hint = f" ({shown} {note}.)" if note else ""
     if not isinstance(out, Tensor):
-        raise CheckFailure(ex, f"{shown} returned {type(out).__name__}; an operator returns a Tensor (from apply_op).")
+        raise CheckFailure(ex, f"{shown} returned {type(out).__name__}; an operator returns a Tensor (from apply_op).",
+                           cause_id=causes.WRONG_TYPE)
     got = np.asarray(out.array)
     if not close(got, want.detach().numpy()):
         swapped = _swapped_inputs(shown, got, arrays)
-        raise CheckFailure(ex, f"{shown}: expected {fmt(want.detach().numpy())}, received {fmt(got)}.{hint}{swapped}")
+        raise CheckFailure(ex, f"{shown}: expected {fmt(want.detach().numpy())}, received {fmt(got)}.{hint}{swapped}",
+                           cause_id=causes.MISMATCH)
     if not out.requires_grad or out.recipe is None:
         raise CheckFailure(ex, f"{shown} was not recorded (no recipe), though its inputs require grad: build it "
-                               "with apply_op.")
+                               "with apply_op.", cause_id=OPERATOR_NOT_RECORDED)
     seed = np.arange(1.0, want.numel() + 1).reshape(tuple(want.shape))
     want.backward(torch.tensor(seed))
     grads = reference_gradients(out, seed)
@@ -273,4 +310,5 @@ def _check_operator(ex, Tensor, shown, fn, arrays, note):
                      f" That gradient has shape {got.shape}, but {name} has shape {expected.shape}: the backward "
                      "functions are probably in the wrong order (backwards[i] belongs to inputs[i]).")
             raise CheckFailure(ex, f"{shown}: with upstream gradient {fmt(seed)}, the recorded backward functions give "
-                                   f"{name} the gradient {fmt(got)}; torch gives {fmt(expected)}.{hint}{shape}")
+                                   f"{name} the gradient {fmt(got)}; torch gives {fmt(expected)}.{hint}{shape}",
+                               cause_id=BACKWARDS_ORDER if shape else causes.MISMATCH)
