@@ -73,8 +73,10 @@ lint: $(STAMP)
 
 # Both cores for everything but the browser tests, which then drive JupyterLab alone (a loaded machine slows the
 # page, not a verdict: grading limits are in CPU seconds). The slowest tests are listed at the end of the first run.
+# loadgroup hands each worker one test, or one group (tests/conftest.py), at a time: no queue of long tests waits
+# behind one worker while the other is idle.
 test: lint
-	$(BIN)/python -m pytest -m "not browser" -n 2 --durations=15
+	$(BIN)/python -m pytest -m "not browser" -n 2 --dist loadgroup --durations=15
 	$(BIN)/python -m pytest -m browser
 
 # Both cores: nothing here starts a kernel, and the checks' tests are CPU-bound.

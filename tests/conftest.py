@@ -125,6 +125,21 @@ def learner(exercise_id, *answer) -> dict:
 
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (--dist loadgroup, as `make test` runs)
+def pytest_collection_modifyitems(config, items):
+    """Order and group the tests for two xdist workers that take one test at a time: a module whose tests share a
+    fixture wider than a test (a built wheel, a graded class) is one group, run by one worker, so the fixture is
+    made once; and the modules with slow tests come first, so that no long test starts when the other worker has
+    nothing left to run. Within a module the order stays as written."""
+    for item in items:
+        module = item.nodeid.partition("::")[0]
+        if any(d.scope != "function" and d.baseid == module
+               for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(module))
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """Keep each phase's report on the test item, so a fixture's teardown can tell a failed test (test_browser)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import inspect
 import itertools
@@ -166,7 +167,7 @@ def program_cells(recipe: Recipe, exercise: str | None = None) -> list[Cell]:
     Raises:
         ValueError: an edit no longer matches the solution (the check test itself fails the same way).
     """
-    nb = solution_version(nbformat.read(assignments()[recipe.notebook], as_version=4))
+    nb = _solution_notebook(recipe.notebook)
     edits = {k: list(v) for k, v in recipe.edits.items()}
     cells, cut = [], False
     for index, cell in enumerate(nb.cells):
@@ -180,17 +181,32 @@ def program_cells(recipe: Recipe, exercise: str | None = None) -> list[Cell]:
                 if right not in source:
                     raise ValueError(f"edit no longer matches the solution of {meta['grade_id']}: {right!r}")
                 source = source.replace(right, wrong)
-            code, answer, name = python(source), True, meta["grade_id"]
+            code, answer, name = _python(source), True, meta["grade_id"]
         else:
-            code, answer, name = definitions(python(source)), False, f"cell {index + 1}"
+            code, answer, name = _definitions(source), False, f"cell {index + 1}"
         if code and not cut:
             cells.append(Cell(name, code, answer))
     if edits:
         raise ValueError(f"edits for unknown answer cells: {sorted(edits)}")
     added = recipe.extra + (answer_source(recipe.objects, recipe.source) if recipe.objects else "")
     if added.strip():
-        cells.append(Cell("your answer", python(added), answer=True))
+        cells.append(Cell("your answer", _python(added), answer=True))
     return cells
+
+
+# Read and transformed once per test process: every case of a notebook starts from the same cells (the harness
+# builds over 400 programs), and none of these is changed by a caller.
+@functools.lru_cache(maxsize=None)
+def _solution_notebook(notebook: str) -> nbformat.NotebookNode:
+    return solution_version(nbformat.read(assignments()[notebook], as_version=4))
+
+
+_python = functools.lru_cache(maxsize=None)(python)
+
+
+@functools.lru_cache(maxsize=None)
+def _definitions(source: str) -> str:
+    return definitions(python(source))
 
 
 def answer_source(objects: dict, module: types.ModuleType) -> str:

@@ -64,15 +64,24 @@ def headline(message: str) -> str:
     return message.partition("\n")[0]
 
 
+# Verdicts of the trusted grader by exercise and learner program, kept for the test process: a verdict is a function
+# of the two (the cases are drawn from the default seed), so a program that several check tests build (about one
+# case in eight: the solution itself, say), or that the kernel's sample shares with a notebook's run, is judged once.
+JUDGED: dict[tuple, verdicts.Verdict] = {}
+
+
 def trusted(cases: list[Case]) -> dict[str, verdicts.Verdict]:
-    """Each case's verdict from a worker of its own, all forked from one zygote."""
-    found = {}
+    """Each case's verdict from a worker of its own, all forked from one zygote (a program judged before in this
+    process, by this call or an earlier one, takes the verdict it got then)."""
+    keys = {}
     with remote.Zygote() as zygote:
         for case in cases:
-            budget = remote.Budget(remote.SUBMISSION_BUDGET_S, "the checks of this notebook")
-            run = verdicts.Judging(program_cells(case.recipe, case.exercise), {}, {}, zygote, budget)
-            found[case.id] = verdicts.judged(case.exercise, run)
-    return found
+            cells = program_cells(case.recipe, case.exercise)
+            keys[case.id] = key = (case.exercise, tuple((c.name, c.code, c.answer) for c in cells))
+            if key not in JUDGED:
+                budget = remote.Budget(remote.SUBMISSION_BUDGET_S, "the checks of this notebook")
+                JUDGED[key] = verdicts.judged(case.exercise, verdicts.Judging(cells, {}, {}, zygote, budget))
+    return {case.id: JUDGED[keys[case.id]] for case in cases}
 
 
 def disagreements(cases: list[Case], found: dict[str, verdicts.Verdict]) -> list[str]:
@@ -109,6 +118,9 @@ def test_the_catalogue_holds_every_case_of_the_check_tests():
     assert len(found.cases) >= 370  # what the check tests held when the harness was written
 
 
+# The trusted and kernel tests on one xdist worker (`make test` runs --dist loadgroup), in this order, so the kernel's
+# sample finds its trusted verdicts judged already.
+@pytest.mark.xdist_group("parity")
 @pytest.mark.slow  # grades every case of one notebook through the sandboxed workers (half a minute to a minute)
 @pytest.mark.parametrize("notebook", ASSIGNMENTS)
 def test_the_trusted_grader_gives_every_case_the_verdict_the_check_tests_give(notebook):
@@ -188,7 +200,8 @@ def _verdict(cell) -> verdicts.Verdict:
     return verdicts.Verdict("", "all hidden checks passed" in shown, shown)
 
 
-@pytest.mark.slow  # one kernel runs about 30 cases, and the trusted grader the same ones
+@pytest.mark.xdist_group("parity")
+@pytest.mark.slow  # one kernel runs about 30 cases, and the trusted grader the same ones (unless judged already)
 def test_run_check_in_a_kernel_gives_a_sample_the_trusted_verdict_headline_and_cause(tmp_path):
     cases = [c for c in sample() if not _by_design(c)]  # torch is there in a kernel, exit() stops it
     kernel, graded = in_a_kernel(cases, tmp_path), trusted(cases)
