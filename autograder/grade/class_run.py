@@ -14,8 +14,9 @@ autograder.course.configure):
 
 A task that fails (the grading process crashed, ran past its CPU budget or memory, or its Dask worker died) is
 retried once in a fresh process, on another worker when there is one; a second failure is recorded with its reason.
-A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops between submissions; what was recorded stays, and a re-run skips it. Each record is journaled
-(autograder.grade.journal): one killed halfway is removed by the next run and graded again, never trusted.
+A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops between submissions; what was recorded stays, and a re-run skips
+it. Each record is journaled (autograder.grade.journal): one killed halfway is removed by the next run and graded
+again, never trusted.
 """
 from __future__ import annotations
 
