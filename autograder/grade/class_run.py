@@ -47,6 +47,7 @@ from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import STARTED, execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
                                          backstop_s, nbgrader_reason, read_tree)
+from autograder.trust.cputime import descendants
 from autograder.trust.secret import GradingSecretError, course_secret
 
 STOPPED = "not graded: the run was stopped"
@@ -777,8 +778,6 @@ END_WAIT_S = 10  # how long the end of a run waits for the processes it killed t
 
 def _processes_under(roots: list[int]) -> dict[int, str]:
     """PID -> start time of each process of ``roots`` and below them, alive now."""
-    from autograder.trust.cputime import descendants
-
     found = {}
     for pid in [*roots, *(below for root in roots for below in descendants(root))]:
         started = _start_time(pid)

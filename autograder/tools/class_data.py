@@ -16,8 +16,11 @@ from __future__ import annotations
 import csv
 import re
 from collections import defaultdict
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from autograder.grade.journal import CourseLock
 
 UNKNOWN = "unknown"          # a failing verdict whose diagnosis names no cause (graded before causes existed)
 NOT_GRADED = "not-graded"    # every exercise of a submission that could not be graded at all
@@ -169,10 +172,6 @@ def read_class(root: Path, assignments: list[str]) -> ClassReport:
 def _course_lock(path: Path):
     """The class run's lock on the course, for as long as the report reads; none where no class run ever ran (no
     log folder: then no record can be half written, and the report makes nothing)."""
-    from contextlib import nullcontext
-
-    from autograder.grade.journal import CourseLock
-
     return CourseLock(path) if path.parent.is_dir() else nullcontext()
 
 

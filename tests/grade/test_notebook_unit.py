@@ -323,9 +323,9 @@ def test_the_json_report_gives_totals_and_each_exercise_with_passed():
     assert json.loads(report().to_json()) == {
         "notebook": "nb.ipynb", "score": 2.0, "max_score": 5.0,
         "exercises": [{"id": "central_difference", "score": 2.0, "max_score": 2.0, "message": "", "passed": True,
-                       "cause": None},
+                       "cause": None, "input": None},
                       {"id": "f", "score": 0.0, "max_score": 3.0, "message": "expected 1\ngot 2\ncause: mismatch",
-                       "passed": False, "cause": "mismatch"}]}
+                       "passed": False, "cause": "mismatch", "input": None}]}
 
 
 def test_the_table_aligns_exercises_and_indents_the_lines_of_a_diagnosis():
