@@ -408,6 +408,7 @@ class StopRequest:
         # Signal handlers can only be set from the main thread; elsewhere (a test's thread) the signals are not ours.
         self._ours = threading.current_thread() is threading.main_thread()
         self._previous = {}
+        self._terminal = [fd for fd in (1, 2) if os.isatty(fd)]  # now: after a hangup, isatty says False
 
     @property
     def exit_code(self) -> int:
@@ -423,12 +424,24 @@ class StopRequest:
         if self.requested:
             raise KeyboardInterrupt
         self.requested, self.signum = True, signum
+        if signum == signal.SIGHUP:
+            _leave_the_terminal(self._terminal)
         print(f"\nStopping after the submissions being recorded ({signal.Signals(signum).name}); run the same command "
               "again to resume.", file=sys.stderr)
 
     def __exit__(self, *exc):
         for number, previous in self._previous.items():
             signal.signal(number, previous)
+
+
+def _leave_the_terminal(fds: list[int]) -> None:
+    """Point ``fds``, the standard output and error that were a terminal, at /dev/null: after a hangup every write
+    to it fails (EIO), and the failure would end the run wherever it was, in the middle of a record, say (red team
+    6, F1). The run's log files still get every row."""
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    for fd in fds:
+        os.dup2(quiet, fd)
+    os.close(quiet)
 
 
 def _start_shielded(stop: StopRequest, start):

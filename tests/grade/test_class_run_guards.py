@@ -607,3 +607,38 @@ def test_nothing_a_local_clusters_workers_started_outlives_the_run(tmp_path, mon
         assert born is not None
     assert class_run._start_time(pid) != born, "a process a worker started outlived the run"
     assert not list((tmp_path / "tmp").iterdir())
+
+
+HANGUP = """import os, pty, sys, time
+pid, terminal = pty.fork()
+if pid == 0:  # the run, its output on the terminal
+    from autograder.grade.class_run import StopRequest
+    try:
+        with StopRequest() as stop:
+            print("recording", flush=True)
+            while not stop.requested:  # "recording a submission" until the terminal closes
+                time.sleep(0.05)
+            print("a line the run prints after", flush=True)
+            print("summary", file=sys.stderr, flush=True)
+        os.write(int(sys.argv[1]), f"stopped by {stop.signum}".encode())
+    except BaseException as error:
+        os.write(int(sys.argv[1]), f"ended by {error!r}".encode())
+    os._exit(0)
+os.read(terminal, 100)
+os.close(terminal)  # the terminal closes: its session gets SIGHUP
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_run_whose_terminal_closes_stops_cleanly_instead_of_failing_at_its_next_line():
+    """Red team 6, F1: after the hangup, every print to the terminal raised OSError (EIO) wherever the run was."""
+    import signal
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    subprocess.run([sys.executable, "-c", HANGUP, str(write)], pass_fds=[write], timeout=60, check=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    os.close(write)
+    with os.fdopen(read) as said:
+        assert said.read() == f"stopped by {int(signal.SIGHUP)}"
