@@ -38,7 +38,7 @@ def test_full_marks_exit_0_and_json_shape():
     assert set(report) == {"notebook", "score", "max_score", "exercises"}
     assert report["score"] == report["max_score"] == 10
     for exercise in report["exercises"]:
-        assert set(exercise) == {"id", "score", "max_score", "passed", "message", "cause"}
+        assert set(exercise) == {"id", "score", "max_score", "passed", "message", "cause", "input"}
         assert exercise["passed"] and exercise["message"] == "" and exercise["cause"] is None
     assert [e["id"] for e in report["exercises"]] == \
         ["central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"]
