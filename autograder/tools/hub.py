@@ -185,7 +185,7 @@ def _course(hub: Hub) -> None:
     stamp = hub.venv / ".installed"
     for pins in ("requirements.txt", "pyproject.toml", "package-lock.json"):
         if stamp.exists() and (course / pins).read_bytes() == (REPO / pins).read_bytes():
-            os.utime(course / pins, (stamp.stat().st_mtime, stamp.stat().st_mtime))
+            os.utime(course / pins, ns=(stamp.stat().st_mtime_ns,) * 2)  # a float time can round past the stamp's
     _run(["chown", "-R", f"{owner.pw_uid}:{owner.pw_gid}", str(course)])
 
 
