@@ -97,7 +97,7 @@ def check_unbroadcast(unbroadcast) -> None:
             return as_gradient(ex, "unbroadcast", result, original_shape, shown), shown
         except CheckFailure as failure:
             slip = _unbroadcast_shape_slip(result, np.shape(broadcasted), original_shape)
-            raise CheckFailure(ex, failure.message, cause_id=slip) from None
+            raise CheckFailure(ex, failure.told, cause_id=slip, input=failure.input) from None
 
     by_position = ("choose the axes to sum by position — where the original has size 1, or is missing on the left — "
                    "not by looking for sizes that differ or match.")
@@ -126,7 +126,7 @@ def check_unbroadcast(unbroadcast) -> None:
             except CheckFailure as failure:  # a wrong shape or dtype: what the probe asks, first
                 if failure.cause_id not in SHAPE_CAUSES:
                     raise
-                raise CheckFailure(ex, f"{why}\n{failure.message}") from None
+                raise failure.wrapped(why) from None
         return Probe(run_text(broadcasted, shape), call, expected,
                      slips=(Slip(np.full(np.shape(expected), broadcasted.sum()), everything, UB_SUMS_EVERYTHING),))
 
@@ -145,7 +145,7 @@ def check_unbroadcast(unbroadcast) -> None:
         except CheckFailure as failure:  # this input's kind, first: a crash on it is the slip it probes
             if failure.cause_id in (causes.STUB, causes.TIMEOUT, causes.MEMORY, causes.KILLED):
                 raise
-            raise CheckFailure(ex, f"{why}\n{failure.message}") from None
+            raise failure.wrapped(why) from None
     shown = "unbroadcast(array of shape (2, 3), original of shape (4,))"
     try:
         result = call_learner(ex, unbroadcast, np.ones((2, 3)), np.zeros(4), shown_input=shown)

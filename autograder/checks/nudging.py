@@ -268,7 +268,7 @@ def _check_non_float_dtypes_refused(ex, numerical_gradient) -> None:
             if not isinstance(failure.cause, TypeError) or str(bad.dtype) not in str(failure.cause):
                 raise CheckFailure(ex, f"for {article} {bad.dtype} array, raise a TypeError, as the exercise asks, "
                                        f"whose message names the dtype ({bad.dtype}); instead "
-                                       f"{failure.message}", cause_id=causes.MISMATCH) from None
+                                       f"{failure.told}", cause_id=causes.MISMATCH) from None
         else:
             raise CheckFailure(ex, f"{article} {bad.dtype} array was accepted (result {fmt(accepted)}): {why}. Its "
                                    "dtype is not a floating-point one, so raise a TypeError naming the dtype.",

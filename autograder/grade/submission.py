@@ -19,15 +19,22 @@ from pathlib import Path
 # One submission's grading budget, in CPU seconds of its grading process and everything it starts (nbgrader, the
 # sandboxed kernel, the check workers): far above what the sandboxes let learner code use (a notebook's kernel 300 CPU
 # s, its checks 300 in all), so only a fault of the grader's reaches it. The machine's load decides nothing: the wall
-# clock only backs it up, at BACKSTOP_FACTOR times as many seconds, and that says the machine or the grader failed.
+# clock only backs it up (backstop_s), and that says the machine or the grader failed.
 TIMEOUT_S = 1800.0
 BACKSTOP_FACTOR = 4
+# The wall seconds a submission may spend neither computing nor waiting for a CPU (it sleeps or blocks) before its
+# sandboxes stop it, which no load brings on: the kernel's NOTEBOOK_IDLE_S (autograder.course.limits, 300) and the
+# checks' IDLE_FACTOR × SUBMISSION_BUDGET_S (autograder.trust.remote, 3 × 300). Repeated here, a leaf module, and
+# held equal to those by tests/grade/test_submission.py.
+SANDBOXES_IDLE_S = 1200.0
 
 
 def backstop_s(timeout_s: float) -> float:
     """The wall-clock seconds a submission whose CPU budget is ``timeout_s`` may take before the grader gives up on
-    it as the machine's fault (too loaded, or a worker frozen): a grading process then had under a quarter of a core."""
-    return BACKSTOP_FACTOR * timeout_s
+    it as the machine's fault (too loaded, or a worker frozen): a grading process then had under a quarter of a core
+    for its computing, after all the time its sandboxes let learner code sleep, so a sleeper is failed by its
+    sandboxes, as its own fault, first."""
+    return BACKSTOP_FACTOR * timeout_s + SANDBOXES_IDLE_S
 
 
 @dataclass(frozen=True)

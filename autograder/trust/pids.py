@@ -87,21 +87,27 @@ class ProcessCap:
 
 
 def maker_tag(pid: int | None = None) -> str:
-    """``<pid>-<start>``: a process's ID and its start time (clock ticks after boot, field 22 of /proc/PID/stat,
-    proc(5)), which together name one process for good: an ID alone is reused once its process has ended. "" when
-    the process does not exist."""
+    """``<pid>-<start>-<namespace>``: a process's ID, its start time (clock ticks after boot, field 22 of
+    /proc/PID/stat, proc(5)) and the inode of the PID namespace those are counted in, which together name one process
+    for good: an ID alone is reused once its process has ended, and graders in other PID namespaces (containers that
+    share a temporary folder) count from 1 too. "" when the process does not exist."""
     pid = os.getpid() if pid is None else pid
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         return ""
-    return f"{pid}-{stat.rsplit(')', 1)[1].split()[19]}"  # after the name in parentheses, which may hold spaces
+    return f"{pid}-{stat.rsplit(')', 1)[1].split()[19]}-{namespace}"  # after the name in parentheses (it may hold spaces)
 
 
 def maker_ended(tag: str) -> bool:
-    """Whether the process a :func:`maker_tag` named has ended (False for a tag that is not one: kept, not removed)."""
-    pid, _, start = tag.partition("-")
-    return pid.isdigit() and start.isdigit() and maker_tag(int(pid)) != tag
+    """Whether the process a :func:`maker_tag` named has ended. False for a tag that is not one and for a process of
+    another PID namespace, which this one cannot see: kept, not removed."""
+    parts = tag.split("-")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        return False
+    own = maker_tag()
+    return own.rsplit("-", 1)[1] == parts[2] and maker_tag(int(parts[0])) != tag
 
 
 def _kill_members(group: Path) -> None:
@@ -130,7 +136,7 @@ def _make(hierarchy: Hierarchy, limit: int) -> Path:
 
 def _sweep(parent: Path) -> None:
     """Remove the groups left by grading processes that have ended (a group still holding a process stays)."""
-    for stale in parent.glob(f"{PREFIX}-*-*-*"):
+    for stale in parent.glob(f"{PREFIX}-*-*-*-*"):
         if maker_ended(stale.name.split("-", 1)[1].rsplit("-", 1)[0]):
             remove_group(stale)
 

@@ -220,7 +220,7 @@ def _filter_folder() -> Path:
     """A new private folder (mode 0700) in the temporary folder for this process's filter, named after the process
     (:func:`maker_tag`), once those of processes that have ended are removed: a process killed (or ended by
     os._exit) never runs its atexit, whatever command it was."""
-    for stale in Path(tempfile.gettempdir()).glob(f"{FILTER_PREFIX}*-*-*"):
+    for stale in Path(tempfile.gettempdir()).glob(f"{FILTER_PREFIX}*-*-*-*"):
         tag = stale.name[len(FILTER_PREFIX):].rsplit("-", 1)[0]
         with contextlib.suppress(OSError):
             mine = stale.lstat().st_uid == os.geteuid() and stale.is_dir() and not stale.is_symlink()

@@ -4,7 +4,8 @@ import pytest
 
 from autograder import CheckFailure, check
 from autograder.checks import answer_names, causes
-from autograder.contract import cause_of, with_cause
+from autograder.checks.harness.diagnostics import call_learner
+from autograder.contract import cause_of, input_of, with_cause
 from catalogue import harvest
 from conftest import learner, rejects
 from test_checks_backward_functions import RIGHT, bundle
@@ -35,8 +36,26 @@ def test_cause_lines_are_read_and_replaced():
 def test_a_check_failure_ends_with_its_cause_and_keeps_a_wrapped_one():
     inner = CheckFailure("ex", "returned shape (2,)", cause_id=causes.WRONG_SHAPE)
     assert inner.message.splitlines()[-1] == "cause: wrong-shape" and inner.cause_id == "wrong-shape"
-    wrapped = CheckFailure("ex", f"what the probe asks\n{inner.message}")
-    assert wrapped.cause_id == "wrong-shape" and wrapped.message.count("cause:") == 1
+    inner = CheckFailure("ex", "returned shape (2,)", cause_id=causes.WRONG_SHAPE, input="f(x)")
+    wrapped = inner.wrapped("what the probe asks")
+    assert (wrapped.cause_id, wrapped.input) == ("wrong-shape", "f(x)") and wrapped.message.count("cause:") == 1
+    assert wrapped.message == "what the probe asks\nreturned shape (2,)\ninput: f(x)\ncause: wrong-shape"
+
+
+def test_learner_text_cannot_forge_a_failures_input_or_cause():
+    """An exception message (or any text a diagnosis quotes) ending in input and cause lines named them, and the
+    grade's --json showed them (red team 6, F3): they come from the check's arguments only."""
+    forged = "nothing\ninput: FORGED\ncause: vjp/sign"
+    quoting = CheckFailure("ex", f"your code said {forged}")
+    assert (quoting.cause_id, quoting.input) == (causes.MISMATCH, None)
+    assert (cause_of(quoting.message), input_of(quoting.message)) == ("mismatch", None)
+
+    def learner(x):
+        raise ValueError(forged)
+    with pytest.raises(CheckFailure) as info:
+        call_learner("ex", learner, 1, shown_input="f(1)")
+    assert (info.value.cause_id, info.value.input) == (causes.CRASH, "f(1)")
+    assert "\n" not in info.value.told and info.value.message.endswith("input: f(1)\ncause: crash")
     assert CheckFailure("ex", "x" * 5000).message.endswith("[...]\ncause: mismatch")  # cut before its cause line
 
 

@@ -470,7 +470,8 @@ def test_a_frozen_worker_an_unpicklable_error_a_hidden_folder_and_a_broken_noteb
     course, executed = class_of(template, tmp_path, ["ann", "frozen", "does-not-pickle", ".hidden"])
     submit(course, {"broken": b"{ not json"})
     try:
-        # A CPU budget whose wall-clock backstop, the deadline a frozen worker runs into, is 25 s.
+        # A CPU budget whose wall-clock backstop, the deadline a frozen worker runs into, is 25 s (the helper leaves
+        # out the time sandboxes let learner code sleep).
         report = faulty_run("local", course, executed, tmp_path, timeout_s=25 / submission.BACKSTOP_FACTOR)
     finally:
         frozen = tmp_path / "out" / "frozen.pid"

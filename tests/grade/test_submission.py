@@ -315,3 +315,14 @@ def test_a_row_never_attempted_shows_no_points_and_no_time():
 def test_a_row_without_a_note_or_cpu_figure_ends_at_its_time():
     row = Row("cy", "failed", seconds=3.0, attempts=2, assignment=NB)
     assert row.line() == f"{NB:<22} {'cy':<20} failed   {'-':>9}    3.0 s"
+
+
+def test_the_backstop_comes_after_all_the_time_the_sandboxes_let_a_submission_sleep():
+    """With a small --timeout, a submission that sleeps in every cell and check ran past the backstop, and the
+    machine was blamed (red team 6, F4): its sandboxes must stop it first, as its own fault."""
+    from autograder.course.limits import NOTEBOOK_IDLE_S  # imports limits, which a submission's worker never needs
+    from autograder.trust.remote import IDLE_FACTOR, SUBMISSION_BUDGET_S
+
+    assert submission.SANDBOXES_IDLE_S == NOTEBOOK_IDLE_S + IDLE_FACTOR * SUBMISSION_BUDGET_S
+    for timeout_s in (1.0, 60.0, submission.TIMEOUT_S):
+        assert submission.backstop_s(timeout_s) >= submission.BACKSTOP_FACTOR * timeout_s + submission.SANDBOXES_IDLE_S

@@ -42,7 +42,8 @@ def test_a_v2_group_without_the_controller_falls_back_to_rlimit_and_says_why(tmp
 def test_a_v2_group_is_made_below_our_own_capped_and_entered_before_the_program_starts(tmp_path, monkeypatch):
     """A fake v2 hierarchy that makes a group's files as the kernel would; the command's first process writes its
     PID into the group and then becomes the program, keeping that PID."""
-    (tmp_path / f"{pids.PREFIX}-999999999-12345-0badcafe").mkdir()  # left by a grading process that has ended
+    stale = tmp_path / f"{pids.PREFIX}-999999999-12345-{pids.maker_tag().rsplit('-', 1)[1]}-0badcafe"
+    stale.mkdir()  # left by a grading process of this PID namespace that has ended
     made = Path.mkdir
 
     def kernel_mkdir(self, *args, **kwargs):
@@ -55,7 +56,7 @@ def test_a_v2_group_is_made_below_our_own_capped_and_entered_before_the_program_
     assert cap.group.parent == tmp_path and cap.group.name.startswith(f"{pids.PREFIX}-{pids.maker_tag()}-")
     assert (cap.group / "pids.max").read_text() == "17"
     assert cap.environment() == {}
-    assert not (tmp_path / f"{pids.PREFIX}-999999999-12345-0badcafe").exists()
+    assert not stale.exists()
     done = subprocess.run(cap.command([sys.executable, "-c", "import os; print(os.getpid())"]),
                           capture_output=True, text=True, check=True)
     assert (cap.group / "cgroup.procs").read_text().split() == done.stdout.split()
@@ -112,9 +113,26 @@ def test_a_maker_tag_names_one_process_and_says_when_it_has_ended():
     own = pids.maker_tag()
     assert own.startswith(f"{os.getpid()}-") and not pids.maker_ended(own)
     assert pids.maker_ended(ended_process_tag())
-    pid, start = own.split("-")
-    assert pids.maker_ended(f"{pid}-{int(start) + 1}")  # the same ID, reused by a later process: not ours
-    assert not pids.maker_ended("no-tag") and not pids.maker_ended("sandbox")  # not a tag: never removed
+    pid, start, namespace = own.split("-")
+    assert pids.maker_ended(f"{pid}-{int(start) + 1}-{namespace}")  # the same ID, reused by a later process
+    assert not pids.maker_ended(f"{pid}-{int(start) + 1}-{int(namespace) + 1}")  # another namespace's: not seen here
+    assert not pids.maker_ended(f"{pid}-{start}")  # the old two-part tags, and what is not a tag: never removed
+    assert not pids.maker_ended("no-tag") and not pids.maker_ended("sandbox") and not pids.maker_ended("1-2-x")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a new PID namespace needs root")
+def test_a_grader_in_another_pid_namespace_leaves_this_ones_filter_folder(tmp_path, monkeypatch):
+    """Graders in two containers sharing a temporary folder: to the other one, this process's ID is one that has
+    ended (or another process's), and it removed this one's live filter folder (red team 6, F2)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ours = sandbox._filter_folder()
+    other = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                            "from autograder.trust import sandbox; print(sandbox._filter_folder())"],
+                           env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0, other.stderr
+    assert ours.is_dir() and Path(other.stdout.strip()).parent == tmp_path
 
 
 def test_closing_a_cap_ends_what_is_left_of_its_sandbox_before_removing_the_group(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, seed, settings
 from threadpoolctl import threadpool_limits
 
 from autograder.checks import causes
-from autograder.contract import cause_of, input_of, with_cause, with_input
+from autograder.contract import with_cause, with_input
 from autograder.trust import remote
 
 PACKAGE = Path(__file__).resolve().parents[2]  # frames in autograder/ are the checks', not the learner's
@@ -139,20 +139,24 @@ class CheckFailure(AssertionError):
 
     def __init__(self, exercise: str, message: str, cause: BaseException | None = None, cause_id: str | None = None,
                  input: str | None = None):
-        """``cause_id`` (autograder.checks.causes) names the cause; without it, a message that already ends with a
-        cause line (a diagnosis wrapped with more context) keeps that one, and any other is a ``mismatch``. The
-        message then ends with the line ``cause: <id>``, available as ``cause_id``. ``input`` is the failing input
-        (the call as the diagnosis shows it), kept as data on the line before (``input: ...``, ``input``); a
-        wrapped diagnosis keeps its own."""
+        """``cause_id`` (autograder.checks.causes) names the cause (without it, a ``mismatch``); the message then ends
+        with the line ``cause: <id>``, available as ``cause_id``. ``input`` is the failing input (the call as the
+        diagnosis shows it), kept as data on the line before (``input: ...``, ``input``). Both come from these
+        arguments only, never from lines in ``message``, which may quote learner text: a failure that wraps another
+        passes that one's :attr:`told`, ``cause_id`` and ``input`` (:meth:`wrapped`)."""
         self.exercise = exercise
-        self.cause_id = cause_id or cause_of(message) or causes.MISMATCH
-        self.input = " ".join((input or input_of(message) or "").split())[:INPUT_LIMIT] or None
-        body = with_input(with_cause(message, self.cause_id), None).rpartition("\n")[0]
+        self.cause_id = cause_id or causes.MISMATCH
+        self.input = " ".join((input or "").split())[:INPUT_LIMIT] or None
+        body = message.rstrip("\n")
         # A diagnosis quotes learner values; a huge one must not become a huge feedback page.
         body = body if len(body) <= MESSAGE_LIMIT else body[:MESSAGE_LIMIT] + " [...]"
         self.message = with_input(with_cause(body, self.cause_id), self.input)
         self.cause = cause  # the learner's own exception, when the failure is that their code raised
         super().__init__(f"[{exercise}] {self.message}")
+
+    def wrapped(self, context: str, separator: str = "\n") -> "CheckFailure":
+        """This failure, its cause and input kept, with ``context`` before what it told."""
+        return CheckFailure(self.exercise, f"{context}{separator}{self.told}", cause_id=self.cause_id, input=self.input)
 
     @property
     def told(self) -> str:
@@ -294,7 +298,7 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
                                    input=shown_input)) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
-        raise CheckFailure(exercise, f"your code raised {kind}: {error}{where}", cause=error,
+        raise CheckFailure(exercise, f"your code raised {kind}: {quoted(error)}{where}", cause=error,
                            cause_id=_CRASHES.get(kind, causes.CRASH), input=shown_input) from None
     if any(now.shape != before.shape or not np.array_equal(now, before, equal_nan=True) for now, before in given):
         raise CheckFailure(exercise, changed_input or f"your code changed an array it was given, in place{where}: "
@@ -376,6 +380,11 @@ def recursion_limit_kept(exercise: str):
         sys.setrecursionlimit = set_limit
         set_limit(limit)
     verdict()
+
+
+def quoted(error: BaseException) -> str:
+    """A learner's exception text on one line, so it cannot pass for a diagnosis's own input or cause line."""
+    return " ".join(str(error).split())
 
 
 def fmt(value) -> str:

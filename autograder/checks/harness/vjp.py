@@ -126,7 +126,7 @@ def vjp_probe(case: VJPCase, why: str, slips: tuple[Slip, ...] = ()) -> Probe:
             return learner_vjp(case, out, shown)
         except CheckFailure as failure:
             if failure.cause_id in (causes.WRONG_SHAPE, causes.WRONG_DTYPE, causes.WRONG_TYPE):
-                raise CheckFailure(case.ex, f"{why}\n{failure.message}") from None
+                raise failure.wrapped(why) from None
             raise
     return Probe(shown, call, expected, (*slips, *vjp_slips(case, out, expected)), _tolerance(case.inputs))
 

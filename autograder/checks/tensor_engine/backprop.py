@@ -16,7 +16,7 @@ from autograder.checks.harness.random_programs import TENSOR, programs, torch_ru
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
 from autograder.checks.tensor_engine.programs import GRAD_ON_NON_LEAF, compare_leaf_grads, grad_array, run_both
-from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt,
+from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt, quoted,
                                                    run_probes, wrong_value)
 from autograder.trust.remote import beside
 
@@ -179,7 +179,7 @@ def _probe_explicit_seeds(ex, run, grad, Node):
     except CheckFailure as failure:
         if not isinstance(failure.cause, RuntimeError):
             raise CheckFailure(ex, f"{shown} should raise RuntimeError('{SCALAR_ONLY}'), as torch does; your code "
-                                   f"raised {type(failure.cause).__name__}: {failure.cause}",
+                                   f"raised {type(failure.cause).__name__}: {quoted(failure.cause)}",
                                cause_id=ONES_FOR_NON_SCALAR) from None
     else:
         raise CheckFailure(ex, f"{shown} should raise RuntimeError('{SCALAR_ONLY}'), as torch does: without end_grad, "
@@ -289,7 +289,7 @@ def _probe_nothing_requires_grad(ex, run, Node):
             if isinstance(failure.cause, RuntimeError) and not isinstance(failure.cause, RecursionError):
                 continue
             raise CheckFailure(ex, f"{shown} should raise RuntimeError('{NO_GRAD_FN}'), as torch does; your code "
-                                   f"raised {type(failure.cause).__name__}: {failure.cause}",
+                                   f"raised {type(failure.cause).__name__}: {quoted(failure.cause)}",
                                cause_id=NOTHING_REQUIRES_GRAD) from None
         raise CheckFailure(ex, f"{shown} returned quietly, but nothing in that graph requires grad, so there is "
                                f"nothing to differentiate: raise RuntimeError('{NO_GRAD_FN}'), as torch does, so a "
@@ -417,7 +417,7 @@ def _check_whole_engine(ex, Tensor):
         try:
             compare_leaf_grads(ex, Tensor, leaves, values, want_grads, program.listing)
         except CheckFailure as failure:
-            raise CheckFailure(ex, f"{whole}: {failure.message}") from None
+            raise failure.wrapped(whole, ": ") from None
 
     random_case()
 

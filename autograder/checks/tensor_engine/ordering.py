@@ -7,7 +7,7 @@ from autograder.checks.registry import exercise
 from autograder.checks.reference import engine as reference_engine
 from autograder.checks.harness.graph_walks import SHARED_IS_NOT_A_CYCLE, TENSOR, check_order, check_shared_inputs
 from autograder.checks.harness.recorded import RecordedGraph
-from autograder.checks.harness.diagnostics import CheckFailure, call_learner, call_on_deep_graph
+from autograder.checks.harness.diagnostics import CheckFailure, call_learner, call_on_deep_graph, quoted
 from autograder.trust.remote import beside
 
 
@@ -79,7 +79,7 @@ def _expect_cycle_error(ex, topological_sort, c, shown):
                                    "detect the cycle and raise ValueError instead.", cause_id=CYCLE_MISSED) from None
         if cause is not None:
             raise CheckFailure(ex, f"on {shown} your code raised {getattr(cause, 'type_name', type(cause).__name__)}: "
-                                   f"{cause}. Raise a ValueError that says the graph has a cycle, as the exercise "
+                                   f"{quoted(cause)}. Raise a ValueError that says the graph has a cycle, as the exercise "
                                    "asks.", cause_id=CYCLE_MISSED) from None
         raise
     raise CheckFailure(ex, f"{shown} returned an order, but none exists: a tensor met again while its own parents are "
