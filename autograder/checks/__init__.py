@@ -19,7 +19,7 @@ from autograder.trust import remote
 from autograder.contract import TRUSTED_GRADING_ENV
 from autograder.checks import causes
 from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, exercise_ids, has_check, prerequisites  # noqa: F401 (the public API)
-from autograder.checks.harness.diagnostics import Abandon, CheckFailure, kernel_limits, recursion_limit_kept
+from autograder.checks.harness.diagnostics import Abandon, CheckFailure, kernel_limits, quoted, recursion_limit_kept
 from autograder.checks.harness.faults import CourseError, course_fault
 from autograder.checks.harness.traces import left_as_found
 
@@ -168,7 +168,7 @@ def _run(spec: Check, namespace: Mapping) -> None:
         if course_fault(error):  # the check's own bug: said so, with the exercise, and logged where it is graded
             raise CourseError(exercise_id, error) from None
         # an answer of a shape no probe foresaw: still a diagnosis, never hidden frames
-        raise CheckFailure(exercise_id, f"the check could not use your answer ({type(error).__name__}: {error}); "
+        raise CheckFailure(exercise_id, f"the check could not use your answer ({type(error).__name__}: {quoted(error)}); "
                                         "make sure it returns what the exercise asks for.",
                            cause_id=causes.UNUSABLE) from None
 

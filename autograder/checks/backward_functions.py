@@ -82,6 +82,20 @@ def _unbroadcast_shape_slip(result, broadcasted_shape, original_shape) -> str | 
     return None
 
 
+def _own_shape_assert(failure: CheckFailure, broadcasted_shape, original_shape) -> CheckFailure | None:
+    """The learner's own shape assert (the exercise asks for one) failing where only stretched size-1 axes are to be
+    summed: the no-keepdims slip, told as such rather than as a crash; None for any other failure."""
+    if getattr(failure.cause, "type_name", type(failure.cause).__name__) != "AssertionError":
+        return None
+    stretched = any(n == 1 and m != 1 for n, m in zip(original_shape, broadcasted_shape))
+    if len(broadcasted_shape) != len(original_shape) or not stretched:
+        return None
+    return CheckFailure(failure.exercise, f"your own shape assert failed: {original_shape} was stretched to "
+                                          f"{broadcasted_shape}, so sum the stretched axes with keepdims=True, which "
+                                          f"keeps them as size 1.\n{failure.told}", cause_id=UB_NO_KEEPDIMS,
+                        input=failure.input)
+
+
 @exercise("unbroadcast")
 def check_unbroadcast(unbroadcast) -> None:
     ex = "unbroadcast"
@@ -92,12 +106,15 @@ def check_unbroadcast(unbroadcast) -> None:
     def run(broadcasted, original_shape):
         original = np.zeros(original_shape)
         shown = run_text(broadcasted, original_shape)
-        result = call_learner(ex, unbroadcast, np.array(broadcasted), original, shown_input=shown)
+        try:
+            result = call_learner(ex, unbroadcast, np.array(broadcasted), original, shown_input=shown)
+        except CheckFailure as failure:
+            raise _own_shape_assert(failure, np.shape(broadcasted), tuple(original_shape)) or failure from None
         try:
             return as_gradient(ex, "unbroadcast", result, original_shape, shown), shown
         except CheckFailure as failure:
             slip = _unbroadcast_shape_slip(result, np.shape(broadcasted), original_shape)
-            raise CheckFailure(ex, failure.told, cause_id=slip, input=failure.input) from None
+            raise CheckFailure(ex, failure.told, cause_id=slip or failure.cause_id, input=failure.input) from None
 
     by_position = ("choose the axes to sum by position — where the original has size 1, or is missing on the left — "
                    "not by looking for sizes that differ or match.")

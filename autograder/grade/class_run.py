@@ -880,6 +880,9 @@ class Dispatch:
         self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.watched, self.workerless_since = 0.0, None
+        # (assignment, student) -> when first sent; keys of tasks whose worker died under them (KilledWorker).
+        self.first_sent: dict[tuple[str, str], float] = {}
+        self.killed: set[str] = set()
 
     def submit(self, task: Task):
         if self.scattered[task.assignment].status != "finished":  # every worker holding it died: send it again
@@ -890,6 +893,7 @@ class Dispatch:
         others = [w for w in self.client.scheduler_info()["workers"] if w != task.avoid]
         where = {"workers": others, "allow_other_workers": True} if task.avoid and others else {}
         self.count += 1
+        self.first_sent.setdefault((task.assignment, task.student), time.monotonic())
         future = self.client.submit(guarded, self.execute, self.scattered[task.assignment], task,
                                     key=f"{self.name}-{self.count}", **where)
         self.arrived.add(future)
@@ -920,6 +924,12 @@ class Dispatch:
                 task = pending.pop(future)
                 if executed.error and stop.requested:  # most likely the interrupt itself
                     yield task, None, "stopped"
+                elif executed.error and self._never_began(future, task):
+                    resent = replace(task, avoid=executed.worker)  # the same attempt, away from that worker
+                    try:
+                        pending[self.submit(resent)] = resent
+                    except Exception as error:  # no worker to take the snapshot, or the scheduler went away
+                        yield from self._lost([resent], f"{type(error).__name__}: {error}")
                 elif executed.error and task.attempt == 1:
                     yield task, executed, "retrying"
                     retry = replace(task, attempt=2, avoid=executed.worker)
@@ -946,7 +956,17 @@ class Dispatch:
         while settle and {f for f in pending if f.done()} - {f for f, _ in arrived} and time.monotonic() < give_up:
             time.sleep(POLL_S)
             arrived += [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]
+        self.killed |= {future.key for future, result in arrived if _killed_worker(result)}
         return [(future, _result(result, pending[future])) for future, result in arrived]
+
+    def _never_began(self, future, task: Task) -> bool:
+        """Whether a task's worker died (or was removed) under it before its grading process started, within the
+        deadline and START_S of its first sending: then it is sent again as the same attempt. A scheduler removes
+        a frozen worker after WORKER_TTL and, allowed no failures, fails the tasks queued on it too, which had never
+        run (one worker, frozen, then its replacement: a submission failed twice without being graded once)."""
+        waited = time.monotonic() - self.first_sent.get((task.assignment, task.student), time.monotonic())
+        return (future.key in self.killed and future.key not in self._announced()
+                and waited <= self.deadline_s + START_S)
 
     def watch(self, pending) -> tuple[str | None, list[tuple[object, str]]]:
         """(why the cluster is lost, or None; [(future, worker)] of the tasks running past their deadline)."""
@@ -1093,6 +1113,14 @@ GRADEBOOK_LOCKED = ("not graded: the gradebook was locked by another program (nb
 
 def _locked(course) -> str:
     return unusable_gradebook(course.db_url, sqlite3.OperationalError(LOCKED))
+
+
+def _killed_worker(result) -> bool:
+    """Whether what as_completed handed back is Dask's KilledWorker: the worker running the task died or was removed."""
+    from distributed import KilledWorker  # distributed is imported only where a cluster is used
+
+    error = result[1] if isinstance(result, tuple) else result
+    return isinstance(error, KilledWorker)
 
 
 def _result(result, task: Task) -> Executed:

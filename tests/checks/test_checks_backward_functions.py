@@ -366,6 +366,22 @@ def test_expand_back_rejects_slips_with_their_messages(wrong, phrases):
     rejects("expand_back", solution({"expand_back": [(RIGHT_EXPAND, wrong)]}), *phrases)
 
 
+def test_unbroadcast_without_keepdims_that_fails_its_own_shape_assert_is_told_the_slip():
+    """The exercise asks for an assert on the result's shape; the solution's own assert then fired first, and the
+    no-keepdims slip was told as a crash (issue 24)."""
+    edits = {"unbroadcast": [("result.sum(axis=stretched, keepdims=True)", "result.sum(axis=stretched)")]}
+    rejects("unbroadcast", solution(edits), "your own shape assert failed", "keepdims=True",
+            "cause: unbroadcast/no-keepdims")
+
+
+def raises_an_assertion_of_its_own(broadcasted, original):
+    raise AssertionError("not a shape assert")
+
+
+def test_an_assertion_where_no_axis_was_stretched_stays_a_crash():
+    rejects("unbroadcast", learner("unbroadcast", raises_an_assertion_of_its_own), "AssertionError", "cause: crash")
+
+
 def test_expand_back_earns_nothing_while_unbroadcast_fails():
     """The page says so: the check runs unbroadcast's check first (builds_on)."""
     edits = {"unbroadcast": [("result.sum(axis=stretched, keepdims=True)", "result.sum(axis=stretched)")]}

@@ -10,6 +10,7 @@ import sqlite3
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -251,6 +252,85 @@ def test_a_stalled_tasks_worker_is_removed_before_the_task_is_cancelled(monkeypa
 
     dispatch_on(client, [0.0], monkeypatch)._give_up(Stalled("frozen"), "tls://stuck")
     assert order == [("removed", "tls://stuck"), ("cancelled", "frozen")]
+
+
+class Resubmitting(StandInClient):
+    """A client whose tasks end as scripted per student, in turn: Dask's KilledWorker, or an Executed. A task whose
+    student is in ``began`` has its STARTED event logged when it is sent."""
+
+    def __init__(self, script: dict[str, list], began: set[str]):
+        super().__init__()
+        self.script, self.began, self.sent = script, began, []
+
+    def submit(self, function, execute, snapshot, task, key, **where):
+        self.sent.append((task.student, task.attempt, where.get("workers")))
+        if task.student in self.began:
+            self.events.append((0.0, key))
+        return StandInFuture(key), self.script[task.student].pop(0)
+
+
+class Arrivals:
+    """as_completed's stand-in: each future's scripted result arrives as soon as it is sent."""
+
+    def __init__(self):
+        self.waiting = []
+
+    def add(self, sent):
+        self.waiting.append(sent)
+
+    def next_batch(self, block):
+        batch, self.waiting = self.waiting, []
+        return batch
+
+
+def test_a_task_whose_worker_died_before_it_began_is_sent_again_as_the_same_attempt(monkeypatch):
+    """One worker, frozen with a running and b queued, then its replacement frozen too: the scheduler removed each
+    after its worker-ttl and, allowed no failures, failed b both times, so b was recorded failed without ever
+    having been graded (issue 29, G1). Only a task whose grading process started spends an attempt so."""
+    from distributed import KilledWorker
+
+    def killed():
+        return KilledWorker("key", SimpleNamespace(address="tls://stuck"), allowed_failures=0)
+
+    def graded(student):
+        return Executed(student, {NB: "{}"}, "", 1.0, "tls://healthy")
+
+    client = Resubmitting({"a": [killed(), graded("a")], "b": [killed(), killed(), graded("b")]}, began={"a"})
+    dispatch = dispatch_on(client, [0.0], monkeypatch)
+    monkeypatch.setattr(class_run.Dispatch, "submit", lambda self, task: submitted(self, task))
+
+    def submitted(self, task):  # Dispatch.submit's bookkeeping, on the stand-ins
+        self.first_sent.setdefault((task.assignment, task.student), class_run.time.monotonic())
+        self.count += 1
+        future, result = client.submit(None, None, None, task, key=f"k{self.count}",
+                                       **({"workers": [task.avoid]} if task.avoid else {}))
+        self.arrived.add((future, result))
+        return future
+
+    dispatch.arrived, dispatch.name, dispatch.count = Arrivals(), "grade", 0
+    dispatch.first_sent, dispatch.killed = {}, set()
+    stop = class_run.StopRequest.__new__(class_run.StopRequest)
+    stop.requested = False
+    said = [(task.student, task.attempt, what) for task, _, what in
+            dispatch.outcomes([Task("a", {}, assignment=NB), Task("b", {}, assignment=NB)], stop)]
+    assert said == [("a", 1, "retrying"), ("a", 2, "done"), ("b", 1, "done")], said
+    assert [(student, attempt) for student, attempt, _ in client.sent] == [("a", 1), ("b", 1), ("a", 2), ("b", 1),
+                                                                          ("b", 1)], client.sent
+
+
+def test_a_task_sent_again_so_spends_its_attempt_once_its_deadline_and_start_allowance_have_passed(monkeypatch):
+    """Workers that keep dying before a task begins do not keep it waiting for ever."""
+    from distributed import KilledWorker
+
+    clock = [0.0]
+    dispatch = dispatch_on(StandInClient(), clock, monkeypatch)
+    dispatch.first_sent, dispatch.killed = {(NB, "b"): 0.0}, {"k1"}
+    task = Task("b", {}, assignment=NB)
+    assert dispatch._never_began(StandInFuture("k1"), task)
+    assert not dispatch._never_began(StandInFuture("k2"), task)  # it failed some other way: an attempt
+    clock[0] = dispatch.deadline_s + class_run.START_S + 1
+    assert not dispatch._never_began(StandInFuture("k1"), task)
+    assert class_run._killed_worker(KilledWorker("k1", "tls://stuck", 0)) and not class_run._killed_worker(ValueError())
 
 
 # ------------------------------------------------------------------------------------------ F10, F4, F3, F9: refusals

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from autograder.checks import causes
-from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, CheckFailure,
+from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, CheckFailure, quoted,
                                                    Probe, Slip, call_learner, close, fmt, wrong_value)
 from autograder.checks.harness.oracles import central_differences
 
@@ -266,7 +266,7 @@ def shape_error(case: VJPCase, error: ValueError) -> str:
     shape the result must have. ``case.grad_out`` must be set."""
     names = ["x", "y"][:len(case.inputs)]
     shapes = ", ".join(f"{n} {np.shape(v)}" for n, v in zip(names, case.inputs))
-    told = (f"{case.name} raised ValueError ({error}). The shapes it was given: grad_out {np.shape(case.grad_out)} "
+    told = (f"{case.name} raised ValueError ({quoted(error)}). The shapes it was given: grad_out {np.shape(case.grad_out)} "
             f"(the output's), {shapes}; it must return an array of {names[case.index]}'s shape "
             f"{np.shape(case.inputs[case.index])}.")
     if case.forward is torch.matmul:
