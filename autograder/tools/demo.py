@@ -7,12 +7,14 @@ which is wiped at each run.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
@@ -25,15 +27,27 @@ from autograder.trust import sandbox
 
 COURSE = REPO / "build" / "demo-course"
 
-# One realistic mistake per assignment: the answer cell's grade_id and the edits that turn its solution wrong.
+class Mistake(NamedTuple):
+    """A realistic mistake: the answer cell's grade_id, the edits that turn its solution wrong, and the cause its
+    check names (autograder.checks.causes), which the demo's report must show for it."""
+    grade_id: str
+    edits: list[tuple[str, str]]
+    cause: str
+
+
+# One realistic mistake per assignment.
 MISTAKES = {
-    "01_nudging": ("central_difference", [("(f(x + h) - f(x - h)) / (2 * h)", "(f(x + h) - f(x)) / h")]),
-    "02_scalar_engine": ("value_node", [("self.grad += other.data * out.grad", "self.grad = other.data * out.grad"),
-                                        ("other.grad += self.data * out.grad", "other.grad = self.data * out.grad")]),
-    "03_backward_functions": ("unbroadcast", [("result.sum(axis=stretched, keepdims=True)", "result.sum(axis=stretched)")]),
-    "04_tensor_engine": ("backprop", [("grads[id(x)] = grads[id(x)] + contribution if id(x) in grads else contribution",
-                                       "grads[id(x)] = contribution")]),
-    "05_modules_mnist": ("training", [("        optimizer.zero_grad()\n", "")]),
+    "01_nudging": Mistake("central_difference", [("(f(x + h) - f(x - h)) / (2 * h)", "(f(x + h) - f(x)) / h")],
+                          "central_difference/forward-difference"),
+    "02_scalar_engine": Mistake("value_node", [("self.grad += other.data * out.grad", "self.grad = other.data * out.grad"),
+                                               ("other.grad += self.data * out.grad", "other.grad = self.data * out.grad")],
+                                "value_node/overwrites-shared"),
+    "03_backward_functions": Mistake("unbroadcast", [("result.sum(axis=stretched, keepdims=True)",
+                                                      "result.sum(axis=stretched)")], "unbroadcast/no-keepdims"),
+    "04_tensor_engine": Mistake("backprop", [("grads[id(x)] = grads[id(x)] + contribution if id(x) in grads else "
+                                              "contribution", "grads[id(x)] = contribution")],
+                                "backprop/overwrites-instead-of-accumulating"),
+    "05_modules_mnist": Mistake("training", [("        optimizer.zero_grad()\n", "")], "training/no-zero-grad"),
 }
 
 
@@ -75,7 +89,7 @@ def submissions(name: str, course: Path = COURSE) -> dict[str, nbformat.Notebook
     """The demo class's notebooks for one assignment, by student id (after generate_assignment in ``course``)."""
     solved = solution_version(nbformat.read(assignments()[name], as_version=4))
     mistaken = nbformat.from_dict(solved)
-    grade_id, edits = MISTAKES[name]
+    grade_id, edits, _ = MISTAKES[name]
     for cell in mistaken.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
             for right, wrong in edits:
@@ -111,6 +125,18 @@ def trained_accuracy(name: str = "05_modules_mnist", student: str = "full-marks"
     printed = "".join(out.get("text", "") for cell in graded.cells for out in cell.get("outputs", []))
     found = [line for line in printed.splitlines() if line.startswith("test accuracy after")]
     return found[-1] if found else "no accuracy was printed: the training cell did not finish"
+
+
+def unlike_the_catalogue(report: dict) -> list[str]:
+    """Where the class report (its report.json) does not show the "mistake" student's exercise under its Mistake's
+    cause, one line each; [] when every mistake is where the catalogue says."""
+    told = {s["assignment"]: s["exercises"] for s in report["submissions"] if s["student"] == "mistake"}
+    wrong = []
+    for name, (grade_id, _, cause) in MISTAKES.items():
+        shown = told.get(name, {}).get(grade_id, {}).get("cause", "no row")
+        if shown != cause:
+            wrong.append(f"!!! {name}: the mistake in {grade_id} should be under {cause}; the report shows {shown}")
+    return wrong
 
 
 def run(*args: str) -> None:
@@ -175,9 +201,13 @@ def main() -> int:
             print(f"      feedback: {feedback}")
     step("What the class got wrong (python -m autograder report --course build/demo-course)")
     report(COURSE, [], COURSE / "report")
+    misnamed = unlike_the_catalogue(json.loads((COURSE / "report" / "report.json").read_text()))
+    for line in misnamed or [f"every mistake is under its catalogued cause: "
+                             f"{', '.join(m.cause for m in MISTAKES.values())}"]:
+        print(f"   {line}")
     step("MNIST on the course's own engine (the full-marks student's notebook 5, as nbgrader ran it)")
     print(f"   {trained_accuracy()}")
     print(f"\nDemo finished in {time.monotonic() - started:.0f} s.")
     if skipped:
         print(f"\n{skipped}")
-    return 0
+    return 1 if misnamed else 0

@@ -136,11 +136,20 @@ def test_generated_folders_cover_every_assignment(folder):
     assert {p.parent.name for p in (REPO / folder).glob("*/*.ipynb")} == set(assignments())
 
 
-def test_demo_has_a_realistic_mistake_that_still_applies(assignment):
+def test_demo_has_a_realistic_mistake_that_still_applies_and_is_named_by_its_catalogued_cause(assignment):
+    """The demo's report must show each mistake under the cause it lists (demo.Mistake.cause): its check names it."""
+    from autograder import CheckFailure, check
+    from autograder.checks import causes
     from autograder.tools.demo import MISTAKES
-    grade_id, edits = MISTAKES[assignment]
+    from autograder.tools.solutions import solution_namespace
+
+    grade_id, edits, cause = MISTAKES[assignment]
     cells = [c for c in source_nb(assignment).cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
     assert len(cells) == 1 and all(right in cells[0].source for right, _ in edits)
+    assert causes.known(cause) and not cause.startswith(("builds-on:", "mismatch")), cause
+    with pytest.raises(CheckFailure) as told:
+        check(grade_id, solution_namespace(assignment, {grade_id: edits}), quiet=True)
+    assert told.value.cause_id == cause, told.value.message
 
 
 def test_notebook_5_carries_notebook_4s_solution_engine_verbatim():

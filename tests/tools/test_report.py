@@ -28,8 +28,7 @@ from autograder.trust.verdicts import VERIFIED
 from conftest import REPO
 
 NB1, NB2 = "01_nudging", "02_scalar_engine"
-FORWARD = "central_difference/forward-difference"
-OVERWRITES = "value_node/overwrites-shared"
+FORWARD, OVERWRITES = MISTAKES[NB1].cause, MISTAKES[NB2].cause  # the demo's mistakes of these two
 # A learner's own numerical_gradient, and a classmate's copy of it with other names: what the report must flag.
 OWN = '''def numerical_gradient(f, x, h=1e-5):
     flat_input = np.array(x, dtype=float).ravel()
@@ -62,7 +61,7 @@ def edited(nb, grade_id: str, change) -> nbformat.NotebookNode:
 
 def mistaken(name: str) -> nbformat.NotebookNode:
     """The demo's realistic mistake of an assignment, in its solution."""
-    grade_id, edits = MISTAKES[name]
+    grade_id, edits, _ = MISTAKES[name]
 
     def apply(text):
         for right, wrong in edits:
@@ -422,3 +421,20 @@ def test_learner_text_in_the_csv_files_is_never_a_spreadsheet_formula(tmp_path):
     assert [r["input"] for r in rows] == ["'" + forged, "x = -1.5"]
     cells = [c for name in ("results.csv", "causes.csv") for r in csv.reader(open(tmp_path / name)) for c in r]
     assert not any(c.startswith(("=", "+", "@")) for c in cells)
+
+
+def test_the_demo_says_where_its_report_shows_a_mistake_under_another_cause_than_the_catalogues():
+    from autograder.tools.demo import unlike_the_catalogue
+
+    def told(cause_of_mistake):
+        return {"submissions": [
+            {"student": "full-marks", "assignment": name, "exercises": {m.grade_id: {"cause": None}}}
+            for name, m in MISTAKES.items()] + [
+            {"student": "mistake", "assignment": name, "exercises": {m.grade_id: {"cause": cause_of_mistake(m)}}}
+            for name, m in MISTAKES.items()]}
+
+    assert unlike_the_catalogue(told(lambda m: m.cause)) == []
+    crashed = unlike_the_catalogue(told(lambda m: "crash" if m.grade_id == "unbroadcast" else m.cause))
+    assert crashed == ["!!! 03_backward_functions: the mistake in unbroadcast should be under unbroadcast/no-keepdims; "
+                       "the report shows crash"]
+    assert len(unlike_the_catalogue({"submissions": []})) == len(MISTAKES)  # nobody graded: every one says no row

@@ -500,7 +500,7 @@ def test_a_realistic_mistake_gets_the_same_diagnosis_in_the_worker_as_in_process
     from autograder.tools.solutions import solution_namespace
     from autograder.tools.demo import MISTAKES
 
-    grade_id, edits = MISTAKES[assignment]
+    grade_id, edits, _ = MISTAKES[assignment]
     namespace = solution_namespace(assignment, {grade_id: edits})
     with pytest.raises(CheckFailure) as local:
         check(grade_id, namespace, quiet=True)
