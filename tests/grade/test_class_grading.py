@@ -404,10 +404,14 @@ def test_a_small_class_graded_in_parallel_matches_serial_nbgrader_cell_by_cell(t
     assert (parallel / class_run.LOGS / NB / "attacker.log").is_file()
 
 
+KILL_POINTS = 12  # each costs a killed run and its repairing rerun, about 10 s
+
+
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel
 def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clean_runs_gradebook(template, tmp_path):
-    """SIGKILL at each of up to 24 points spread over the recording window (every file written or removed and every
-    gradebook write, tests/grade/kill_recording.py); a rerun must end where a run never killed ends, cell by cell."""
+    """SIGKILL at each of up to KILL_POINTS points spread evenly over the recording window (of its every file written
+    or removed and every gradebook write, tests/grade/kill_recording.py; the first and the last included); a rerun
+    must end where a run never killed ends, cell by cell."""
     course, executed = class_of(template, tmp_path, ["ann", "bob"])
     submit(course, {"broken": b"{ not json"})  # its record, a failure scoring 0, is written first
     for student in ("ann", "bob", "broken"):  # nbgrader stores the submission's time: the same in every copy
@@ -416,7 +420,7 @@ def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clea
     (tmp_path / "runs").mkdir()
     (tmp_path / "tmp").mkdir()
     done = subprocess.run(["unshare", "--net", sys.executable, str(Path(__file__).with_name("kill_recording.py")),
-                           str(course), str(tmp_path / "executed.pkl"), str(tmp_path / "runs"), "24"],
+                           str(course), str(tmp_path / "executed.pkl"), str(tmp_path / "runs"), str(KILL_POINTS)],
                           capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": tmp_path / "tmp"})
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "runs" / "report.json").read_text())
@@ -424,7 +428,8 @@ def test_a_run_killed_anywhere_while_recording_is_repaired_by_the_next_to_a_clea
     assert clean["first"] > 20 and len(clean["notebooks"]) == 2, clean  # a window with many points, two records
     assert '["broken", "", "", "submission"]' in clean["cells"]  # the failed one has its row too
     assert {value[0] for key, value in clean["cells"].items() if "grade" in key} >= {"2.0"}, clean["cells"]
-    assert len(report) == min(24, clean["first"]) and all(run["first"] == -signal.SIGKILL for run in report.values())
+    assert len(report) == min(KILL_POINTS, clean["first"])
+    assert all(run["first"] == -signal.SIGKILL for run in report.values())
     for point, run in report.items():
         assert run["cells"] == clean["cells"], (point, differences(clean["cells"], run["cells"]))
         assert run["notebooks"] == clean["notebooks"], point
