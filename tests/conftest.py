@@ -91,8 +91,9 @@ def rejects(exercise_id, namespace, *phrases):
 
 def traces(namespace) -> dict:
     """What a check run in a learner's kernel could leave behind for the cells after it: the recursion limit, numpy's
-    error state, both random states, running threads, and the plain class attributes (switches such as
-    GradMode.enabled, counters) of the classes the notebook defined."""
+    error state, both random states, running threads, the garbage collector's frozen objects, and the plain class
+    attributes (switches such as GradMode.enabled, counters) of the classes the notebook defined."""
+    import gc
     import random
     import threading
 
@@ -102,6 +103,7 @@ def traces(namespace) -> dict:
     own = [v for v in namespace.values() if isinstance(v, type) and v.__module__ == namespace.get("__name__")]
     return {"recursion limit": sys.getrecursionlimit(), "numpy errors": np.geterr(), "random": random.getstate(),
             "np.random": (kind, keys.tobytes(), position, gauss, cached), "threads": threading.active_count(),
+            "frozen for the collector": gc.get_freeze_count(),
             "classes": {f"{cls.__qualname__}.{name}": value for cls in own for name, value in vars(cls).items()
                         if type(value) in (bool, int, float, str, type(None)) and not name.startswith("__")}}
 

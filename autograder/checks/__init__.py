@@ -19,7 +19,8 @@ from autograder.trust import remote
 from autograder.contract import TRUSTED_GRADING_ENV
 from autograder.checks import causes
 from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, exercise_ids, has_check, prerequisites  # noqa: F401 (the public API)
-from autograder.checks.harness.diagnostics import Abandon, CheckFailure, kernel_limits, quoted, recursion_limit_kept
+from autograder.checks.harness.diagnostics import (Abandon, CheckFailure, heap_frozen, kernel_limits, quoted,
+                                                   recursion_limit_kept)
 from autograder.checks.harness.faults import CourseError, course_fault
 from autograder.checks.harness.traces import left_as_found
 
@@ -60,7 +61,7 @@ def check(exercise_id: str, namespace: Mapping, quiet: bool = False,
     if skipped_in_kernel(exercise_id):
         print(f"{exercise_id}: checked outside this kernel.")  # nbgrader autograde: TrustedVerdicts decides
         return
-    with kernel_limits():  # the exercises it builds on share its limits, as they share its worker when grading
+    with kernel_limits(), heap_frozen():  # the exercises it builds on share its limits, as they share its worker
         if settled is not None:  # a grading run: its own verdicts only, nothing this process remembers
             _verify(exercise_id, namespace, settled)
         elif (exercise_id, _cell_run()) != _passed_last:  # a hidden block, then run_check, in one cell: once is enough

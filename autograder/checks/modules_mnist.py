@@ -23,6 +23,7 @@ from hypothesis import given, strategies as st
 from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.reference import modules as reference_modules
+from autograder.checks.harness.oracles import backward_with_seed
 from autograder.checks.harness.diagnostics import (AGAINST_TORCH, FEW_RANDOM_CASES, SAME_ARITHMETIC, CheckFailure, Probe,
                                                    Slip, Tolerance, call_learner, case_rng, close, fmt, run_probes)
 from autograder.trust.remote import beside
@@ -369,7 +370,7 @@ def _compare_with_torch_linear(ex, Tensor, layer, shown, x, seed):
         raise CheckFailure(ex, f"{shown} on x of shape {x.shape} should equal x @ weight.T + bias = torch's F.linear "
                                f"with the same weights, shape {seed.shape}; got "
                                f"{fmt(np.asarray(getattr(out, 'array', out)))}.")
-    want.backward(torch.tensor(seed))
+    backward_with_seed(want, seed)
     call_learner(ex, out.backward, Tensor(seed), shown_input=f"{shown}(x).backward(seed)")
     pairs = [("weight", layer.weight, w), ("input", xt, xtorch)] + ([("bias", layer.bias, b)] if b is not None else [])
     for name, mine, theirs in pairs:
@@ -452,7 +453,7 @@ def _check_network(ex, Sequential, ReLU, Linear, Tensor, layers, x, seed):
     h, params = torch.tensor(x), iter(weights)
     for layer in flat:
         h = torch.relu(h) if isinstance(layer, str) else torch.nn.functional.linear(h, next(params), next(params))
-    h.backward(torch.tensor(seed))
+    backward_with_seed(h, seed)
     for p, t in zip(expected, weights):
         if p.grad is None or not close(p.grad.array, t.grad.numpy(), AGAINST_TORCH):
             raise CheckFailure(ex, f"the parameters' gradients after model(x).backward(seed) for {shown} differ from "
@@ -488,7 +489,7 @@ def _spelled(layers) -> str:
 def _torch_cross_entropy(logits, labels, seed):
     z = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
     loss = torch.nn.functional.cross_entropy(z, torch.tensor(labels), reduction="none")
-    loss.backward(torch.tensor(seed, dtype=torch.float64))
+    backward_with_seed(loss, seed)
     return loss.detach().numpy(), z.grad.numpy()
 
 
@@ -630,13 +631,24 @@ def check_sgd(SGD, Parameter, Tensor) -> None:
                       f"SGD({len(starts)} parameters of shapes {[s.shape for s in starts]}, lr={lr!r}): ")
 
 
+def _torch_sgd_step(params: list, lr: float) -> None:
+    """What ``torch.optim.SGD(params, lr=lr).step()`` does (no momentum, no weight decay; a parameter whose .grad is
+    None is left out), by the functional SGD that the optimizer's step calls (torch/optim/sgd.py): the optimizer's
+    constructor imports torch._dynamo, over 1 CPU s on a learner's first SGD check (make bench-checks)."""
+    from torch.optim.sgd import sgd  # its module only, not torch.optim.SGD's construction
+
+    live = [t for t in params if t.grad is not None]
+    with torch.no_grad():
+        sgd(live, [t.grad for t in live], [None] * len(live), weight_decay=0.0, momentum=0.0, lr=lr, dampening=0.0,
+            nesterov=False, maximize=False)
+
+
 def _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, rng, idle, setup):
     """One step per entry of ``idle`` (the parameters whose .grad is None in that step) with gradients drawn from
     ``rng``, each compared with torch.optim.SGD's; ``setup`` opens every diagnosis. Returns (optimizer, params)."""
     mine = [Parameter(s.copy()) for s in starts]
     theirs = [torch.tensor(s, requires_grad=True) for s in starts]
     optimizer = call_learner(ex, SGD, mine, lr=lr, shown_input=f"SGD(params, lr={lr!r})")
-    reference = torch.optim.SGD(theirs, lr=lr)
     for step, resting in enumerate(idle):
         grads = [rng.normal(size=s.shape) for s in starts]
         for n, (p, t, g) in enumerate(zip(mine, theirs, grads)):
@@ -646,7 +658,7 @@ def _steps_like_torch(ex, SGD, Parameter, Tensor, starts, lr, rng, idle, setup):
         # p.detach() shares p's array (notebook 4's engine): it sees the step only if the array itself is updated
         sharing = [call_learner(ex, p.detach, shown_input="p.detach()") for p in mine]
         call_learner(ex, optimizer.step, shown_input=f"{setup}step {step + 1}: optimizer.step()")
-        reference.step()
+        _torch_sgd_step(theirs, lr)
         if all(np.array_equal(b, p.array) for b, p in zip(before, mine)):
             changed = any(p.grad is not None and not np.array_equal(p.grad.array, g) for p, g in zip(mine, grads))
             why = (" The update went into .grad: subtract lr * grad from p.array." if changed else

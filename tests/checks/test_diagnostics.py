@@ -183,3 +183,29 @@ def test_a_grading_run_checks_again_whatever_passed_before_in_the_same_cell_run(
         ("return (f(x + h) - f(x - h)) / (2 * h)", "return (f(x + h) - f(x)) / h")]})
     with pytest.raises(CheckFailure):
         checks.check("central_difference", forward, quiet=True, settled={})
+
+
+def test_a_check_keeps_the_heap_out_of_the_collectors_scans_only_while_it_runs():
+    import gc
+    import weakref
+
+    class Cyclic:
+        pass
+
+    assert gc.get_freeze_count() == 0
+    with diagnostics.heap_frozen():
+        assert gc.get_freeze_count() > 0
+        cycle = Cyclic()
+        cycle.itself, made = cycle, weakref.ref(cycle)
+        del cycle
+        gc.collect()  # garbage made during the check is still collected
+        assert made() is None
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # frozen by something else: left to it
+    try:
+        frozen = gc.get_freeze_count()
+        with diagnostics.heap_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

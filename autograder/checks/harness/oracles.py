@@ -32,3 +32,21 @@ def torch_gradients(fn: Callable[..., torch.Tensor], *inputs) -> list[np.ndarray
         raise ValueError(f"oracle function must return one number, got shape {tuple(out.shape)}")
     grads = torch.autograd.grad(out.reshape(()), leaves, allow_unused=True)
     return [np.zeros(leaf.shape) if g is None else g.detach().numpy() for leaf, g in zip(leaves, grads)]
+
+
+def backward_with_seed(out: torch.Tensor, seed) -> None:
+    """``out.backward(seed)``: the vector–Jacobian product seedᵀ·J accumulated into the leaves' ``.grad``, as the
+    backward of ``(out * seed).sum()``, which hands the leaves the very same numbers (the sum's backward gives ones,
+    the product's ones · seed = seed, exactly). Called with a gradient tensor, torch's backward imports its symbolic
+    shapes (sympy) the first time: about 0.5 CPU s of a learner's first check of a kernel (make bench-checks).
+
+    Args:
+        out: a float tensor in a graph. seed: numbers of ``out``'s shape, taken as ``out``'s dtype.
+
+    Raises:
+        ValueError: ``seed``'s shape is not ``out``'s (``backward`` raises RuntimeError; a product would broadcast).
+    """
+    seed = torch.as_tensor(np.asarray(seed), dtype=out.dtype)
+    if seed.shape != out.shape:
+        raise ValueError(f"a seed of shape {tuple(seed.shape)} for an output of shape {tuple(out.shape)}")
+    (out * seed).sum().backward()

@@ -16,6 +16,7 @@ import torch
 from hypothesis import strategies as st
 
 from autograder.checks.harness.diagnostics import fmt
+from autograder.checks.harness.oracles import backward_with_seed
 
 CONSTANTS = [-2.0, 0.5, 3.0]
 ARITHMETIC = ["+", "-", "*", "/"]                # two nodes
@@ -136,7 +137,7 @@ def torch_run(program: Program):
     """The program's output and leaf gradients (None where torch leaves .grad unset), by torch.autograd in float64."""
     leaves = [torch.tensor(v, dtype=torch.float64, requires_grad=rg) for v, rg in program.leaves]
     out = program.replay(leaves)[-1]
-    out.backward(None if program.seed is None else torch.tensor(program.seed))
+    out.backward() if program.seed is None else backward_with_seed(out, program.seed)
     return out.detach().numpy(), [None if leaf.grad is None else leaf.grad.numpy() for leaf in leaves]
 
 
