@@ -880,9 +880,9 @@ class Dispatch:
         self.started: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.watched, self.workerless_since = 0.0, None
-        # (assignment, student) -> when first sent; keys of tasks whose worker died under them (KilledWorker).
+        # (assignment, student) -> when first sent; keys of tasks Dask itself ended (_ended_by_dask).
         self.first_sent: dict[tuple[str, str], float] = {}
-        self.killed: set[str] = set()
+        self.ended_by_dask: set[str] = set()
 
     def submit(self, task: Task):
         if self.scattered[task.assignment].status != "finished":  # every worker holding it died: send it again
@@ -956,16 +956,17 @@ class Dispatch:
         while settle and {f for f in pending if f.done()} - {f for f, _ in arrived} and time.monotonic() < give_up:
             time.sleep(POLL_S)
             arrived += [(f, r) for f, r in self.arrived.next_batch(block=False) if f in pending]
-        self.killed |= {future.key for future, result in arrived if _killed_worker(result)}
+        self.ended_by_dask |= {future.key for future, result in arrived if _ended_by_dask(result)}
         return [(future, _result(result, pending[future])) for future, result in arrived]
 
     def _never_began(self, future, task: Task) -> bool:
-        """Whether a task's worker died (or was removed) under it before its grading process started, within the
-        deadline and START_S of its first sending: then it is sent again as the same attempt. A scheduler removes
-        a frozen worker after WORKER_TTL and, allowed no failures, fails the tasks queued on it too, which had never
-        run (one worker, frozen, then its replacement: a submission failed twice without being graded once)."""
+        """Whether Dask ended a task (_ended_by_dask) before its grading process started, within the deadline and
+        START_S of its first sending: then it is sent again as the same attempt. A scheduler removes a frozen
+        worker after WORKER_TTL and, allowed no failures, fails the tasks queued on it too, which had never run (one
+        worker, frozen, then its replacement: a submission failed twice without being graded once); removing the
+        only worker that held the snapshot cancels every task waiting for it."""
         waited = time.monotonic() - self.first_sent.get((task.assignment, task.student), time.monotonic())
-        return (future.key in self.killed and future.key not in self._announced()
+        return (future.key in self.ended_by_dask and future.key not in self._announced()
                 and waited <= self.deadline_s + START_S)
 
     def watch(self, pending) -> tuple[str | None, list[tuple[object, str]]]:
@@ -1115,12 +1116,16 @@ def _locked(course) -> str:
     return unusable_gradebook(course.db_url, sqlite3.OperationalError(LOCKED))
 
 
-def _killed_worker(result) -> bool:
-    """Whether what as_completed handed back is Dask's KilledWorker: the worker running the task died or was removed."""
+def _ended_by_dask(result) -> bool:
+    """Whether what as_completed handed back says Dask ended the task, not the task itself: KilledWorker (the
+    worker running it died or was removed) or a cancellation (an input it waited for was lost with its holder).
+    The run's own cancellations never come here: it stops watching a future before it cancels it."""
+    from concurrent.futures import CancelledError  # Dask's FutureCancelledError is one
+
     from distributed import KilledWorker  # distributed is imported only where a cluster is used
 
     error = result[1] if isinstance(result, tuple) else result
-    return isinstance(error, KilledWorker)
+    return isinstance(error, (KilledWorker, CancelledError))
 
 
 def _result(result, task: Task) -> Executed:

@@ -3,7 +3,8 @@
 ``python faulty_workers.py MODE COURSE EXECUTED OUT TIMEOUT``; each task hands back the pickled execution in EXECUTED
 instead of grading, unless the student's name says otherwise (Faulty):
 
-- ``local``: a local cluster of two worker processes, the run's own.
+- ``local``: a local cluster of one worker process, the run's own: what waits behind a frozen worker waits for its
+  replacement, and the snapshot the tasks need is lost with the only worker that held it.
 - ``lost``: a scheduler started here, first alone (the run must refuse to start), then with one worker; the task of
   ``bob-ends-cluster`` kills the scheduler.
 
@@ -61,7 +62,7 @@ def main(mode: str, course: Path, executed_path: Path, out: Path, timeout_s: flo
     started = time.monotonic()
     with open(said, "w") as printed:
         if mode == "local":
-            rows = class_run.grade_class(course, "01_nudging", workers=2, timeout_s=timeout_s, execute=fault,
+            rows = class_run.grade_class(course, "01_nudging", workers=1, timeout_s=timeout_s, execute=fault,
                                          out=printed)
         else:
             rows = lost(course, fault, out, timeout_s, printed, report)

@@ -469,10 +469,12 @@ def gradebook_export(course: Path) -> dict[str, str]:
 @pytest.mark.slow  # the template fixture runs a real submission in a kernel; a local cluster of processes
 def test_a_frozen_worker_an_unpicklable_error_a_hidden_folder_and_a_broken_notebook_each_end_with_a_row(template,
                                                                                                      tmp_path):
-    """One run on the run's own local cluster: a worker stopped by SIGSTOP is given up on at the deadline and its
-    submission graded elsewhere; an exception Dask cannot send back fails its submission instead of hanging the run;
-    a student folder whose name starts with a dot is graded; an unreadable notebook scores 0 in the gradebook."""
-    course, executed = class_of(template, tmp_path, ["ann", "frozen", "does-not-pickle", ".hidden"])
+    """One run on the run's own local cluster of one worker: a worker stopped by SIGSTOP is given up on at the
+    deadline and its submission graded on the replacement, and what waited behind it (cancelled by Dask with the
+    snapshot that only worker held) is graded there as its first attempt; an exception Dask cannot send back fails
+    its submission instead of hanging the run; a student folder whose name starts with a dot is graded; an
+    unreadable notebook scores 0 in the gradebook."""
+    course, executed = class_of(template, tmp_path, ["ann", "frozen", "does-not-pickle", ".hidden", "gus", "hal"])
     submit(course, {"broken": b"{ not json"})
     try:
         # A CPU budget whose wall-clock backstop, the deadline a frozen worker runs into, is 25 s (the helper leaves
@@ -485,6 +487,7 @@ def test_a_frozen_worker_an_unpicklable_error_a_hidden_folder_and_a_broken_noteb
     rows, said = report["rows"], report["said"]
     assert rows["ann"][:2] == rows[".hidden"][:2] == ["graded", 10.0], rows
     assert rows["frozen"][0] == "graded" and rows["frozen"][3] == 2, rows["frozen"]
+    assert rows["gus"] == rows["hal"] == ["graded", 10.0, "", 1], rows
     assert re.search(r"frozen: no result within 25 s from its Dask worker tls://\S+ \(frozen, cut off, or the machine "
                      r"too loaded\); stopped: grade it again \(not the submission's fault\)", said), said
     assert rows["does-not-pickle"][0] == "failed" and rows["does-not-pickle"][3] == 2, rows["does-not-pickle"]
@@ -493,7 +496,7 @@ def test_a_frozen_worker_an_unpicklable_error_a_hidden_folder_and_a_broken_noteb
     assert rows["broken"][0] == "failed" and "not a readable notebook" in rows["broken"][2], rows["broken"]
     assert report["seconds"] < 150, report["seconds"]  # about 10 s to start, the 25 s deadline, the rest quick
     assert gradebook_export(course) == {"ann": "10.0", ".hidden": "10.0", "frozen": "10.0", "does-not-pickle": "0.0",
-                                        "broken": "0.0"}
+                                        "broken": "0.0", "gus": "10.0", "hal": "10.0"}
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", COURSE_ID) as gradebook:

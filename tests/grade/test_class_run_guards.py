@@ -308,7 +308,7 @@ def test_a_task_whose_worker_died_before_it_began_is_sent_again_as_the_same_atte
         return future
 
     dispatch.arrived, dispatch.name, dispatch.count = Arrivals(), "grade", 0
-    dispatch.first_sent, dispatch.killed = {}, set()
+    dispatch.first_sent, dispatch.ended_by_dask = {}, set()
     stop = class_run.StopRequest.__new__(class_run.StopRequest)
     stop.requested = False
     said = [(task.student, task.attempt, what) for task, _, what in
@@ -321,16 +321,19 @@ def test_a_task_whose_worker_died_before_it_began_is_sent_again_as_the_same_atte
 def test_a_task_sent_again_so_spends_its_attempt_once_its_deadline_and_start_allowance_have_passed(monkeypatch):
     """Workers that keep dying before a task begins do not keep it waiting for ever."""
     from distributed import KilledWorker
+    from distributed.client import FutureCancelledError
 
     clock = [0.0]
     dispatch = dispatch_on(StandInClient(), clock, monkeypatch)
-    dispatch.first_sent, dispatch.killed = {(NB, "b"): 0.0}, {"k1"}
+    dispatch.first_sent, dispatch.ended_by_dask = {(NB, "b"): 0.0}, {"k1"}
     task = Task("b", {}, assignment=NB)
     assert dispatch._never_began(StandInFuture("k1"), task)
     assert not dispatch._never_began(StandInFuture("k2"), task)  # it failed some other way: an attempt
     clock[0] = dispatch.deadline_s + class_run.START_S + 1
     assert not dispatch._never_began(StandInFuture("k1"), task)
-    assert class_run._killed_worker(KilledWorker("k1", "tls://stuck", 0)) and not class_run._killed_worker(ValueError())
+    assert class_run._ended_by_dask(KilledWorker("k1", "tls://stuck", 0))
+    assert class_run._ended_by_dask(FutureCancelledError("k1", reason="already forgotten"))
+    assert not class_run._ended_by_dask(ValueError()) and not class_run._ended_by_dask(Executed("b", {}, "", 1.0, ""))
 
 
 # ------------------------------------------------------------------------------------------ F10, F4, F3, F9: refusals
