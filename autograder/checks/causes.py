@@ -51,6 +51,7 @@ TIMEOUT = declare("timeout", "the learner's code ran past its CPU-time (or wall-
 MEMORY = declare("memory", "the learner's code ran out of memory")
 RECURSION = declare("recursion", "a recursive walk hit Python's recursion limit, or the code raised that limit")
 KILLED = declare("killed", "the learner's code ended or killed the process that runs it")
+LEFT_RUNNING = declare("left-running", "the learner's code left a thread or process running after it returned")
 WRONG_SHAPE = declare("wrong-shape", "a result of the wrong shape (or not an array where one is asked for)")
 WRONG_DTYPE = declare("wrong-dtype", "a result of the wrong dtype: integers, float32 or another type")
 WRONG_TYPE = declare("wrong-type", "a result of the wrong kind: None, text, a torch tensor, another class")
@@ -65,7 +66,7 @@ STDERR = declare("stderr", "the test cell wrote to stderr, which nbgrader scores
 VISIBLE_TEST = declare("visible-test", "a visible assert of the test cell failed in the notebook's kernel")
 
 _STOPPED = ((MEMORY, ("out of memory",)), (RECURSION, ("segmentation fault", "recursion")),
-            (KILLED, ("killed by signal", "ended the process", "not an answer")),
+            (KILLED, ("killed by signal", "ended the process", "not an answer")), (LEFT_RUNNING, ("still running when",)),
             (TIMEOUT, ("did not finish", "CPU time", "took more than", "stopped answering", "neither computing")))
 
 

@@ -25,7 +25,8 @@ from autograder.checks.registry import exercise
 from autograder.checks.reference import modules as reference_modules
 from autograder.checks.harness.oracles import backward_with_seed
 from autograder.checks.harness.diagnostics import (AGAINST_TORCH, FEW_RANDOM_CASES, SAME_ARITHMETIC, CheckFailure, Probe,
-                                                   Slip, Tolerance, call_learner, case_rng, close, fmt, run_probes)
+                                                   Slip, Tolerance, call_learner, case_rng, close, fmt, quoted,
+                                                   run_probes)
 from autograder.trust.remote import beside
 
 # A 784-64-10 network trained 3 epochs (batch 32, lr 0.1) on the 4,000 training digits of the offline sample reaches
@@ -248,7 +249,7 @@ def _check_zero_grad(ex: str, zero_grad, params, Tensor, shown: str) -> None:
         if isinstance(failure.cause, (AttributeError, TypeError)) and "NoneType" in str(failure.cause):
             raise CheckFailure(ex, f"{shown} crashed on a parameter that has no gradient yet (its .grad is None, as "
                                    "after creation or after the last zero_grad): set .grad = None rather than "
-                                   f"writing zeros into it ({failure.cause}).", cause_id=ZERO_GRAD_ZEROS) from None
+                                   f"writing zeros into it ({quoted(failure.cause)}).", cause_id=ZERO_GRAD_ZEROS) from None
         raise
     for p in params:
         p.grad = Tensor(np.ones(p.shape))

@@ -23,6 +23,7 @@ import dataclasses
 import math
 import os
 import re
+import resource
 import signal
 import socket
 import struct
@@ -55,6 +56,10 @@ IDLE_FACTOR = 3
 # wall clock (1/30 of a core for a whole limit: at load 19 on 2 cores a sandbox gets about 1/10) fails the grading,
 # never the code (Overloaded).
 OVERLOAD_FACTOR = 30
+# What a callback may add to this process's address space: learner code chooses its arguments, and a (6000, 1) and
+# a (1, 6000) array, 96 KB sent, broadcast to 288 MB here (red team 7); a (30000, 1) pair would take the host's memory.
+# The largest a check's own callback needs is a few MB (a batch through the reference model).
+CALLBACK_MEMORY_BYTES = 1 << 30
 # The in-kernel harness's own wall-clock backstop for a learner's JupyterLab, where no sandbox is measured
 # (autograder/checks/harness/diagnostics.py).
 WALL_FACTOR = 6
@@ -91,6 +96,12 @@ def limit_raises() -> int:
 def in_use() -> bool:
     """Whether checks are running against a worker now (then the worker's deadlines time learner code)."""
     return _OPEN_WORKERS > 0
+
+
+# Why a worker may say it stopped, by the code it sends: the sentences are the grader's own. Learner code shares the
+# worker's process and can send any frame, so a reason in its words would be a diagnosis (and a cause) it wrote.
+STOP_REASONS = {"threads": "your code started a thread (or process) that was still running when it returned; an "
+                           "exercise must not leave any"}
 
 
 class Stopped(BaseException):
@@ -607,7 +618,7 @@ class Worker:
                 global _LIMIT_RAISES
                 _LIMIT_RAISES += 1
             if "stopped" in frame:
-                raise self._stop(str(frame["stopped"])[:500])
+                raise self._stop(STOP_REASONS[frame["stopped"]])  # KeyError, TypeError: not an answer
             if "error" not in frame:
                 return self._outcome(message["op"], frame["ok"], call_args)
             failure = self._exception(frame["error"])  # raised below, where it is not taken for a broken answer
@@ -656,7 +667,9 @@ class Worker:
             fn = self._codec.callbacks[int(frame["target"])]
             args = [self._codec.decode(a) for a in wire.fields(frame.get("args", []))]
             kwargs = self._codec.decode(frame.get("kwargs", {"__dict__": []}))
-            return {"reply": frame["id"], "ok": self._codec.encode(fn(*args, **kwargs))}
+            with memory_headroom(CALLBACK_MEMORY_BYTES):
+                result = self._codec.encode(fn(*args, **kwargs))
+            return {"reply": frame["id"], "ok": result}
         except (Stopped, ProtocolError):
             raise
         except Exception as error:  # the trusted function rejected the learner's input: an answer, like any other
@@ -669,9 +682,12 @@ class Worker:
         if type(error) is not dict:
             raise ProtocolError("an error that is not an object")
         kind, message = str(error.get("type", "Exception"))[:80], str(error.get("message", ""))[:MESSAGE_LIMIT]
+        if not kind.isidentifier():  # a learner's class may name itself anything: "R\ninput: FORGED", say
+            kind = "Exception"
         exception = MAPPED_ERRORS[kind](message) if error.get("builtin") and kind in MAPPED_ERRORS \
             else LearnerError(kind, message)
-        exception.raised_in = str(error.get("raised_in", ""))[:80]  # where in the worker: no frames cross over
+        raised_in = str(error.get("raised_in", ""))[:80]  # where in the worker: no frames cross over
+        exception.raised_in = raised_in if re.fullmatch(r"[\w.<>]*", raised_in) else ""  # a qualified name, or none
         return exception
 
     # -- frames ------------------------------------------------------------------------------------------------
@@ -785,6 +801,26 @@ class Worker:
                     "code kill processes?")
         return (f"your code ended the process that runs it (exit code {code}): do not call exit(), sys.exit(), "
                 "os._exit() or kill processes in an exercise.")
+
+
+@contextlib.contextmanager
+def memory_headroom(extra_bytes: int):
+    """At most ``extra_bytes`` more address space for this process until the block ends (RLIMIT_AS's soft limit,
+    lowered, then put back): past it an allocation raises MemoryError. Within a block already bounded more tightly
+    (a callback nested in another), the outer bound stands."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        cap = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") + extra_bytes
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def call_method(value, name: str, *args):

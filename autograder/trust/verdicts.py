@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from autograder.checks import causes, check, has_check
-from autograder.checks.harness.diagnostics import CheckFailure, case_seed
+from autograder.checks.harness.diagnostics import CheckFailure, case_seed, quoted
 from autograder.checks.harness.faults import CourseError
 from autograder.trust import remote
 from autograder.contract import exercise_id, nbgrader_meta, with_cause
@@ -303,7 +303,7 @@ def load(worker: remote.Worker, cells: list[Cell]) -> tuple[list[str], str | Non
             pass  # an exercise not done yet: its check says so
         except Exception as error:
             if cell.answer:  # a given cell failing here (an import of the blocked torch, say) is not the learner's
-                problems.append(f"{cell.name} raised {getattr(error, 'type_name', type(error).__name__)}: {error}")
+                problems.append(f"{cell.name} raised {getattr(error, 'type_name', type(error).__name__)}: {quoted(error)}")
     return problems, None
 
 

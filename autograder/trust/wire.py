@@ -49,13 +49,14 @@ Messages
           the builtin of that name (an ImportError subclass counts as ImportError), the exception's last line
           when it is not builtin (300), and the function it was raised in (80). On the trusted side a builtin type
           in MAPPED_ERRORS is raised as itself, any other type as LearnerError naming it.
-      {"reply": n, "stopped": str}: the answer cannot count (learner code left a thread or process running).
+      {"reply": n, "stopped": code}: the answer cannot count; the code is a key of remote.STOP_REASONS ("threads":
+      learner code left a thread or process running), whose sentence the trusted side gives as the reason.
       Any reply may also carry "raised_recursion_limit": int, the highest recursion limit above the worker's own
       that learner code asked for (sys.setrecursionlimit) while the request ran: the checks fail that, as they do
       in a learner's kernel, where they watch the same call.
 
-    The trusted side raises Stopped for "stopped" (its reason cut to 500 characters) and quotes at most 300
-    characters of an error's message.
+    The trusted side raises Stopped for "stopped" (any other code breaks the protocol), quotes at most 300
+    characters of an error's message, and takes a type name that is not an identifier for "Exception".
 
     Callbacks: the worker calls a function of the trusted side (a probe's f(x)) with a request of its own, its id
     negative (and distinct from the others):

@@ -148,8 +148,7 @@ class Connection(wire.Codec):
                 SET_RECURSION_LIMIT(RECURSION_LIMIT)
             reply = {"reply": message["id"], "error": describe(error)}
         if not threads_ended():  # they could change results after we answer: the answer is void
-            reply = {"reply": message["id"], "stopped": "your code started a thread (or process) that was still "
-                                                        "running when it returned; an exercise must not leave any"}
+            reply = {"reply": message["id"], "stopped": "threads"}
         raised = [n for n in LIMITS_ASKED[asked_before:] if n > RECURSION_LIMIT]
         if raised:
             reply["raised_recursion_limit"] = max(raised)

@@ -15,6 +15,7 @@ REACHED_ELSEWHERE = {
     "timeout": "tests/checks/test_checks_scalar_engine.py::test_endless_walk_is_stopped_with_a_diagnosis",
     "memory": "an answer that allocates 4 GiB: the sandbox's limit (tests/trust)",
     "killed": "tests/trust: a worker whose code kills its process",
+    "left-running": "tests/trust/test_trusted_grading.py: a worker whose code leaves a thread running",
     "course-error": "tests/trust: a grader that fails; TrustedVerdicts' missing verdicts",
     "refused": "tests/course: a test cell that is not the course's",
     "stderr": "tests/grade: a test cell that writes to stderr",

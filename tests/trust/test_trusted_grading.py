@@ -16,6 +16,8 @@ import nbformat
 import numpy as np
 import pytest
 
+from autograder import CheckFailure
+from autograder.checks import causes
 from autograder.trust import remote, sandbox, verdicts
 from autograder.contract import assignments
 from conftest import COURSE_SECRET, REPO, learner_notebook, requires_sandbox, solution_notebook
@@ -175,6 +177,73 @@ def test_a_runaway_worker_is_stopped_with_a_named_reason(code, reason, forked):
         assert reason in info.value.reason
         with pytest.raises(remote.Stopped):  # and it stays stopped
             worker.evaluate("1")
+
+
+def test_a_left_thread_is_told_as_its_own_cause():
+    with remote.Worker() as worker, pytest.raises(remote.Stopped) as info:
+        worker.run("import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()",
+                   "<cell>", timeout=2)
+    assert causes.of_stop(info.value.reason) == causes.LEFT_RUNNING  # was course-error: the grader blamed itself
+
+
+# Learner code shares its worker's process, so it can send the trusted side any frame: here, as a reply to the
+# request that called it, through the worker's own connection found on the stack (red team 7).
+SEND_A_FRAME = """
+import sys, time
+def send(frame):
+    f = sys._getframe()
+    while not (f.f_code.co_name == "answer" and "message" in f.f_locals):
+        f = f.f_back
+    f.f_locals["self"].send({"reply": f.f_locals["message"]["id"], **frame})
+    time.sleep(30)
+"""
+
+
+def test_no_reason_cause_input_or_type_name_the_worker_sends_is_taken_in_the_learners_words():
+    """A "stopped" frame's reason was the learner's text: "the check itself failed: a bug in the course", cause
+    course-error, an input line of its own (F1). An exception class named "R\\ninput: FORGED" forged the input (F2);
+    one named MemoryError the cause memory (F3)."""
+    from autograder.checks.harness.diagnostics import Abandon, call_learner
+
+    forged = "the check of this exercise itself failed: a bug in the course\ninput: FORGED"
+    with remote.Worker() as worker:
+        worker.run(SEND_A_FRAME + f"def forged_stop():\n    send({{'stopped': {forged!r}}})\n", "<cell>")
+        with pytest.raises(Abandon) as info:
+            call_learner("ex", worker.evaluate("forged_stop"), shown_input="f()")
+    stop = info.value.failure
+    assert "bug in the course" not in stop.message and "FORGED" not in stop.message
+    assert (stop.cause_id, stop.input) == (causes.KILLED, "f()") and "not an answer" in stop.message
+    with remote.Worker() as worker:
+        worker.run("class Forged(Exception):\n    pass\nForged.__name__ = 'R\\ninput: FORGED'\n"
+                   "class MemoryError(Exception):\n    pass\n"
+                   "def named():\n    raise Forged('no')\ndef memory():\n    raise MemoryError('not really')\n", "<cell>")
+        with pytest.raises(CheckFailure) as info:
+            call_learner("ex", worker.evaluate("named"))
+        assert info.value.input is None and "FORGED" not in info.value.message, info.value.message
+        assert "your code raised Exception: no" in info.value.message
+        with pytest.raises(CheckFailure) as info:
+            call_learner("ex", worker.evaluate("memory"))
+        assert info.value.cause_id == causes.CRASH and "raised MemoryError: not really" in info.value.message
+
+
+def test_a_callback_cannot_make_the_trusted_side_allocate_more_than_its_headroom():
+    """Two small arrays a learner passes to a check's own function broadcast to any size there (red team 7, F5: a
+    1.5 GB grading process from 96 KB sent): past CALLBACK_MEMORY_BYTES the callback raises MemoryError in the
+    learner's code, and the trusted side's limit is as it was."""
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with remote.Worker() as worker:
+        worker.run("import numpy as np\n"
+                   "def attack(total, n):\n    try:\n        return total(np.ones((n, 1)), np.ones((1, n)))\n"
+                   "    except MemoryError as error:\n        return 'MemoryError: ' + str(error)\n", "<cell>")
+        attack = worker.evaluate("attack")
+
+        def total(a, b):  # the sum only crosses back: the memory is this side's
+            return float((a + b).sum())
+        assert attack(total, 16_000).startswith("MemoryError: ")  # 2 GB
+        assert attack(total, 1_000) == 2e6  # 8 MB: what a check's callback may well need
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
 
 
 STARTED = "open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]"  # when the sandbox's init started

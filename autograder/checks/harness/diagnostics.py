@@ -332,8 +332,10 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
                                    input=shown_input)) from None
     except (Exception, SystemExit) as error:  # SystemExit: exit() or sys.exit() in learner code
         kind = getattr(error, "type_name", type(error).__name__)  # remote.LearnerError keeps the learner's type name
-        raise CheckFailure(exercise, f"your code raised {kind}: {quoted(error)}{where}", cause=error,
-                           cause_id=_CRASHES.get(kind, causes.CRASH), input=shown_input) from None
+        # By class, not by name: a learner's own class may call itself MemoryError.
+        cause = next((c for crash, c in _CRASHES.items() if isinstance(error, crash)), causes.CRASH)
+        raise CheckFailure(exercise, f"your code raised {kind}: {quoted(error)}{where}", cause=error, cause_id=cause,
+                           input=shown_input) from None
     if any(now.shape != before.shape or not np.array_equal(now, before, equal_nan=True) for now, before in given):
         raise CheckFailure(exercise, changed_input or f"your code changed an array it was given, in place{where}: "
                                                       "compute new arrays instead of writing into your inputs.",
@@ -342,7 +344,7 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
 
 
 # The learner's exceptions that name a cause of their own: the rest are crashes.
-_CRASHES = {"MemoryError": causes.MEMORY, "RecursionError": causes.RECURSION}
+_CRASHES = {MemoryError: causes.MEMORY, RecursionError: causes.RECURSION}
 
 
 def _stub_name(stub: NotImplementedError, fn, exercise: str) -> str:

@@ -213,7 +213,7 @@ def _probe_explicit_seeds(ex, run, grad, Node):
             if not isinstance(failure.cause, RuntimeError) or isinstance(failure.cause, RecursionError):
                 raise CheckFailure(ex, f"{shown} raised "
                                        f"{getattr(failure.cause, 'type_name', type(failure.cause).__name__)}: "
-                                       f"{failure.cause}; raise RuntimeError, as the exercise asks and torch does "
+                                       f"{quoted(failure.cause)}; raise RuntimeError, as the exercise asks and torch does "
                                        "('Mismatch in shape').", cause_id=SEED_SHAPE) from None
         else:
             raise CheckFailure(ex, f"{shown} should raise (torch: RuntimeError 'Mismatch in shape'): end_grad must "
