@@ -35,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     autograde.add_argument("--workers", type=int, metavar="N", help="local Dask workers (default: one per core)")
     autograde.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler, e.g. tcp://host:8786")
     autograde.add_argument("--timeout", type=float, metavar="SECONDS", help="CPU seconds one submission's grading "
-                           "may use (nbgrader, its kernel and checks; past it the submission fails); 4 times as many "
-                           "wall seconds are the machine's fault, a frozen worker's included: graded again next run "
-                           "(default: 1800)")
+                           "may use (nbgrader, its kernel and checks; past it the submission fails); past 4 times as "
+                           "many wall seconds plus the 1200 s its sandboxes may sleep, the machine is at fault, a "
+                           "frozen worker's included: graded again next run (default: 1800)")
     autograde.add_argument("--without-sandbox", action="store_true", help="grade even where bubblewrap cannot "
                            "sandbox learner code (it could then read the course folder); refused otherwise")
     for command, what in (("release", "regenerate notebooks/ from source/"),

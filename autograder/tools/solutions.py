@@ -2,6 +2,7 @@
 tests, the demo's and the benchmarks' namespaces. Grading never imports it."""
 from __future__ import annotations
 
+import ast
 import sys
 import types
 
@@ -39,8 +40,22 @@ def solution_namespace(name: str, edits: dict | None = None, extra: str = "") ->
             if right not in source:
                 raise ValueError(f"edit no longer matches the solution of {meta.get('grade_id')}: {right!r}")
             source = source.replace(right, wrong)
-        exec(compile(source, f"<{name}:{cell.id}>", "exec", dont_inherit=True), namespace)
+        if seen_answer and not meta.get("solution"):
+            _run_definitions(source, f"<{name}:{cell.id}>", namespace)
+        else:
+            exec(compile(source, f"<{name}:{cell.id}>", "exec", dont_inherit=True), namespace)
     if edits:
         raise ValueError(f"edits for unknown answer cells: {sorted(edits)}")
     exec(compile(extra, "<alternative>", "exec", dont_inherit=True), namespace)
     return namespace
+
+
+def _run_definitions(source: str, filename: str, namespace: dict) -> None:
+    """A given cell's definitions as the grading worker runs them (worker.run_given): statement by statement, an
+    assignment computed from a name that a left-out statement binds (``x = data.x``) skipped, not raised."""
+    for statement in ast.parse(source).body:
+        try:
+            exec(compile(ast.Module([statement], []), filename, "exec", dont_inherit=True), namespace)
+        except Exception:
+            if not isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                raise

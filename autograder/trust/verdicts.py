@@ -10,13 +10,14 @@ touch another's.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from autograder.checks import causes, check, has_check
+from autograder.checks import answer_names, causes, check, has_check
 from autograder.checks.harness.diagnostics import CheckFailure, case_seed, quoted
 from autograder.checks.harness.faults import CourseError
 from autograder.trust import remote
@@ -102,7 +103,8 @@ def definitions(code: str) -> str:
 
 
 def _patch_or_constant(statement) -> bool:
-    """``Tensor.__add__ = add`` (a class patched with a function) or ``FULL_MNIST = False`` (a named constant)."""
+    """``Tensor.__add__ = add`` (a class patched with a function), ``FULL_MNIST = False`` (a named constant) or
+    ``HALF = 1 / 2``, ``tanh = math.tanh`` (a name for a value computed without a call: _without_calls)."""
     if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
         return False
     targets = [leaf for t in (statement.targets if isinstance(statement, ast.Assign) else [statement.target])
@@ -114,7 +116,26 @@ def _patch_or_constant(statement) -> bool:
     try:
         ast.literal_eval(statement.value)
     except UNREADABLE:
-        return False
+        return _without_calls(statement.value)
+    return True
+
+
+# What a kept name's value may be made of besides a literal. Never a call, so a given cell's data loading or training
+# stays out; a learner's own helper cell (``HALF = 1 / 2``, ``tanh = math.tanh``) is read as the kernel read it, not
+# left out to fail the answers that use it with NameError (red team 7). A lambda is a function, like a def.
+_COMPUTED = (ast.Constant, ast.Name, ast.Attribute, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Tuple,
+             ast.Load, ast.operator, ast.unaryop)
+
+
+def _without_calls(value) -> bool:
+    stack = [value]  # a walk of our own, not recursive: a learner's expression may be thousands of levels deep
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Lambda):
+            continue  # its body runs only when called
+        if not isinstance(node, _COMPUTED):
+            return False
+        stack.extend(ast.iter_child_nodes(node))
     return True
 
 
@@ -182,7 +203,7 @@ def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S, *, sec
     (program_seed), so a learner cannot compute which cases a submission will be graded on.
     """
     cells, tests = program(nb, course_nb)
-    found, poisoned, settled = {}, {}, {}
+    found, poisoned, settled, judged_on = {}, {}, {}, {}
     budget = remote.Budget(budget_s, "the checks of this notebook")
     seed = program_seed(cells, secret)
     with remote.Zygote() as zygote:
@@ -190,9 +211,41 @@ def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S, *, sec
             check_id = checked_exercise(test_source)
             if check_id is None or not has_check(check_id):
                 continue
+            before = cells[:position]
+            # An earlier verdict stands only for the definitions it judged, as a learner's kernel reuses one only for
+            # the same objects: an exercise redefined in a cell since is checked again (red team 7: a fix in a cell
+            # below its test passed every later test cell in the kernel, and failed them all in the grade).
+            still = {e: v for e, v in settled.items() if judged_on[e] == binders(before, answer_names(e))}
             with case_seed(seed):
-                found[exercise] = judged(check_id, Judging(cells[:position], poisoned, settled, zygote, budget))
+                found[exercise] = judged(check_id, Judging(before, poisoned, still, zygote, budget))
+            for e, verdict in still.items():
+                settled[e], judged_on[e] = verdict, binders(before, answer_names(e))
     return found
+
+
+def binders(cells: list[Cell], names) -> tuple[int, ...]:
+    """For each of ``names``, the index of the last of ``cells`` whose top level binds it (-1: none does)."""
+    bound = [_bound_names(c.code) for c in cells]
+    return tuple(max((i for i, names_of in enumerate(bound) if name in names_of), default=-1) for name in names)
+
+
+@functools.lru_cache(maxsize=1024)  # each cell is read once per earlier exercise: the same few strings
+def _bound_names(code: str) -> frozenset[str]:
+    """The names a cell's top-level statements bind: defs, classes, imports, assignments (never raises)."""
+    try:
+        tree = ast.parse(code)
+    except UNREADABLE:
+        return frozenset()
+    found = set()
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(statement.name)
+        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+            found |= {(a.asname or a.name).split(".")[0] for a in statement.names}
+        elif isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            found |= {leaf.id for t in targets for leaf in _leaves(t) if isinstance(leaf, ast.Name)}
+    return frozenset(found)
 
 
 def program_seed(cells: list[Cell], secret: bytes) -> int:

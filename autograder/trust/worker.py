@@ -24,9 +24,11 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import traceback
 import types
+import warnings
 
 import numpy as np
 
@@ -84,6 +86,10 @@ class Connection(wire.Codec):
         self.handles: dict[int, int] = {}      # id(object) -> handle
         self.next_id = 0
         self.args: list = []                   # the arrays of the current call, for {"__arg__": i}
+        # One callback at a time: learner threads calling a check's function at once would interleave their frames
+        # (a correct pool.map over f got "KeyError: 'id'", red team 7). Reentrant: a callback's nested requests
+        # may run learner code that calls back again on this thread.
+        self.callback_lock = threading.RLock()
 
     def send(self, message: dict) -> None:
         self.writer.write(wire.pack(message))
@@ -141,8 +147,14 @@ class Connection(wire.Codec):
 
     def answer(self, message: dict, namespace: dict) -> dict:
         asked_before = len(LIMITS_ASKED)
+        if sys.getrecursionlimit() < RECURSION_LIMIT:  # lowered by learner code: the kernel's checks put it back too
+            SET_RECURSION_LIMIT(RECURSION_LIMIT)
         try:
-            reply = {"reply": message["id"], "ok": self.perform(message, namespace)}
+            # As a check in a learner's kernel runs their code: float errors and warnings ignored, whatever
+            # np.seterr or warnings.simplefilter an answer cell set (np.seterr(all="raise") failed a stable softmax).
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                reply = {"reply": message["id"], "ok": self.perform(message, namespace)}
         except BaseException as error:  # noqa: B036 -- SystemExit and KeyboardInterrupt from learner code are answers too
             if isinstance(error, RecursionError):
                 SET_RECURSION_LIMIT(RECURSION_LIMIT)
@@ -212,8 +224,10 @@ class Connection(wire.Codec):
                 continue
             try:
                 exec(compile(ast.Module([statement], []), name, "exec"), namespace)
-            except ImportError as error:
-                if not isinstance(statement, (ast.Import, ast.ImportFrom)):
+            except Exception as error:
+                if isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                    continue  # computed from a name a left-out statement binds (data = load(); x = data.x): unbound
+                if not isinstance(error, ImportError) or not isinstance(statement, (ast.Import, ast.ImportFrom)):
                     raise
                 for alias in statement.names:
                     bound = alias.asname or alias.name.split(".")[0]
@@ -312,16 +326,17 @@ class Callback:
 
     def __call__(self, *args, **kwargs):
         conn = self._connection
-        conn.next_id += 1
-        request_id = -conn.next_id  # negative ids: requests that start on this side
-        saved, conn.args = conn.args, []
-        try:
-            conn.send({"id": request_id, "op": "callback", "target": self._target,
-                       "args": [conn.encode(a) for a in args],
-                       "kwargs": {"__dict__": [[k, conn.encode(v)] for k, v in kwargs.items()]}})
-        finally:
-            conn.args = saved
-        reply = conn.wait_for(request_id, NAMESPACE)
+        with conn.callback_lock:
+            conn.next_id += 1
+            request_id = -conn.next_id  # negative ids: requests that start on this side
+            saved, conn.args = conn.args, []
+            try:
+                conn.send({"id": request_id, "op": "callback", "target": self._target,
+                           "args": [conn.encode(a) for a in args],
+                           "kwargs": {"__dict__": [[k, conn.encode(v)] for k, v in kwargs.items()]}})
+            finally:
+                conn.args = saved
+            reply = conn.wait_for(request_id, NAMESPACE)
         if "error" in reply:
             raise wire.MAPPED_ERRORS.get(reply["error"]["type"], RuntimeError)(reply["error"]["message"])
         return conn.decode(reply["ok"])

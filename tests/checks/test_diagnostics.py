@@ -209,3 +209,23 @@ def test_a_check_keeps_the_heap_out_of_the_collectors_scans_only_while_it_runs()
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_run_check_gives_the_checks_the_stack_a_lowered_recursion_limit_took_and_puts_it_back():
+    """An answer cell's sys.setrecursionlimit(120) made every later test cell raise a bare RecursionError while the
+    checks were imported (red team 7); the grade passed the same answers. The limit is the learner's again after."""
+    from autograder.tools.solutions import solution_namespace
+    from labtools import run_check
+
+    namespace = solution_namespace("01_nudging")
+    limit = sys.getrecursionlimit()
+    code = ("import sys\nfrom labtools import run_check\n"  # a notebook's first cell, before any answer
+            "sys.setrecursionlimit(120)\nrun_check('central_difference', {})\n")
+    try:  # first in a fresh process, where the import is what needs the stack, then here
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert "RecursionError" not in done.stderr and "is not defined in your notebook" in done.stderr, done.stderr
+        sys.setrecursionlimit(120)
+        run_check("central_difference", namespace)
+        assert sys.getrecursionlimit() == 120
+    finally:
+        sys.setrecursionlimit(limit)

@@ -6,13 +6,15 @@ learner's program up to each test cell (``program``) and the seed of its randomi
 answer here grades the wrong code, so each rule the module states is pinned by one small case.
 """
 import ast
+import contextlib
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
 
 from autograder.contract import assignments
-from autograder.trust.verdicts import Cell, _patch_or_constant, checked_exercise, definitions, program, program_seed, python
+from autograder.trust.verdicts import (Cell, _patch_or_constant, binders, checked_exercise, definitions, program, program_seed,
+                                       python)
 from conftest import COURSE_SECRET
 
 
@@ -123,6 +125,13 @@ def statement(code: str):
     "EMPTY = set()",                                          # ast.literal_eval reads set() as a literal
     "A = B = 3",                                              # chained names
     "LIMIT: int = 3",
+    # computed without a call: a learner's helper cell, which left out failed the answers using it (red team 7)
+    "PI = math.pi",
+    "THREE = 1 + 2",
+    "HALF = 1 / 2",
+    "tanh = math.tanh",
+    "first = BATCHES[0][:2]",
+    "double = lambda x: 2 * f(x)",                            # a function: its body runs when called
 ])
 def test_patches_and_named_constants_are_kept(code):
     assert _patch_or_constant(statement(code)) is True
@@ -135,8 +144,8 @@ def test_patches_and_named_constants_are_kept(code):
     "Tensor.a, b = f, g",                                     # a patch and a name in one statement
     "Tensor.__add__ = b = add",
     "weights = np.zeros(3)",                                  # a computed value
-    "PI = math.pi",                                           # a name's value is not a literal
-    "THREE = 1 + 2",                                          # arithmetic is not a literal
+    "SHIFTED = math.pi + f(1)",                               # a call anywhere in the value
+    "ROWS = (1, [x])",                                        # a list display holding a name
     "LABEL = f'run {n}'",
     "TABLE = {key: 1}",
     "LIMIT: int",                                             # an annotation without a value
@@ -219,7 +228,7 @@ def hidden(exercise: str) -> str:
             f'### END HIDDEN TESTS\nrun_check("{exercise}", globals())\n')
 
 
-GIVEN = "import math\nx = math.pi\nprint(x)\n"                      # program: "import math"
+GIVEN = "import math\nx = math.sin(0.5)\nprint(x)\n"                # program: "import math"
 ANSWER_A = "def a(x):\n    return 2 * x\nprint(a(1))\n"
 ANSWER_B = "def b(x):\n    return a(x) + 1\n"
 HELPER = "def helper():\n    return 1\nhelper()\n"                   # program: "def helper():..."
@@ -422,3 +431,47 @@ def test_the_seed_tells_an_answer_cell_from_a_given_cell_with_the_same_code():
 def test_one_program_gets_another_seed_under_another_courses_secret():
     """The secret keys the seed: with it unknown, no edit can be tried out against the cases it would draw."""
     assert seed_of(course_nb(), bytes(32)) != seed_of(course_nb()) == seed_of(course_nb(), bytes(COURSE_SECRET))
+
+
+# ------------------------------------------------------------------------------------------------ binders, verdicts
+
+def test_binders_name_the_last_cell_binding_each_name():
+    cells = [Cell("cell 1", "import math as m\ndef f():\n    pass", answer=False),
+             Cell("a", "f = 1\nx, (y, z) = 1, (2, 3)", answer=True),
+             Cell("cell 3", "class C:\n    pass\nf.attr = 2\nw += 1\ndef (:", answer=False)]
+    assert binders(cells, ("f", "m", "y", "C", "w", "nowhere")) == (1, 0, 1, -1, -1, -1)  # cell 3 does not parse
+    assert binders(cells[:2] + [Cell("cell 3", "w += 1", answer=False)], ("w",)) == (2,)
+
+
+def _notebook_with(between: str):
+    """central_difference's answer and test, a cell of the learner's, then numerical_gradient's answer and test."""
+    return new_notebook(cells=[answer("central_difference", "def central_difference(f, x, h):\n    return 0.0\n"),
+                               graded_cell("test_central_difference", hidden("central_difference")),
+                               new_code_cell(between),
+                               answer("numerical_gradient", "def numerical_gradient(f, x, h=1e-5):\n    return x\n"),
+                               graded_cell("test_numerical_gradient", hidden("numerical_gradient"))])
+
+
+@pytest.mark.parametrize("between, reused", [
+    ("def helper():\n    return 1\n", True),
+    ("def central_difference(f, x, h):\n    return (f(x + h) - f(x - h)) / (2 * h)\n", False),
+], ids=["unrelated cell", "redefined below its test"])
+def test_an_earlier_verdict_is_reused_only_for_the_definitions_it_judged(monkeypatch, between, reused):
+    """A learner's kernel reuses an earlier exercise's verdict only for the very objects it judged; the grade did for
+    any, so a fix in a cell below its test passed every later test cell in the kernel and failed them all in the
+    grade (red team 7). Now an exercise redefined since its verdict is checked again, with what is defined now."""
+    from autograder.trust import verdicts
+
+    seen = {}
+
+    def judged(check_id, run):  # stands in for the sandboxed check: what it was handed, and a verdict of its own
+        seen[check_id] = dict(run.settled)
+        run.settled[check_id] = f"judged with {len(run.cells)} cells"
+        return check_id
+
+    monkeypatch.setattr(verdicts, "judged", judged)
+    monkeypatch.setattr(verdicts.remote, "Zygote", contextlib.nullcontext)
+    nb = _notebook_with(between)
+    verdicts.verdicts(nb, nb, secret=COURSE_SECRET)
+    assert seen["central_difference"] == {}
+    assert seen["numerical_gradient"] == ({"central_difference": "judged with 1 cells"} if reused else {})

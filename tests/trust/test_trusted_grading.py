@@ -246,6 +246,26 @@ def test_a_callback_cannot_make_the_trusted_side_allocate_more_than_its_headroom
     assert resource.getrlimit(resource.RLIMIT_AS) == before
 
 
+def test_learner_code_runs_in_the_worker_as_a_check_runs_it_in_the_kernel():
+    """What an answer cell sets for the whole process does not change a check's verdict in one place only (red team
+    7): float errors and warnings made errors (np.seterr(all="raise") failed a stable softmax in the grade alone), a
+    lowered recursion limit, a thread pool calling a check's function (their frames interleaved: "KeyError: 'id'"),
+    and a given or added cell's constant computed from a name nothing binds (the rest of the cell still runs)."""
+    with remote.Worker() as worker:
+        worker.run("import sys, warnings\nimport numpy as np\nnp.seterr(all='raise')\n"
+                   "warnings.simplefilter('error')\nsys.setrecursionlimit(120)\n"
+                   "def underflow():\n    warnings.warn('told')\n    return float(np.exp(np.float64(-1000.0)))\n"
+                   "def deep(n):\n    return 0 if n == 0 else 1 + deep(n - 1)\n"
+                   "def pooled(f, xs):\n    from concurrent.futures import ThreadPoolExecutor\n"
+                   "    with ThreadPoolExecutor(4) as pool:\n        return list(pool.map(f, xs))\n", "<cell>")
+        assert worker.evaluate("underflow")() == 0.0
+        assert worker.evaluate("deep")(500) == 500  # the kernel's checks run at 1000 at least: labtools.run_check
+        assert worker.evaluate("pooled")(lambda x: 2 * x, list(range(200))) == [2 * x for x in range(200)]
+        worker.request({"op": "given", "code": "X = data.x[:10]\nTWICE = 2 * 1.5\ndef after():\n    return TWICE\n",
+                        "name": "<cell 3>"})
+        assert worker.evaluate("after")() == 3.0
+
+
 STARTED = "open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]"  # when the sandbox's init started
 LEAVE_A_MESS = """
 import os, sys
