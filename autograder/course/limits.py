@@ -24,6 +24,11 @@ MAX_CELLS = 1000
 # What the kernel's run may leave in the outputs (a plot is about 50 KiB), per cell and for the whole notebook.
 MAX_CELL_OUTPUT_BYTES = 2 << 20
 MAX_OUTPUT_BYTES = 16 << 20
+# What each output other than printed text counts against those caps at least: recording a notebook costs by the
+# output, not by the byte (27,000 one-number displays, 5.9 MB, took a class run's recording process 19 CPU s, a
+# whole class's worth: red team 7). A cell keeps up to 512 such outputs, a notebook 4,096. Printed text is one
+# output per stream, however many times it is written to.
+OUTPUT_CHARGE_BYTES = 4 << 10
 # Output the grading process receives from one run before it stops the kernel: past the caps every message is
 # dropped, but reading and decoding it still costs the grading process CPU (a cell can send 12 MiB in a fraction of
 # a second, for as long as it runs).

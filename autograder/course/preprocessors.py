@@ -32,7 +32,8 @@ from traitlets import Unicode
 
 from autograder import checks  # imported before any learner kernel runs: nothing it writes changes them
 from autograder.course.limits import (FLOOD_BYTES, MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES,
-                                     NOTEBOOK_CPU_S, NOTEBOOK_IDLE_S, NOTEBOOK_WALL_S, OVERLOAD_FACTOR, oversized)
+                                     NOTEBOOK_CPU_S, NOTEBOOK_IDLE_S, NOTEBOOK_WALL_S, OUTPUT_CHARGE_BYTES,
+                                     OVERLOAD_FACTOR, oversized)
 from autograder.trust import cputime, sandbox, secret, verdicts
 from autograder.trust.pids import ProcessCap
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
@@ -314,7 +315,7 @@ class ContainedExecute(Execute):
             content["execution_count"] = None  # nbclient copies it onto the cell, which could then not be saved
         if msg["msg_type"] == "error":
             bound_error(content)
-        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, len(json.dumps(content))):
+        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, charge(msg["msg_type"], content)):
             if self._output.first_cut():
                 cell.outputs.append(new_output("stream", name="stdout", text=CUT))
             if self._output.flooded() and self._watch is not None:
@@ -346,6 +347,13 @@ def valid_count(value) -> bool:
 CUT = (f"\n[Output cut here: a cell may leave {MAX_CELL_OUTPUT_BYTES >> 20} MiB of output and a notebook "
        f"{MAX_OUTPUT_BYTES >> 20} MiB; the rest was dropped while grading.]\n")
 ERROR_LINES, ERROR_CHARS = 40, 2000  # of an error output: its last lines, each cut to this many characters
+
+
+def charge(msg_type: str, content: dict) -> int:
+    """What one output message counts against the output caps: its size, and OUTPUT_CHARGE_BYTES at least for one
+    that is an output of its own (printed text joins its stream's)."""
+    size = len(json.dumps(content))
+    return size if msg_type == "stream" else max(size, OUTPUT_CHARGE_BYTES)
 
 
 class OutputCap:

@@ -231,3 +231,19 @@ def test_the_kernel_watch_tells_a_starved_endless_loop_as_a_loop():
             watch.stop()
             loop.kill()
             loop.wait()
+
+
+def test_each_output_of_its_own_counts_at_least_its_charge_and_printed_text_its_bytes():
+    """Recording costs by the output: 27,000 one-number displays in a cell (5.9 MB) took a class run's recording
+    process 19 CPU s (red team 7). Such a cell now keeps MAX_CELL_OUTPUT_BYTES / OUTPUT_CHARGE_BYTES of them."""
+    from autograder.course.preprocessors import charge
+
+    display = {"data": {"text/plain": "7"}, "metadata": {}}
+    assert charge("display_data", display) == charge("execute_result", display) == limits.OUTPUT_CHARGE_BYTES
+    assert charge("stream", {"name": "stdout", "text": "7\n"}) < 100
+    big = {"data": {"image/png": "x" * 50_000}, "metadata": {}}
+    assert charge("display_data", big) > 50_000
+    cap, kept = OutputCap(), 0
+    while cap.admits(0, charge("display_data", display)):
+        kept += 1
+    assert kept == limits.MAX_CELL_OUTPUT_BYTES // limits.OUTPUT_CHARGE_BYTES == 512
