@@ -206,7 +206,8 @@ def test_a_check_keeps_the_heap_out_of_the_collectors_scans_only_while_it_runs()
         frozen = gc.get_freeze_count()
         with diagnostics.heap_frozen():
             pass
-        assert gc.get_freeze_count() == frozen
+        # neither unfrozen nor frozen again (frozen objects may die meanwhile: the count can only fall)
+        assert 0 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
