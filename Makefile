@@ -71,13 +71,14 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check
 
-# Both cores for everything but the browser tests, which then drive JupyterLab alone (a loaded machine slows the
-# page, not a verdict: grading limits are in CPU seconds). The slowest tests are listed at the end of the first run.
-# loadgroup hands each worker one test, or one group (tests/conftest.py), at a time: no queue of long tests waits
-# behind one worker while the other is idle.
+# Both cores for everything but the browser tests, then the browser tests a file to a core (a file's tests share its
+# servers; the hub's file and test_browser's take about as long), so no other test loads the page's machine (a loaded
+# machine slows the page, not a verdict: grading limits are in CPU seconds). The slowest tests are listed at the end
+# of the first run. loadgroup hands each worker one test, or one group (tests/conftest.py), at a time: no queue of
+# long tests waits behind one worker while the other is idle.
 test: lint
 	$(BIN)/python -m pytest -m "not browser" -n 2 --dist loadgroup --durations=15
-	$(BIN)/python -m pytest -m browser
+	$(BIN)/python -m pytest -m browser -n 2 --dist loadfile
 
 # Both cores: nothing here starts a kernel, and the checks' tests are CPU-bound.
 test-quick: lint
