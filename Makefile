@@ -72,7 +72,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check
 
 # Both cores for everything but the browser tests, then the browser tests a file to a core (a file's tests share its
-# servers; the hub's file and test_browser's take about as long), so no other test loads the page's machine (a loaded
+# servers: test_browser.py on one, the hub's and the report's on the other), and no other test loads the machine (a loaded
 # machine slows the page, not a verdict: grading limits are in CPU seconds). The slowest tests are listed at the end
 # of the first run. loadgroup hands each worker one test, or one group (tests/conftest.py), at a time: no queue of
 # long tests waits behind one worker while the other is idle.
