@@ -60,6 +60,13 @@ OVERLOAD_FACTOR = 30
 # a (1, 6000) array, 96 KB sent, broadcast to 288 MB here (red team 7); a (30000, 1) pair would take the host's memory.
 # The largest a check's own callback needs is a few MB (a batch through the reference model).
 CALLBACK_MEMORY_BYTES = 1 << 30
+# CPU seconds of this process one worker's callbacks may take in all (its own CPU limits do not count them): a few
+# worker seconds sent a reference model one batch and stepped its optimizer for 121 s here (red team 8). A whole
+# solution's grade takes 14.
+CALLBACK_CPU_S = 60.0
+# Handles of learner objects one worker may send (each stays a Remote here for the worker's life): 5 million of them,
+# 6 worker CPU s, grew the grading process by 600 MB (red team 8). A check's largest graph has 10,000 nodes.
+HANDLE_LIMIT = 1_000_000
 # The in-kernel harness's own wall-clock backstop for a learner's JupyterLab, where no sandbox is measured
 # (autograder/checks/harness/diagnostics.py).
 WALL_FACTOR = 6
@@ -324,6 +331,8 @@ class _Codec(wire.StrictCodec):
 
     def _proxy(self, handle: int, type_name: str, is_callable: bool, is_container: bool) -> Remote:
         if handle not in self.proxies:
+            if len(self.proxies) >= HANDLE_LIMIT:
+                raise ProtocolError("too many handles")
             proxy = object.__new__(_proxy_class(type_name, is_callable, is_container))
             object.__setattr__(proxy, "_worker", self.worker)
             object.__setattr__(proxy, "_handle", handle)
@@ -499,6 +508,7 @@ class Worker:
         self._unsent: Exception | None = None  # a trusted callback's exception that crossed as a RuntimeError
         self._clock = cputime.Runnable(self._root)
         self._cpu = self._runnable = self._idled = 0.0  # CPU, runnable and not-runnable seconds so far
+        self._served_cpu = 0.0  # CPU seconds of this thread spent serving the worker's callbacks
         self._sampled_at = time.monotonic()
         global _OPEN_WORKERS
         _OPEN_WORKERS += 1
@@ -609,9 +619,13 @@ class Worker:
                 if frame.get("reply") == request_id:
                     break
                 if frame.get("op") == "callback" and isinstance(frame.get("id"), int) and frame["id"] < 0:
-                    served = time.monotonic()
+                    served, cpu = time.monotonic(), time.thread_time()
                     self._send(self._serve_callback(frame))
                     self._deadline.served += time.monotonic() - served
+                    self._served_cpu += time.thread_time() - cpu
+                    if self._served_cpu > CALLBACK_CPU_S:
+                        raise self._stop(f"your code made the check's own functions compute for more than "
+                                         f"{CALLBACK_CPU_S:g} s of CPU time: does it call them in a loop?")
                     continue
                 raise ProtocolError("a reply to no request")
             if type(frame.get("raised_recursion_limit")) is int:

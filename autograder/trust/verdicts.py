@@ -203,7 +203,7 @@ def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S, *, sec
     (program_seed), so a learner cannot compute which cases a submission will be graded on.
     """
     cells, tests = program(nb, course_nb)
-    found, poisoned, settled, judged_on = {}, {}, {}, {}
+    found, poisoned, settled, since = {}, {}, {}, {}  # since: the position from which a verdict stands
     budget = remote.Budget(budget_s, "the checks of this notebook")
     seed = program_seed(cells, secret)
     with remote.Zygote() as zygote:
@@ -212,40 +212,48 @@ def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S, *, sec
             if check_id is None or not has_check(check_id):
                 continue
             before = cells[:position]
-            # An earlier verdict stands only for the definitions it judged, as a learner's kernel reuses one only for
-            # the same objects: an exercise redefined in a cell since is checked again (red team 7: a fix in a cell
-            # below its test passed every later test cell in the kernel, and failed them all in the grade).
-            still = {e: v for e, v in settled.items() if judged_on[e] == binders(before, answer_names(e))}
+            # An earlier verdict stands as a learner's kernel lets it stand: a pass while the names it judged are bound
+            # to the same objects, a failure while nothing may have changed them either (the kernel checks a failure
+            # again always; red team 7: a fix in a cell below its test passed every later test cell in the kernel and
+            # failed them all in the grade; red team 8: the same fix made by patching the class).
+            still = {e: v for e, v in settled.items()
+                     if not any(may_change(c.code, answer_names(e), patched=v is not None) for c in cells[since[e]:position])}
             with case_seed(seed):
                 found[exercise] = judged(check_id, Judging(before, poisoned, still, zygote, budget))
             for e, verdict in still.items():
-                settled[e], judged_on[e] = verdict, binders(before, answer_names(e))
+                settled[e], since[e] = verdict, position
     return found
 
 
-def binders(cells: list[Cell], names) -> tuple[int, ...]:
-    """For each of ``names``, the index of the last of ``cells`` whose top level binds it (-1: none does)."""
-    bound = [_bound_names(c.code) for c in cells]
-    return tuple(max((i for i, names_of in enumerate(bound) if name in names_of), default=-1) for name in names)
+# What lets code bind a notebook's names without naming them: a cell using any of these may have rebound anything.
+_ANY_NAME = {"globals", "locals", "vars", "exec", "eval", "compile", "setattr", "delattr", "__import__", "__main__"}
+_ANY_ATTRIBUTE = {"__dict__", "__setattr__", "modules", "__builtins__", "__globals__"}
 
 
-@functools.lru_cache(maxsize=1024)  # each cell is read once per earlier exercise: the same few strings
-def _bound_names(code: str) -> frozenset[str]:
-    """The names a cell's top-level statements bind: defs, classes, imports, assignments (never raises)."""
+@functools.lru_cache(maxsize=4096)  # each cell is read once per earlier exercise: the same few strings
+def may_change(code: str, names: tuple[str, ...], patched: bool) -> bool:
+    """Whether running ``code`` may bind one of ``names`` anew, anywhere in it (in an if, a loop, a function's
+    global, a walrus), or let something else do so (globals(), exec, setattr, sys.modules, a star import); with
+    ``patched``, also whether it sets an attribute of anything (a class patched in place is the same object). Errs
+    towards True: an earlier verdict checked again gives the same verdict when nothing did change. Never raises."""
     try:
         tree = ast.parse(code)
     except UNREADABLE:
-        return frozenset()
-    found = set()
-    for statement in tree.body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found.add(statement.name)
-        elif isinstance(statement, (ast.Import, ast.ImportFrom)):
-            found |= {(a.asname or a.name).split(".")[0] for a in statement.names}
-        elif isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            found |= {leaf.id for t in targets for leaf in _leaves(t) if isinstance(leaf, ast.Name)}
-    return frozenset(found)
+        return False  # nothing of it runs
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and (node.id in _ANY_NAME or node.id in names and not isinstance(node.ctx, ast.Load)):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
+            return True
+        if isinstance(node, ast.alias) and (node.name == "*" or node.name in _ANY_NAME
+                                            or (node.asname or node.name).split(".")[0] in names):
+            return True
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and set(node.names) & set(names):
+            return True
+        if isinstance(node, ast.Attribute) and (node.attr in _ANY_ATTRIBUTE
+                                                or patched and not isinstance(node.ctx, ast.Load)):
+            return True
+    return False
 
 
 def program_seed(cells: list[Cell], secret: bytes) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import ctypes
 import importlib
 import importlib.abc
@@ -147,13 +148,8 @@ class Connection(wire.Codec):
 
     def answer(self, message: dict, namespace: dict) -> dict:
         asked_before = len(LIMITS_ASKED)
-        if sys.getrecursionlimit() < RECURSION_LIMIT:  # lowered by learner code: the kernel's checks put it back too
-            SET_RECURSION_LIMIT(RECURSION_LIMIT)
         try:
-            # As a check in a learner's kernel runs their code: float errors and warnings ignored, whatever
-            # np.seterr or warnings.simplefilter an answer cell set (np.seterr(all="raise") failed a stable softmax).
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
+            with contextlib.nullcontext() if message.get("op") in LOADING else as_a_check_runs_it():
                 reply = {"reply": message["id"], "ok": self.perform(message, namespace)}
         except BaseException as error:  # noqa: B036 -- SystemExit and KeyboardInterrupt from learner code are answers too
             if isinstance(error, RecursionError):
@@ -340,6 +336,25 @@ class Callback:
         if "error" in reply:
             raise wire.MAPPED_ERRORS.get(reply["error"]["type"], RuntimeError)(reply["error"]["message"])
         return conn.decode(reply["ok"])
+
+
+LOADING = ("exec", "given")  # a notebook's cells, run as its kernel runs them: under what they set themselves
+
+
+@contextlib.contextmanager
+def as_a_check_runs_it():
+    """Learner code called by a check, as a check in a learner's kernel calls it (autograder.checks._run,
+    labtools.run_check): float errors and warnings ignored and a recursion limit of at least RECURSION_LIMIT,
+    whatever an answer cell set (np.seterr(all="raise") failed a stable softmax in the grade alone); what the cells
+    set is theirs again after."""
+    limit = sys.getrecursionlimit()
+    SET_RECURSION_LIMIT(max(limit, RECURSION_LIMIT))
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        SET_RECURSION_LIMIT(limit)
 
 
 def describe(error: BaseException) -> dict:

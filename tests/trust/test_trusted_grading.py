@@ -264,6 +264,33 @@ def test_learner_code_runs_in_the_worker_as_a_check_runs_it_in_the_kernel():
         worker.request({"op": "given", "code": "X = data.x[:10]\nTWICE = 2 * 1.5\ndef after():\n    return TWICE\n",
                         "name": "<cell 3>"})
         assert worker.evaluate("after")() == 3.0
+        # the cells themselves run under what they set, as in the kernel, before and after a check's calls
+        worker.run("try:\n    np.float64(1e308) * 10\n    STRICT = False\nexcept FloatingPointError:\n    STRICT = True\n"
+                   "LIMIT = sys.getrecursionlimit()\n", "<cell>")
+        assert worker.evaluate("STRICT") is True and worker.evaluate("LIMIT") == 120
+
+
+def test_a_worker_cannot_make_the_trusted_side_keep_millions_of_handles_or_compute_for_it_without_end(monkeypatch):
+    """Red team 8: 5 million handles sent in callback arguments (600 MB here), and a reference model's optimizer
+    stepped in a loop (121 trusted CPU s from 8 of the worker's): both now stop the worker with a reason."""
+    import time
+
+    monkeypatch.setattr(remote, "HANDLE_LIMIT", 50)
+    with remote.Worker() as worker, pytest.raises(remote.Stopped) as info:
+        worker.run("class Thing:\n    pass\nMANY = [Thing() for _ in range(100)]\n", "<cell>")
+        worker.evaluate("MANY")
+    assert "not an answer" in info.value.reason
+    monkeypatch.setattr(remote, "CALLBACK_CPU_S", 0.5)
+
+    def work():  # a check's own function: 0.2 s of this process's CPU a call
+        started = time.thread_time()
+        while time.thread_time() - started < 0.2:
+            pass
+    with remote.Worker() as worker, pytest.raises(remote.Stopped) as info:
+        worker.run("def loop(work):\n    for _ in range(10):\n        work()\n", "<cell>")
+        worker.evaluate("loop")(work)
+    assert "check's own functions compute for more than 0.5 s of CPU time" in info.value.reason
+    assert causes.of_stop(info.value.reason) == causes.TIMEOUT
 
 
 STARTED = "open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]"  # when the sandbox's init started
