@@ -433,7 +433,7 @@ def test_one_program_gets_another_seed_under_another_courses_secret():
     assert seed_of(course_nb(), bytes(32)) != seed_of(course_nb()) == seed_of(course_nb(), bytes(COURSE_SECRET))
 
 
-# ------------------------------------------------------------------------------------------------ binders, verdicts
+# ------------------------------------------------------------------------------------------------ may_change, verdicts
 
 @pytest.mark.parametrize("code", [
     "def f():\n    pass", "f = 1", "x, (y, f) = 1, (2, 3)", "import numpy as f", "from m import g as f", "from m import *",
