@@ -22,7 +22,7 @@ from autograder.checks.registry import _CHECKS, Check, answer_names, exercise, e
 from autograder.checks.harness.diagnostics import (Abandon, CheckFailure, heap_frozen, kernel_limits, quoted,
                                                    recursion_limit_kept)
 from autograder.checks.harness.faults import CourseError, course_fault
-from autograder.checks.harness.traces import left_as_found
+from autograder.checks.harness.traces import left_as_found, torch_defaults
 
 
 def skipped_in_kernel(exercise_id: str) -> bool:
@@ -151,7 +151,7 @@ def _run(spec: Check, namespace: Mapping) -> None:
     try:
         # nbgrader scores a test cell that writes to stderr as failed, so warnings must not escape.
         with warnings.catch_warnings(), np.errstate(all="ignore"), recursion_limit_kept(exercise_id), \
-                left_as_found(namespace):
+                left_as_found(namespace), torch_defaults():
             warnings.simplefilter("ignore")
             spec.run(**_bind(spec, namespace))
     except CheckFailure:

@@ -10,17 +10,16 @@ touch another's.
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from autograder.checks import answer_names, causes, check, has_check
+from autograder.checks import answer_names, causes, check, has_check, prerequisites
 from autograder.checks.harness.diagnostics import CheckFailure, case_seed, quoted
 from autograder.checks.harness.faults import CourseError
-from autograder.trust import remote
+from autograder.trust import remote, wire
 from autograder.contract import exercise_id, nbgrader_meta, with_cause
 
 HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
@@ -93,13 +92,31 @@ def definitions(code: str) -> str:
         return ""
     kept = []
     for statement in tree.body:
-        if isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+        magic = _python_magic(statement)
+        if magic is not None:  # %%time over a def, %time x = y: the kernel runs that code as if it were the cell
+            kept.append(definitions(magic))
+        elif isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
                 or _patch_or_constant(statement):
             try:
                 kept.append(ast.unparse(statement))
             except UNREADABLE:
                 pass
     return "\n".join(kept)
+
+
+def _python_magic(statement) -> str | None:
+    """The code of ``get_ipython().run_cell_magic("time", "", code)`` (what ``python`` makes of a magic) or of its
+    line form, when the kernel runs that code in the notebook's namespace (wire's MAGICS_IN_NAMESPACE); else None."""
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call)
+            and getattr(call.func.value.func, "id", None) == "get_ipython" and not call.keywords
+            and all(isinstance(a, ast.Constant) and type(a.value) is str for a in call.args)):
+        return None
+    magics = {"run_cell_magic": (wire.CELL_MAGICS_IN_NAMESPACE, 3), "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE, 2)}
+    names, arity = magics.get(call.func.attr, ((), 0))
+    if len(call.args) != arity or call.args[0].value not in names:
+        return None
+    return call.args[-1].value
 
 
 def _patch_or_constant(statement) -> bool:
@@ -203,7 +220,7 @@ def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S, *, sec
     (program_seed), so a learner cannot compute which cases a submission will be graded on.
     """
     cells, tests = program(nb, course_nb)
-    found, poisoned, settled, since = {}, {}, {}, {}  # since: the position from which a verdict stands
+    found, poisoned, settled = {}, {}, {}  # settled: exercise -> (its latest verdict, the program position it judged)
     budget = remote.Budget(budget_s, "the checks of this notebook")
     seed = program_seed(cells, secret)
     with remote.Zygote() as zygote:
@@ -211,49 +228,23 @@ def verdicts(nb, course_nb, budget_s: float = remote.SUBMISSION_BUDGET_S, *, sec
             check_id = checked_exercise(test_source)
             if check_id is None or not has_check(check_id):
                 continue
-            before = cells[:position]
-            # An earlier verdict stands as a learner's kernel lets it stand: a pass while the names it judged are bound
-            # to the same objects, a failure while nothing may have changed them either (the kernel checks a failure
-            # again always; red team 7: a fix in a cell below its test passed every later test cell in the kernel and
-            # failed them all in the grade; red team 8: the same fix made by patching the class).
-            still = {e: v for e, v in settled.items()
-                     if not any(may_change(c.code, answer_names(e), patched=v is not None) for c in cells[since[e]:position])}
+            run = Judging(cells[:position], poisoned, {}, zygote, budget,
+                          earlier={e: settled[e] for e in _built_on(check_id) if e in settled})
             with case_seed(seed):
-                found[exercise] = judged(check_id, Judging(before, poisoned, still, zygote, budget))
-            for e, verdict in still.items():
-                settled[e], since[e] = verdict, position
+                found[exercise] = judged(check_id, run)
+            settled.update({e: (verdict, position) for e, verdict in run.settled.items()})
     return found
 
 
-# What lets code bind a notebook's names without naming them: a cell using any of these may have rebound anything.
-_ANY_NAME = {"globals", "locals", "vars", "exec", "eval", "compile", "setattr", "delattr", "__import__", "__main__"}
-_ANY_ATTRIBUTE = {"__dict__", "__setattr__", "modules", "__builtins__", "__globals__"}
-
-
-@functools.lru_cache(maxsize=4096)  # each cell is read once per earlier exercise: the same few strings
-def may_change(code: str, names: tuple[str, ...], patched: bool) -> bool:
-    """Whether running ``code`` may bind one of ``names`` anew, anywhere in it (in an if, a loop, a function's
-    global, a walrus), or let something else do so (globals(), exec, setattr, sys.modules, a star import); with
-    ``patched``, also whether it sets an attribute of anything (a class patched in place is the same object). Errs
-    towards True: an earlier verdict checked again gives the same verdict when nothing did change. Never raises."""
-    try:
-        tree = ast.parse(code)
-    except UNREADABLE:
-        return False  # nothing of it runs
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and (node.id in _ANY_NAME or node.id in names and not isinstance(node.ctx, ast.Load)):
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
-            return True
-        if isinstance(node, ast.alias) and (node.name == "*" or node.name in _ANY_NAME
-                                            or (node.asname or node.name).split(".")[0] in names):
-            return True
-        if isinstance(node, (ast.Global, ast.Nonlocal)) and set(node.names) & set(names):
-            return True
-        if isinstance(node, ast.Attribute) and (node.attr in _ANY_ATTRIBUTE
-                                                or patched and not isinstance(node.ctx, ast.Load)):
-            return True
-    return False
+def _built_on(exercise: str) -> set[str]:
+    """Every exercise whose verdict the check of ``exercise`` may consult: what it builds on, and what those build on."""
+    found, stack = set(), list(prerequisites(exercise))
+    while stack:
+        earlier = stack.pop()
+        if earlier not in found:
+            found.add(earlier)
+            stack.extend(prerequisites(earlier))
+    return found
 
 
 def program_seed(cells: list[Cell], secret: bytes) -> int:
@@ -277,9 +268,10 @@ class Judging:
     """What one exercise's check is run with: the cells before its test cell, and what the submission shares."""
     cells: list[Cell]
     poisoned: dict[str, str]    # cells whose top level killed or stalled a worker -> why (see judge)
-    settled: dict               # verdicts reached so far (autograder.checks.check)
+    settled: dict               # the verdicts this check may reuse, then every verdict it reaches (checks.check)
     zygote: remote.Zygote
     budget: remote.Budget       # the submission's CPU seconds, shared by every worker
+    earlier: dict = field(default_factory=dict)  # exercise built on -> (its latest verdict, its program position)
 
 
 def judged(check_id: str, run: Judging) -> Verdict:
@@ -314,10 +306,11 @@ def judge(check_id: str, run: Judging) -> Verdict:
     Raises:
         remote.Unavailable: a worker could not be started.
     """
+    marks = {e: position for e, (verdict, position) in run.earlier.items() if verdict is None}
     while True:
         worker = remote.Worker(zygote=run.zygote, shared=run.budget)
         try:
-            problems, culprit = load(worker, [c for c in run.cells if c.name not in run.poisoned])
+            problems, culprit, judged_objects = load(worker, run.cells, run.poisoned, marks)
         except remote.Overloaded:
             worker.close()
             raise
@@ -332,6 +325,7 @@ def judge(check_id: str, run: Judging) -> Verdict:
                 if any(c.name == name for c in run.cells)] + problems
     with worker:
         try:
+            run.settled.update(reusable(worker, run, judged_objects))
             check(check_id, WorkerNamespace(worker), quiet=True, settled=run.settled)
         except CheckFailure as failure:
             return Verdict(check_id, False, explain(failure.message, problems), isinstance(failure, CourseError))
@@ -342,14 +336,22 @@ def judge(check_id: str, run: Judging) -> Verdict:
     return Verdict(check_id, True, VERIFIED)
 
 
-def load(worker: remote.Worker, cells: list[Cell]) -> tuple[list[str], str | None]:
-    """Run the learner program in the worker.
+def load(worker: remote.Worker, cells: list[Cell], poisoned: dict[str, str],
+         marks: dict[str, int]) -> tuple[list[str], str | None, dict[str, tuple | None]]:
+    """Run the learner program in the worker, cells in ``poisoned`` left out.
+
+    ``marks``: exercise -> a position in ``cells``; the objects of the exercise's names are read when the program
+    reaches it (see reusable).
 
     Returns:
-        what went wrong, cell by cell (the checks decide what it costs), and the cell that stopped the worker.
+        what went wrong, cell by cell (the checks decide what it costs), the cell that stopped the worker, and the
+        objects read at each mark.
     """
-    problems = []
-    for cell in cells:
+    problems, judged_objects = [], {}
+    for index, cell in enumerate([*cells, None]):
+        judged_objects.update({e: objects(worker, e) for e, at in marks.items() if at == index})
+        if cell is None or cell.name in poisoned:
+            continue
         try:
             if cell.answer:
                 worker.run(cell.code, f"<{cell.name}>", timeout=LOAD_TIMEOUT_S)
@@ -359,13 +361,44 @@ def load(worker: remote.Worker, cells: list[Cell]) -> tuple[list[str], str | Non
             raise
         except remote.Stopped as stop:
             problems.append(f"{cell.name}: {stop.reason}")
-            return problems, cell.name
+            return problems, cell.name, judged_objects
         except NotImplementedError:
             pass  # an exercise not done yet: its check says so
         except Exception as error:
             if cell.answer:  # a given cell failing here (an import of the blocked torch, say) is not the learner's
                 problems.append(f"{cell.name} raised {getattr(error, 'type_name', type(error).__name__)}: {quoted(error)}")
-    return problems, None
+    return problems, None, judged_objects
+
+
+def objects(worker: remote.Worker, exercise: str) -> tuple | None:
+    """The learner's objects bound to the names ``exercise``'s check reads, as the worker's handles (the same object
+    is always the same handle); None when a name is unbound or holds plain data, which has no identity to compare."""
+    try:
+        found = tuple(worker.evaluate(name) for name in answer_names(exercise))
+    except remote.Overloaded:
+        raise
+    except Exception:  # a name not bound, or the worker stopped (the check then says why)
+        return None
+    return found if all(isinstance(o, remote.Remote) for o in found) else None
+
+
+def reusable(worker: remote.Worker, run: Judging, judged_objects: dict[str, tuple | None]) -> dict:
+    """The earlier verdicts this check may take as they are, by a learner's kernel's rule (checks._still_valid): a
+    pass while the names it judged hold the very objects judged, however they were rebound or left alone since; a
+    failure only while no cell has run since (the kernel checks a failure again always: a helper it calls, or the
+    class it judged, may have been fixed in place). Rules about code (which cells may rebind a name) missed back
+    doors (red team 9: sys._getframe, a match capture, a fixed helper); identities miss nothing."""
+    reuse = {}
+    for exercise, (verdict, position) in run.earlier.items():
+        if verdict is not None:
+            if position == len(run.cells):
+                reuse[exercise] = verdict
+            continue
+        then = judged_objects.get(exercise)
+        now = objects(worker, exercise) if then is not None else None
+        if now is not None and all(a is b for a, b in zip(then, now, strict=True)):
+            reuse[exercise] = None
+    return reuse
 
 
 def explain(message: str, problems: list[str]) -> str:

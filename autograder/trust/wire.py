@@ -171,6 +171,15 @@ PLAIN_TAGS = ("__nd__", "__np__", "__float__", "__tuple__", "__dict__", "__slice
 FLOAT_TEXTS = ("nan", "inf", "-inf")
 
 
+# IPython's magics whose code the kernel runs as Python in the notebook's namespace, which both sides read so (the
+# trusted side keeps a given cell's definitions from them, the worker runs them); %%timeit runs its body in a
+# function's scope of its own (its assignments do not stay). Every other magic (%%writefile, %%script, %%html, %run,
+# ...) hands its text to something else, so the worker runs nothing of it, as the kernel runs no Python of it.
+LINE_MAGICS_IN_NAMESPACE = ("time",)
+CELL_MAGICS_IN_NAMESPACE = ("time", "capture", "prun")
+CELL_MAGICS_IN_SCOPE = ("timeit",)
+
+
 class ProtocolError(Exception):
     """What was received is not a message of this protocol."""
 
@@ -237,22 +246,27 @@ class Codec:
             return {"__slice__": [self.encode(bound, depth + 1) for bound in (value.start, value.stop, value.step)]}
         if value is Ellipsis:
             return {"__ellipsis__": True}
+        for base in (int, float, str):  # a subclass (bool is int's, and handled above) as the value it holds
+            if isinstance(value, base):
+                return self.encode(getattr(base, f"__{base.__name__}__")(value), depth)
         container = self.container(value, depth)
+        # Read through the base class: a subclass's own __iter__ or items() does not decide what is sent.
         if container is list:
-            return [self.encode(v, depth + 1) for v in value]
+            return [self.encode(v, depth + 1) for v in list.__iter__(value)]
         if container is tuple:
-            return {"__tuple__": [self.encode(v, depth + 1) for v in value]}
+            return {"__tuple__": [self.encode(v, depth + 1) for v in tuple.__iter__(value)]}
         if container is dict:
-            return {"__dict__": [[k, self.encode(v, depth + 1)] for k, v in value.items()]}
+            return {"__dict__": [[k, self.encode(v, depth + 1)] for k, v in dict.items(value)]}
         return self.encode_other(value, depth)
 
     def container(self, value, depth: int) -> type | None:
-        """list, tuple or dict when ``value`` is sent as that container of plain data, else None: exactly those
-        types (a subclass has behaviour of its own), at most DEPTH_LIMIT deep, dict keys str or int."""
-        kind = type(value)
-        if depth >= DEPTH_LIMIT or kind not in (list, tuple, dict):
-            return None
-        return kind if kind is not dict or plain_keys(value) else None
+        """list, tuple or dict when ``value`` is sent as that container of plain data, else None: those types and
+        their subclasses (a namedtuple is its tuple, an OrderedDict or defaultdict its dict: a check reads an
+        answer's data, as it reads an ndarray subclass's array), at most DEPTH_LIMIT deep, dict keys str or int."""
+        for kind in (list, tuple, dict):
+            if isinstance(value, kind):
+                return kind if depth < DEPTH_LIMIT and (kind is not dict or plain_keys(value)) else None
+        return None
 
     def encode_other(self, value, depth: int):
         """What to send for a value that is not plain data. Raises TypeError (a side that sends more overrides it)."""
@@ -404,7 +418,7 @@ def _key(value) -> str | int:
 
 def plain_keys(value: dict) -> bool:
     """Whether every key of ``value`` is a str or an int, as plain data's keys are."""
-    return all(type(k) in (str, int) for k in value)
+    return all(type(k) in (str, int) for k in dict.keys(value))
 
 
 def _dtype(text, allowed: set[str]) -> np.dtype:

@@ -165,7 +165,12 @@ class Connection(wire.Codec):
     def perform(self, message: dict, namespace: dict):
         op = message["op"]
         if op == "exec":
-            exec(compile(message["code"], message.get("name", "<cell>"), "exec"), namespace)
+            code = compile(message["code"], message.get("name", "<cell>"), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            if code.co_flags & CO_COROUTINE:  # an await at the top of a cell, which IPython runs in its event loop
+                import asyncio
+                asyncio.run(eval(code, namespace))
+            else:
+                exec(code, namespace)
             return None
         if op == "eval":
             return self.encode(eval(compile(message["code"], "<answer>", "eval"), namespace))
@@ -275,24 +280,21 @@ class Missing:
         raise Unavailable(self._why)
 
 
-# IPython's cell magics whose body the kernel runs as Python in the notebook's namespace; %%timeit runs it in a
-# function's scope of its own (its assignments do not stay). Every other cell magic (%%writefile, %%script, %%bash,
-# %%html, ...) hands its body to something else, so here it runs nothing, as in the kernel.
-CELL_MAGICS_IN_NAMESPACE = ("time", "capture", "prun")
-CELL_MAGICS_IN_SCOPE = ("timeit",)
-
-
 class Shell:
     """What ``get_ipython()`` returns here: notebook magics (already turned into calls by the trusted side) do
-    nothing, except that a cell magic that runs Python (%%time, %%capture, ...) runs its cell's code."""
+    nothing, except those that run Python (%time, %%time, %%capture, ...): they run their code, where the kernel
+    does (wire.MAGICS_IN_NAMESPACE). ``user_ns`` is the notebook's namespace, as in the kernel."""
+
+    user_ns = user_global_ns = property(lambda self: NAMESPACE)
 
     def run_line_magic(self, name, line, *args):
-        return None
+        if name in wire.LINE_MAGICS_IN_NAMESPACE:
+            exec(compile(line, f"<%{name}>", "exec"), NAMESPACE)
 
     def run_cell_magic(self, name, line, cell):
-        if name in CELL_MAGICS_IN_NAMESPACE:
+        if name in wire.CELL_MAGICS_IN_NAMESPACE:
             exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE)
-        elif name in CELL_MAGICS_IN_SCOPE:
+        elif name in wire.CELL_MAGICS_IN_SCOPE:
             exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE, {})
 
     def system(self, *args, **kwargs):
@@ -394,6 +396,7 @@ def threads_ended(grace_s: float = 0.2) -> bool:
     return True
 
 
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect into every worker
 RECURSION_LIMIT = sys.getrecursionlimit()
 SET_RECURSION_LIMIT = sys.setrecursionlimit
 LIMITS_ASKED: list[int] = []  # every sys.setrecursionlimit(n) of learner code, in order (answer() reports them)

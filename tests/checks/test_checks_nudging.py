@@ -42,6 +42,11 @@ CENTRAL = "return (f(x + h) - f(x - h)) / (2 * h)"
 @pytest.mark.parametrize("extra", [
     "def central_difference(f, x, h):\n    return 0.5 * ((f(x + h) - f(x)) / h + (f(x) - f(x - h)) / h)\n",
     "def central_difference(f, x, h):\n    return np.float64((f(x + h) - f(x - h)) / (h + h))\n",  # np.float64 is a float
+    # red team 9: a float of the learner's own class failed the grade alone, as "wrong-type"
+    "class Slope(float):\n    pass\n\n\ndef central_difference(f, x, h):\n    return Slope((f(x + h) - f(x - h)) / (2 * h))\n",
+    # red team 9: warnings made errors during one call failed the next call in the kernel alone
+    "import warnings\n\n\ndef central_difference(f, x, h):\n    if h > 1e-3:\n        warnings.warn('a coarse nudge')\n"
+    "    warnings.simplefilter('error')\n    return (f(x + h) - f(x - h)) / (2 * h)\n",
 ])
 def test_central_difference_accepts_correct_alternatives(extra, capsys):
     check("central_difference", nudging(extra=extra))
@@ -180,7 +185,9 @@ def test_numerical_gradient_rejects_a_flattened_copy_of_a_transposed_view():
     [("grad_x = grad_e * x        # first edge", "grad_x = 2 * grad_e * x  # both edges"),
      ("    grad_x += grad_e * x       # second edge into the same x: accumulate\n", "")],
     [("y = math.log(e)", "y = np.log(e)")],
-], ids=["both edges in one line", "np.log"])
+    [('return {"e": e, "y": y, "grad_e": grad_e, "grad_x": grad_x}',
+      'from collections import OrderedDict\n    return OrderedDict(e=e, y=y, grad_e=grad_e, grad_x=grad_x)')],
+], ids=["both edges in one line", "np.log", "an OrderedDict"])
 def test_log_square_trace_accepts_correct_alternatives(pairs):
     check("log_square_trace", edited("log_square_trace", *pairs))
 
@@ -205,8 +212,28 @@ RETURN = "return grad_z * x, grad_z, grad_w2"
 LOCAL_TANH = "grad_z = grad_h * (1 - h * h)"
 
 
-def test_tanh_network_gradients_accepts_sech_squared():
-    check("tanh_network_gradients", edited("tanh_network_gradients", (LOCAL_TANH, "grad_z = grad_h / math.cosh(z) ** 2")))
+@pytest.mark.parametrize("pair", [
+    (LOCAL_TANH, "grad_z = grad_h / math.cosh(z) ** 2"),
+    (RETURN, f"from collections import namedtuple\n    return namedtuple('Grads', 'dw1 db1 dw2')({RETURN[7:]})"),
+], ids=["sech squared", "a namedtuple"])
+def test_tanh_network_gradients_accepts_correct_alternatives(pair):
+    check("tanh_network_gradients", edited("tanh_network_gradients", pair))
+
+
+def test_a_check_gives_its_torch_references_torchs_defaults_whatever_the_notebook_set():
+    """Red team 9: ``torch.set_grad_enabled(False)`` in an answer cell made the check's own torch reference raise in
+    the kernel ("the check could not use your answer"); the grader's torch is untouched. The notebook's settings
+    are its own again after the check."""
+    import torch
+
+    torch.set_grad_enabled(False)
+    torch.set_default_dtype(torch.float64)
+    try:
+        check("tanh_network_gradients", nudging())
+        assert not torch.is_grad_enabled() and torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_grad_enabled(True)
+        torch.set_default_dtype(torch.float32)
 
 
 @pytest.mark.parametrize("right, wrong, phrases", [

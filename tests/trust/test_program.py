@@ -6,14 +6,13 @@ learner's program up to each test cell (``program``) and the seed of its randomi
 answer here grades the wrong code, so each rule the module states is pinned by one small case.
 """
 import ast
-import contextlib
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
 
 from autograder.contract import assignments
-from autograder.trust.verdicts import (Cell, _patch_or_constant, checked_exercise, definitions, may_change, program,
+from autograder.trust.verdicts import (Cell, _patch_or_constant, checked_exercise, definitions, program,
                                        program_seed, python)
 from conftest import COURSE_SECRET
 
@@ -431,66 +430,3 @@ def test_the_seed_tells_an_answer_cell_from_a_given_cell_with_the_same_code():
 def test_one_program_gets_another_seed_under_another_courses_secret():
     """The secret keys the seed: with it unknown, no edit can be tried out against the cases it would draw."""
     assert seed_of(course_nb(), bytes(32)) != seed_of(course_nb()) == seed_of(course_nb(), bytes(COURSE_SECRET))
-
-
-# ------------------------------------------------------------------------------------------------ may_change, verdicts
-
-@pytest.mark.parametrize("code", [
-    "def f():\n    pass", "f = 1", "x, (y, f) = 1, (2, 3)", "import numpy as f", "from m import g as f", "from m import *",
-    "if True:\n    def f():\n        pass", "for f in []:\n    pass", "with open('x') as f:\n    pass",
-    "(f := 2)", "def g():\n    global f\n    f = 1", "globals()['f'] = 1", "exec('f = 1')", "import __main__",
-    "import sys\nsys.modules['__main__'].f = 1", "g.__globals__['f'] = 1",
-])
-def test_a_cell_that_may_bind_a_name_anywhere_or_by_the_back_door_may_change_it(code):
-    assert may_change(code, ("f",), patched=False) and may_change(code, ("f",), patched=True)
-
-
-@pytest.mark.parametrize("code", ["def g():\n    return f(1)", "print(f)", "g = f", "f.attr", "x = 1", "def (:"])
-def test_a_cell_that_only_reads_a_name_changes_nothing(code):
-    assert not may_change(code, ("f",), patched=False) and not may_change(code, ("f",), patched=True)
-
-
-def test_an_attribute_set_anywhere_may_change_a_failure_but_not_what_a_pass_judged():
-    """A class patched in place is the same object, whose pass a learner's kernel reuses; its failure it checks again."""
-    for code in ("Value.__mul__ = fixed", "def patch(cls):\n    cls.__mul__ = fixed"):
-        assert may_change(code, ("Value",), patched=True) and not may_change(code, ("Value",), patched=False)
-
-
-def _notebook_with(between: str):
-    """central_difference's answer and test, a cell of the learner's (or, after "answer:", code at the top of the next
-    answer cell, which runs whole), then numerical_gradient's answer and test."""
-    own, _, in_answer = between.partition("answer:")
-    return new_notebook(cells=[answer("central_difference", "def central_difference(f, x, h):\n    return 0.0\n"),
-                               graded_cell("test_central_difference", hidden("central_difference")),
-                               new_code_cell(own),
-                               answer("numerical_gradient", in_answer + "def numerical_gradient(f, x, h=1e-5):\n"
-                                                                        "    return x\n"),
-                               graded_cell("test_numerical_gradient", hidden("numerical_gradient"))])
-
-
-@pytest.mark.parametrize("between, verdict, reused", [
-    ("def helper():\n    return 1\n", "failed", True),
-    ("def central_difference(f, x, h):\n    return (f(x + h) - f(x - h)) / (2 * h)\n", "failed", False),
-    ("answer:if True:\n    def central_difference(f, x, h):\n        return 0.0\n", None, False),
-    ("central_difference.__wrapped__ = print\n", "failed", False),
-    ("central_difference.__wrapped__ = print\n", None, True),
-], ids=["unrelated cell", "redefined below its test", "rebound in a block", "patched failure", "patched pass"])
-def test_an_earlier_verdict_is_reused_only_for_the_definitions_it_judged(monkeypatch, between, verdict, reused):
-    """A learner's kernel reuses an earlier exercise's verdict only for the very objects it judged; the grade did for
-    any, so a fix in a cell below its test passed every later test cell in the kernel and failed them all in the
-    grade (red team 7). Now an exercise redefined since its verdict is checked again, with what is defined now."""
-    from autograder.trust import verdicts
-
-    seen = {}
-
-    def judged(check_id, run):  # stands in for the sandboxed check: what it was handed, and a verdict of its own
-        seen[check_id] = dict(run.settled)
-        run.settled[check_id] = verdict
-        return check_id
-
-    monkeypatch.setattr(verdicts, "judged", judged)
-    monkeypatch.setattr(verdicts.remote, "Zygote", contextlib.nullcontext)
-    nb = _notebook_with(between)
-    verdicts.verdicts(nb, nb, secret=COURSE_SECRET)
-    assert seen["central_difference"] == {}
-    assert seen["numerical_gradient"] == ({"central_difference": verdict} if reused else {})

@@ -19,7 +19,7 @@ import pytest
 from autograder import CheckFailure
 from autograder.checks import causes
 from autograder.trust import remote, sandbox, verdicts
-from autograder.contract import assignments
+from autograder.contract import assignments, cause_of
 from conftest import COURSE_SECRET, REPO, learner_notebook, requires_sandbox, solution_notebook
 
 NB = "01_nudging"
@@ -79,6 +79,19 @@ def test_a_cell_magic_runs_its_body_as_python_only_where_the_kernel_does(magic, 
         worker.run("import builtins\nkept = bool(getattr(builtins, '_seen', []))", "<cell>")
         assert worker.evaluate("kept") is defined["kept"]
         assert worker.evaluate("'local' in globals()") is defined["local"]
+
+
+def test_code_the_kernel_runs_through_ipython_runs_in_the_worker_too():
+    """Red team 9: each of these passed in the kernel and lost the exercise in the grade: a line magic that runs a
+    statement (%time), a %%time cell of the learner's holding a def (its definitions were dropped), an await at the
+    top of an answer cell (a SyntaxError in the worker) and get_ipython().user_ns."""
+    with remote.Worker() as worker:
+        worker.run(verdicts.python("%time bound = 1\n"), "<answer>")
+        worker.request({"op": "given", "code": verdicts.definitions(verdicts.python("%%time\ndef helper():\n    return 2\n"
+                                                                                      "helper()\n")), "name": "<cell>"})
+        worker.run("import asyncio\nawait asyncio.sleep(0)\nawaited = 3\n", "<answer>")
+        worker.run("get_ipython().user_ns['by_user_ns'] = 4\n", "<answer>")
+        assert [worker.evaluate(e) for e in ("bound", "helper()", "awaited", "by_user_ns")] == [1, 2, 3, 4]
 
 
 def test_a_check_failure_raised_by_a_probe_function_reaches_the_check_as_itself():
@@ -414,6 +427,89 @@ def test_tampered_test_cells_are_graded_from_the_course():
     found = verdicts.verdicts(nb, course(), secret=COURSE_SECRET)
     assert set(found) == {"central_difference", "numerical_gradient", "log_square_trace", "tanh_network_gradients"}
     assert not any(v.passed for v in found.values())
+
+
+SCALAR = "02_scalar_engine"
+ORDER_ON_ITS_OWN = ("order = topological_order(self)", "order = _walk(self)")  # backward's own walk, named _walk
+
+
+def _scalar_answers():
+    sources = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nbformat.read(solution_notebook(SCALAR), 4).cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    walk = sources["topological_order"].replace("def topological_order(root):", "def _walk(root):")
+    return sources, walk
+
+
+# (topological_order's answer cell, backward's answer cell): the red team's ways of changing an earlier exercise after
+# its verdict, below its test cell. {walk} is a correct walk named _walk; {backward} the solution's backward cell.
+REUSE_CASES = {
+    "a failing helper fixed below": ("def _walk(root):\n    return [root]\n\n\ndef topological_order(root):\n"
+                                     "    return _walk(root)\n", "{walk}\n{backward}"),
+    "a failure fixed by a frame's globals": ("def topological_order(root):\n    return [root]\n",
+                                            "{walk}\nimport sys\nsys._getframe().f_globals['topological_order'] = _walk\n"
+                                            "{backward}"),
+    "a pass rebound by a match capture": ("{order}", "{walk}\nmatch (lambda root: [root]):\n    case topological_order:\n"
+                                                     "        pass\n{backward_on_its_own}"),
+    "a pass patched in place": ("{order}", "{walk}\ntopological_order.__code__ = (lambda root: [root]).__code__\n"
+                                           "{backward_on_its_own}"),
+    "a failure left alone": ("def topological_order(root):\n    return [root]\n", "{backward}"),
+}
+
+
+def _in_a_kernel(nb, course_nb, exercises) -> dict[str, str | None]:
+    """Each exercise's cause (None: passed) when the notebook's cells run top to bottom in one namespace, the checks
+    called at their test cells as a learner's kernel calls them (in-process, reusing what they may)."""
+    from autograder import checks
+
+    checks._latest.clear()
+    tests = {c.metadata["nbgrader"]["grade_id"] for c in course_nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+             and not c.metadata["nbgrader"].get("solution")}
+    namespace, found = {"__name__": "__main__"}, {}
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type != "code":
+            continue
+        if grade_id in tests:
+            exercise = grade_id.removeprefix("test_")
+            if exercise in exercises:
+                try:
+                    checks.check(exercise, namespace, quiet=True)
+                    found[exercise] = None
+                except CheckFailure as failure:
+                    found[exercise] = failure.cause_id
+            continue
+        with contextlib.redirect_stdout(None):
+            exec(compile(verdicts.python(cell.source), grade_id or "<cell>", "exec"), namespace)
+    checks._latest.clear()
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(REUSE_CASES))
+def test_an_earlier_verdict_is_reused_exactly_where_a_kernel_reuses_it(case):
+    """A learner's kernel reuses an earlier exercise's pass while its names hold the very objects judged, and checks
+    a failure again always. The grade's rule about code (which cells may rebind a name) missed back doors, so a fixed
+    helper or a frame's globals split the two, and a match capture got a broken topological_order's stale pass
+    reused (red team 9). Now the worker's handles say whether the objects are the same."""
+    sources, walk = _scalar_answers()
+    order_cell, backward_cell = REUSE_CASES[case]
+    # Value.backward calls the global backward, so backward's cell sets no attribute (which made the old rule check
+    # every failure again),
+    # and seeds through a helper of topological_order's cell (an attribute set in backward's did too)
+    backward = sources["backward"].replace("Value.backward = backward", "").replace("self.grad = 1.0", "_seed(self)")
+    seed = "\n\ndef _seed(node):\n    node.grad = 1.0\n"
+    value_node = sources["value_node"].rstrip() + "\n\n    def backward(self):\n        return backward(self)\n"
+    fill = {"walk": walk, "order": sources["topological_order"], "backward": backward,
+            "backward_on_its_own": backward.replace(*ORDER_ON_ITS_OWN)}
+    nb = submission(solution_notebook(SCALAR), {"value_node": value_node, "topological_order": order_cell.format(**fill) + seed,
+                                                "backward": backward_cell.format(**fill)})
+    course_nb = course(SCALAR)
+    for notebook in (nb, course_nb):  # the exercises after backward are not graded
+        ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in notebook.cells]
+        notebook.cells = notebook.cells[:ids.index("test_backward") + 1]
+    graded = {e: v for e, v in verdicts.verdicts(nb, course_nb, secret=COURSE_SECRET).items()}
+    kernel = _in_a_kernel(nb, course_nb, set(graded))
+    assert {e: None if v.passed else cause_of(v.message) for e, v in graded.items()} == kernel, \
+        {e: v.message[:300] for e, v in graded.items()}
 
 
 def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):

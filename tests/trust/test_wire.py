@@ -156,17 +156,47 @@ def test_a_transposed_array_keeps_its_fortran_layout_across(connection):
 
 # ---------------------------------------------------------------------------- what stays behind a handle
 
+def test_a_learner_subclass_of_plain_data_crosses_as_the_data_it_holds(connection):
+    """Red team 9: a correct answer returned as a float subclass, a namedtuple or an OrderedDict passed in the kernel
+    and failed the grade as "wrong-type" (it reached the check as a handle). Its data crosses, read through the base
+    class, so a subclass's own methods decide nothing."""
+    class Slope(float):
+        def __float__(self):
+            return 0.0
+
+    class Text(str):
+        pass
+
+    class Count(int):
+        pass
+
+    class Lying(dict):
+        def items(self):
+            return [("a", 0)]
+
+        def __iter__(self):
+            return iter(["forged"])
+
+    class Rows(list):
+        def __iter__(self):
+            return iter([])
+
+    Grads = collections.namedtuple("Grads", "dw db")
+    sent = [Slope(2.5), Text("ab"), Count(3), Grads(1.0, np.ones(2)), collections.OrderedDict(b=1),
+            collections.defaultdict(float, {"w": 2.0}), Lying(a=1, b=2), Rows([1, 2]), np.str_("s")]
+    received = across(sent, connection, trusted())
+    expected = [2.5, "ab", 3, (1.0, np.ones(2)), {"b": 1}, {"w": 2.0}, {"a": 1, "b": 2}, [1, 2], "s"]
+    assert all(same(e, r) for e, r in zip(expected, received, strict=True)), received
+
+
 def test_the_worker_keeps_what_is_not_plain_data_and_sends_handles(connection, monkeypatch):
     monkeypatch.setattr(remote, "_CLASSES", {})  # proxy classes are capped per process: other tests use them up
-
-    class Mine(list):
-        pass
 
     deep = []
     for _ in range(wire.DEPTH_LIMIT + 1):
         deep = [deep]
     codec = trusted()
-    for value in (Mine([1]), 1j, np.complex128(1), {(1, 2): 3}, ValueError("x"), np.array([None]), print):
+    for value in (1j, np.complex128(1), {(1, 2): 3}, ValueError("x"), np.array([None]), print):
         received = across(value, connection, codec)
         assert isinstance(received, remote.Remote) and type(received).__name__ == type(value).__name__, value
         assert connection.decode(codec.encode(received)) is value  # handed back: the worker's own object

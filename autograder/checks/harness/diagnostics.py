@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 import types
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,9 +310,11 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
     """
     where = f" for input {shown_input}" if shown_input else ""
     given = [(a, a.copy()) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
-    limit, out_of_budget = (CALL_TIMEOUT_S, None) if remote.in_use() else _call_limit(exercise)
+    here = not remote.in_use()  # learner code in this process, not in a sandboxed worker
+    limit, out_of_budget = _call_limit(exercise) if here else (CALL_TIMEOUT_S, None)
     try:
-        with contextlib.nullcontext() if remote.in_use() else _time_limit(limit), remote.writing_back():
+        with _time_limit(limit) if here else contextlib.nullcontext(), \
+                _settings_for_the_call() if here else contextlib.nullcontext(), remote.writing_back():
             result = fn(*args, **kwargs)
     except CheckFailure:
         raise
@@ -341,6 +344,22 @@ def call_learner(exercise: str, fn, *args, shown_input: str = "", changed_input:
                                                       "compute new arrays instead of writing into your inputs.",
                            cause_id=causes.CHANGED_INPUT, input=shown_input)
     return result
+
+
+@contextlib.contextmanager
+def _settings_for_the_call():
+    """What learner code sets for itself during a call lasts for that call, as in a sandboxed worker, which answers
+    every request under a check's settings (worker.as_a_check_runs_it): warnings and float errors ignored, the
+    recursion limit as before (red team 9: a ``warnings.simplefilter("error")`` in one call failed the next call in
+    the kernel alone)."""
+    limit = sys.getrecursionlimit()
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        if sys.getrecursionlimit() != limit:
+            sys.setrecursionlimit(limit)  # a lowered one back up to where the check had it: not a raise
 
 
 # The learner's exceptions that name a cause of their own: the rest are crashes.

@@ -4,7 +4,8 @@ In a learner's kernel the check runs in the learner's own process, so whatever i
 it: a probe that fails inside the learner's ``with no_grad():`` never leaves the block (notebook 4's
 ``GradMode.enabled`` stayed False, and the corrected answer then failed), a probe seeds ``random`` and
 ``np.random`` where the learner's code draws. :func:`left_as_found` keeps those; the recursion limit and numpy's
-error state have their own keepers in ``autograder.checks._run`` (``recursion_limit_kept``, ``np.errstate``).
+error state have their own keepers in ``autograder.checks._run`` (``recursion_limit_kept``, ``np.errstate``), and
+:func:`torch_defaults` gives the check's references torch's defaults whatever the notebook set.
 """
 from __future__ import annotations
 
@@ -41,6 +42,23 @@ def left_as_found(namespace: Mapping):
 
 
 _MISSING = object()
+
+
+@contextlib.contextmanager
+def torch_defaults():
+    """torch as a fresh process has it, for a check's own reference computations: gradients recorded, no inference
+    mode, float32 by default, whatever the notebook set (red team 9: ``torch.set_grad_enabled(False)`` in an answer
+    cell made notebook 1's reference raise in the kernel alone, where the grader's torch is untouched). The
+    notebook's settings are its own again after."""
+    import torch
+
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        with torch.enable_grad(), torch.inference_mode(False):
+            yield
+    finally:
+        torch.set_default_dtype(dtype)
 
 
 def _switches(namespace: Mapping) -> dict[type, dict[str, object]]:
