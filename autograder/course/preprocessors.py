@@ -271,6 +271,14 @@ class ContainedExecute(Execute):
             self.log.warning("%s: %s", resources.get("unique_key"), why)
             mark_not_run(nb, why)
             return nb, resources
+        except (ValueError, TypeError) as error:
+            if not from_the_session(error):
+                raise
+            # Learner code wrote to its kernel's own sockets (red team 9: one unsigned message failed the whole
+            # grade): the run ends there, as when a kernel dies, and the trusted verdicts are still given.
+            self.log.warning("%s: %s (%s)", resources.get("unique_key"), FORGED_MESSAGE, error)
+            mark_not_run(nb, FORGED_MESSAGE)
+            return nb, resources
         finally:
             if self._watch is not None:
                 self._watch.stop()
@@ -309,18 +317,22 @@ class ContainedExecute(Execute):
         content = msg.get("content")
         if not isinstance(content, dict):
             return self._dropped(cell, "content that is not a mapping")
+        # Every message costs this process its reading, whatever its type: all count towards the flood (red team 9:
+        # 12 MiB messages of a type of the learner's own, and extra frames on a display, were never counted).
+        size = charge(msg["msg_type"], content, msg.get("buffers"))
+        if msg["msg_type"] not in OUTPUT_MESSAGES and self._output.sent(size) and self._watch is not None:
+            self._watch.end(FLOODED)
         if str(msg["msg_type"]).startswith("comm"):  # widgets: no page shows them here, and nbclient keeps their
             return None                              # state for good (a red team grew the grader by 4 MiB a message)
         if "execution_count" in content and not valid_count(content["execution_count"]):
             content["execution_count"] = None  # nbclient copies it onto the cell, which could then not be saved
         if msg["msg_type"] == "error":
             bound_error(content)
-        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, charge(msg["msg_type"], content)):
+        elif msg["msg_type"] in OUTPUT_MESSAGES and not self._output.admits(cell_index, size):
             if self._output.first_cut():
                 cell.outputs.append(new_output("stream", name="stdout", text=CUT))
             if self._output.flooded() and self._watch is not None:
-                self._watch.end(f"the notebook's cells sent more than {FLOOD_BYTES >> 20} MiB of output, so the "
-                                "kernel was stopped: does a cell print without end?")
+                self._watch.end(FLOODED)
             return None
         try:
             return super().process_message(msg, cell, cell_index)
@@ -349,18 +361,25 @@ CUT = (f"\n[Output cut here: a cell may leave {MAX_CELL_OUTPUT_BYTES >> 20} MiB 
 ERROR_LINES, ERROR_CHARS = 40, 2000  # of an error output: its last lines, each cut to this many characters
 
 
-def charge(msg_type: str, content: dict) -> int:
-    """What one output message counts against the output caps: its size, and OUTPUT_CHARGE_BYTES at least for one
-    that is an output of its own (printed text joins its stream's)."""
-    size = len(json.dumps(content))
-    return size if msg_type == "stream" else max(size, OUTPUT_CHARGE_BYTES)
+FLOODED = (f"the notebook's cells sent more than {FLOOD_BYTES >> 20} MiB of output, so the kernel was stopped: does "
+           "a cell print without end?")
+
+
+def charge(msg_type: str, content: dict, buffers=None) -> int:
+    """What one kernel message counts against the output caps: its size with its extra frames (``buffers``), and
+    OUTPUT_CHARGE_BYTES at least for one that is not printed text (which joins its stream's)."""
+    size = len(json.dumps(content)) + sum(len(b) for b in buffers or ())
+    return size if msg_type in ("stream", *EVERY_CELLS) else max(size, OUTPUT_CHARGE_BYTES)
+
+
+EVERY_CELLS = ("status", "execute_input")  # the messages every cell's run sends: counted by their size alone
 
 
 class OutputCap:
     """The output bytes a notebook's run may keep: MAX_CELL_OUTPUT_BYTES per cell, MAX_OUTPUT_BYTES in all."""
 
     def __init__(self):
-        self.cell = self.notebook = 0
+        self.cell = self.notebook = self.received = 0
         self._index, self._cut = None, False
 
     def admits(self, cell_index: int, size: int) -> bool:
@@ -369,11 +388,17 @@ class OutputCap:
         if cell_index != self._index:
             self.cell, self._index, self._cut = 0, cell_index, False
         self.cell, self.notebook = self.cell + size, self.notebook + size
+        self.received += size
         return self.cell <= MAX_CELL_OUTPUT_BYTES and self.notebook <= MAX_OUTPUT_BYTES
 
+    def sent(self, size: int) -> bool:
+        """Count a message of ``size`` bytes that is not an output (kept by no cell); whether the run is flooded."""
+        self.received += size
+        return self.flooded()
+
     def flooded(self) -> bool:
-        """Whether the run has sent more than FLOOD_BYTES, kept or not (then it is stopped)."""
-        return self.notebook > FLOOD_BYTES
+        """Whether the run has sent more than FLOOD_BYTES, outputs or not, kept or not (then it is stopped)."""
+        return self.received > FLOOD_BYTES
 
     def first_cut(self) -> bool:
         """True the first time in a cell that an output is dropped (the cell then gets one note saying so)."""
@@ -466,6 +491,19 @@ class KernelWatch(threading.Thread):
 
     def stop(self) -> None:
         self._done.set()
+
+
+FORGED_MESSAGE = ("the kernel sent a message its session did not sign or could not read, so the rest of the notebook "
+                  "was not run: does your code write to the kernel's own sockets?")
+
+
+def from_the_session(error: BaseException) -> bool:
+    """Whether ``error`` was raised reading a kernel message (jupyter_client's Session: a bad signature, a replayed
+    one, frames that are not a message), not by the grader."""
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    return frame is not None and Path(frame.tb_frame.f_code.co_filename).match("jupyter_client/session.py")
 
 
 def mark_not_run(nb, why: str) -> None:

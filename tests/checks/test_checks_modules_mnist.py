@@ -471,3 +471,11 @@ def test_an_answer_right_only_on_the_fixed_probes_fails_the_drawn_cases(exercise
 def test_correct_alternatives_pass_the_drawn_cases_of_trusted_grades(exercise, seed):
     with case_seed(seed):
         check(exercise, notebook(extra=CORRECT_ALTERNATIVES[exercise]))
+
+
+@pytest.mark.parametrize("exercise", ["module", "sgd"])
+def test_zero_grad_is_checked_on_each_parameters_array_not_on_the_shape_it_reports(exercise):
+    """Red team 9: a Parameter.shape property of the learner's own, (8192, 8192), made the grader allocate 6.5 GB for
+    the gradients it puts in .grad before calling zero_grad. The check shapes them by each parameter's array."""
+    check(exercise, notebook(extra="def _no_shape(self):\n    raise AttributeError('no shape here')\n\n\n"
+                                   "Parameter.shape = property(_no_shape)\n"))

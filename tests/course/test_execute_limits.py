@@ -6,10 +6,11 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 import nbformat
 import pytest
-from nbformat.v4 import new_markdown_cell
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 from autograder.course import limits, preprocessors
 from autograder.course.preprocessors import (JOB, NOT_RUN, UNCHECKED, ContainedExecute, KernelWatch, OutputCap,
@@ -247,3 +248,21 @@ def test_each_output_of_its_own_counts_at_least_its_charge_and_printed_text_its_
     while cap.admits(0, charge("display_data", display)):
         kept += 1
     assert kept == limits.MAX_CELL_OUTPUT_BYTES // limits.OUTPUT_CHARGE_BYTES == 512
+
+
+def test_every_kernel_message_counts_towards_the_flood_whatever_its_type_with_its_extra_frames(monkeypatch):
+    """Red team 9: 12 MiB messages of a type of the learner's own cost the grading process 1.1 GB and 10 CPU s
+    uncounted, and extra frames on a display were never counted: every message now counts, frames included."""
+    from autograder.course.preprocessors import charge
+
+    display = {"data": {"text/plain": "hi"}, "metadata": {}}
+    assert charge("display_data", display, [b"x" * 200_000] * 3) > 600_000
+    monkeypatch.setattr(preprocessors, "FLOOD_BYTES", 100_000)
+    execute, ended = ContainedExecute(), []
+    execute._output, execute._watch = OutputCap(), types.SimpleNamespace(end=ended.append)
+    own = {"msg_type": "zzz", "header": {"msg_type": "zzz"}, "parent_header": {}, "metadata": {},
+           "content": {"x": "y" * 60_000}}
+    cell = new_code_cell("")
+    assert execute.process_message(own, cell, 0) is None and not ended
+    assert execute.process_message(own, cell, 0) is None and ended == [preprocessors.FLOODED]
+    assert cell.outputs == []  # counted, never kept

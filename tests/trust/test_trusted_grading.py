@@ -304,6 +304,22 @@ def test_a_worker_cannot_make_the_trusted_side_keep_millions_of_handles_or_compu
         worker.evaluate("loop")(work)
     assert "check's own functions compute for more than 0.5 s of CPU time" in info.value.reason
     assert causes.of_stop(info.value.reason) == causes.TIMEOUT
+    # red team 9: callback frames that name no callback, written to the worker's socket, cost 38 CPU s to read
+    with remote.Worker() as worker, pytest.raises(remote.Stopped) as info:
+        worker.run(RAW_CALLBACKS, "<cell>")
+        worker.evaluate("flood")(200)
+    assert "check's own functions compute for more than 0.5 s of CPU time" in info.value.reason
+
+
+RAW_CALLBACKS = """
+import os, socket, struct
+def flood(times):
+    sock = socket.fromfd(int(os.environ["WORKER_FD"]), socket.AF_UNIX, socket.SOCK_STREAM)
+    body = ('{"id": -7, "op": "callback", "target": 999999, "args": [' + ",".join(["[]"] * 1_000_000) + ']}').encode()
+    for _ in range(times):
+        sock.sendall(struct.pack(">I", len(body)) + body)
+        sock.recv(struct.unpack(">I", sock.recv(4, socket.MSG_WAITALL))[0], socket.MSG_WAITALL)
+"""
 
 
 STARTED = "open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]"  # when the sandbox's init started
@@ -861,6 +877,23 @@ def test_a_kernel_that_ignores_interrupts_is_stopped_and_the_rest_graded(tmp_pat
     code, found = grade(path, env={"BACKPROP_CELL_TIMEOUT_S": "10"})
     assert code == 1 and found["numerical_gradient"]["score"] == 0
     assert all(found[e]["passed"] for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
+
+
+@pytest.mark.slow
+def test_a_message_the_kernel_did_not_sign_ends_the_run_there_and_the_rest_is_graded(tmp_path):
+    """Red team 9: one unsigned message written to the kernel's own socket failed the whole grade ("cannot grade",
+    exit 2). Now the run ends there, as when a kernel dies: what ran before keeps its points."""
+    forge = ("get_ipython().kernel.iopub_socket.send_multipart([b'x', b'<IDS|MSG>', b'00', b'{}', b'{}', b'{}', b'{}'])\n"
+             "import time\ntime.sleep(1)\n")
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "log_square_trace")
+    nb.cells.insert(at, nbformat.v4.new_code_cell(forge))
+    path = tmp_path / "forged.ipynb"
+    nbformat.write(nb, path)
+    code, found = grade(path)
+    assert code in (0, 1) and found["central_difference"]["passed"] and found["numerical_gradient"]["passed"]
+    # nbclient reads the message when it next polls: the cells run until then keep what they earn
+    assert all(e["passed"] or "did not sign" in e["diagnosis"] for e in found.values())
 
 
 def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():
