@@ -149,7 +149,8 @@ import struct
 import numpy as np
 
 # Answers are numbers and modest arrays; a bigger frame is an attack on the trusted process's memory (JSON decoding
-# costs ~50 bytes per element), so both the frame and the number of values in it are capped.
+# costs ~50 bytes per element, ~70 per empty list), so both the frame and the number of values in it are capped (the
+# trusted side counts a frame's brackets before it parses it).
 FRAME_LIMIT = 16 * 1024 * 1024
 VALUE_LIMIT = 1_000_000
 DEPTH_LIMIT = 20  # lists, tuples and dicts nested deeper than this stay in the worker, as handles

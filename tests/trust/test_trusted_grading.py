@@ -18,7 +18,7 @@ import pytest
 
 from autograder import CheckFailure
 from autograder.checks import causes
-from autograder.trust import remote, sandbox, verdicts
+from autograder.trust import remote, sandbox, verdicts, wire
 from autograder.contract import assignments, cause_of
 from conftest import COURSE_SECRET, REPO, learner_notebook, requires_sandbox, solution_notebook
 
@@ -309,6 +309,18 @@ def test_a_worker_cannot_make_the_trusted_side_keep_millions_of_handles_or_compu
         worker.run(RAW_CALLBACKS, "<cell>")
         worker.evaluate("flood")(200)
     assert "check's own functions compute for more than 0.5 s of CPU time" in info.value.reason
+
+
+def test_a_frame_of_too_many_containers_is_refused_before_it_is_parsed(monkeypatch):
+    """Red team 9: 16 MiB of empty lists cost the grader 370 MB and 1.4 CPU s to parse before their values were
+    counted. The brackets are counted first."""
+    parsed = []
+    monkeypatch.setattr(wire, "VALUE_LIMIT", 1000)
+    monkeypatch.setattr(wire, "unpack", lambda data, unpack=wire.unpack: parsed.append(len(data)) or unpack(data))
+    with remote.Worker() as worker, pytest.raises(remote.Stopped) as info:
+        worker.run("MANY = [[] for _ in range(5000)]\n", "<cell>")
+        worker.evaluate("MANY")
+    assert "not an answer" in info.value.reason and max(parsed) < 5000
 
 
 RAW_CALLBACKS = """
