@@ -299,9 +299,10 @@ def judge(check_id: str, run: Judging) -> Verdict:
     submission, so the kernel's run of them is good enough (TrustedVerdicts counts a failure there).
 
     ``run.poisoned`` maps cells whose top level killed or stalled a worker to why; they are left out from then on
-    (and reported), so one runaway cell costs its own exercise, not every exercise after it. ``run.settled`` holds
-    the verdicts of exercises checked before (``autograder.checks.check``): an exercise that builds on one of them
-    is not made to check it again.
+    (and reported), so one runaway cell costs its own exercise, not every exercise after it. ``run.earlier`` holds
+    the latest verdicts of the exercises this one builds on; those that still stand (reusable) go into
+    ``run.settled``, so they are not checked again (``autograder.checks.check``), and every verdict reached is
+    added there.
 
     Raises:
         remote.Unavailable: a worker could not be started.
