@@ -18,7 +18,8 @@ from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 from autograder.checks import causes
 from autograder.checks.registry import exercise
-from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt,
+from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, described,
+                                                   fmt,
                                                    run_probes, wrong_value)
 from autograder.checks.harness.vjp import (IGNORES_UPSTREAM, VJPCase, as_gradient, check_vjp, describe, torch_vjp,
                                            vjp_probe)
@@ -550,7 +551,7 @@ def check_forward_and_back(forward_and_back) -> None:
         shown = f"a, b, c of shape {shape}"
         result = call_learner(ex, forward_and_back, a, b, c, shown_input=shown)
         if not isinstance(result, (tuple, list)) or len(result) != 3:
-            raise CheckFailure(ex, f"return three arrays (dg/da, dg/db, dg/dc), got {result!r}",
+            raise CheckFailure(ex, f"return three arrays (dg/da, dg/db, dg/dc), got {described(result)}",
                                cause_id=causes.WRONG_TYPE)
         for name, index, got in zip(("dg/da", "dg/db", "dg/dc"), range(3), result):
             got = as_gradient(ex, name, got, shape, shown)

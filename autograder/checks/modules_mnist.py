@@ -25,7 +25,7 @@ from autograder.checks.registry import exercise
 from autograder.checks.reference import modules as reference_modules
 from autograder.checks.harness.oracles import backward_with_seed
 from autograder.checks.harness.diagnostics import (AGAINST_TORCH, FEW_RANDOM_CASES, SAME_ARITHMETIC, CheckFailure, Probe,
-                                                   Slip, Tolerance, call_learner, case_rng, close, fmt, quoted,
+                                                   Slip, Tolerance, call_learner, case_rng, close, described, fmt, quoted,
                                                    run_probes)
 from autograder.trust.remote import beside
 
@@ -513,7 +513,7 @@ def check_cross_entropy(cross_entropy, Tensor) -> None:
         loss = call_learner(ex, cross_entropy, z, labels.copy(), shown_input=shown)
         if not hasattr(loss, "array") or np.shape(loss.array) != labels.shape:
             raise CheckFailure(ex, f"{shown} should return a Tensor of shape {labels.shape}, one loss per example "
-                                   f"(the training loop takes the mean); got {loss!r}.", cause_id=causes.WRONG_SHAPE)
+                                   f"(the training loop takes the mean); got {described(loss)}.", cause_id=causes.WRONG_SHAPE)
         call_learner(ex, loss.backward, Tensor(seed), shown_input=f"{shown}.backward()")
         grad = None if z.grad is None else np.asarray(z.grad.array)
         return shown, np.asarray(loss.array), grad, *_torch_cross_entropy(logits, labels, seed)
@@ -846,9 +846,9 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
                                "the rows unchanged.")
     if not isinstance(losses, list) or len(losses) != 4:
         raise CheckFailure(ex, f"{shown} should return a list of 4 losses (batches of 64, 64, 64 and 8), "
-                               f"got {losses!r}.", cause_id=causes.WRONG_TYPE)
+                               f"got {described(losses)}.", cause_id=causes.WRONG_TYPE)
     if not all(isinstance(v, float) and math.isfinite(v) for v in losses):
-        raise CheckFailure(ex, f"{shown} should return plain finite floats (loss.item()), got {losses!r}.",
+        raise CheckFailure(ex, f"{shown} should return plain finite floats (loss.item()), got {described(losses)}.",
                            cause_id=causes.WRONG_TYPE)
     if optimizer.steps != 4:
         raise CheckFailure(ex, f"{shown}: optimizer.step() ran {optimizer.steps} times; once per batch makes 4.",
@@ -887,7 +887,7 @@ def check_training(train_epoch, accuracy, Sequential, Linear, ReLU, SGD, Tensor)
         want = reference_accuracy(evaluated.initial, images, labels)
         if isinstance(got, bool) or not isinstance(got, (float, np.floating)) or not close(got, want, SAME_ARITHMETIC):
             raise CheckFailure(ex, f"accuracy(...) should be the fraction {want} (a float in [0, 1]) of rows whose "
-                                   f"largest logit is the true label; got {got!r}.")
+                                   f"largest logit is the true label; got {described(got)}.")
         if any(evaluated.recorded):
             raise CheckFailure(ex, "accuracy() recorded a graph: evaluate inside `with no_grad():`, since nothing "
                                    "will be differentiated.", cause_id=ACCURACY_GRAPH)

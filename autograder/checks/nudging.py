@@ -17,7 +17,7 @@ from autograder.checks import causes
 from autograder.checks.registry import exercise
 from autograder.checks.harness.diagnostics import (AGAINST_DIFFERENCES, AGAINST_TORCH, FLOAT32_INPUTS, RANDOM_CASES,
                                     SAME_ARITHMETIC, CheckFailure, Probe, Slip, Tolerance, as_float, call_learner,
-                                    close, fmt, run_probes)
+                                    close, described, fmt, run_probes)
 from autograder.checks.harness.oracles import central_differences, torch_gradients
 
 # Smooth scalar functions written once for both numpy (floats) and torch (tensors): `m` is the module.
@@ -354,7 +354,7 @@ def check_tanh_network_gradients(tanh_network_gradients) -> None:
         try:
             values = [as_float(ex, value, "each gradient") for value in result]
         except TypeError:
-            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {result!r}",
+            raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {described(result)}",
                                cause_id=causes.WRONG_TYPE) from None
         if len(values) != 3:
             raise CheckFailure(ex, f"return three numbers (dL/dw1, dL/db1, dL/dw2), got {len(values)}",
@@ -414,7 +414,7 @@ def check_log_square_trace(log_square_trace) -> None:
         shown = f"x = {x!r}"
         trace = call_learner(ex, log_square_trace, x, shown_input=shown)
         if not isinstance(trace, dict) or set(TRACE_KEYS) - set(trace):
-            raise CheckFailure(ex, f"return a dict with the keys {list(TRACE_KEYS)}, got {trace!r}",
+            raise CheckFailure(ex, f"return a dict with the keys {list(TRACE_KEYS)}, got {described(trace)}",
                                cause_id=causes.WRONG_TYPE)
         return {key: as_float(ex, trace[key], f"trace[{key!r}]") for key in TRACE_KEYS}, shown
 

@@ -442,6 +442,21 @@ def quoted(error: BaseException) -> str:
     return " ".join(str(error).split())
 
 
+def described(value) -> str:
+    """An answer as a diagnosis shows it, the same in a learner's kernel and in the grade: plain data by its repr, a
+    learner's object by its type and, for a tensor, the array it holds (its own __repr__ is learner code, which the
+    grade never runs: "<Tensor object>" there, "Tensor(1.3133, requires_grad=True)" in the kernel, split the two)."""
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        inner = ", ".join(described(v) for v in value[:8]) + (", ..." if len(value) > 8 else "")
+        return f"[{inner}]" if type(value) is list else f"({inner}{',' if len(value) == 1 else ''})"
+    if value is None or type(value) in (bool, int, float, str) or isinstance(value, (np.ndarray, np.generic)):
+        return fmt(value)
+    array = getattr(value, "array", None) if type(value).__name__ in ("Tensor", "Parameter") else None
+    if isinstance(array, np.ndarray):
+        return f"a {type(value).__name__} holding {fmt(array)}"
+    return f"a {type(value).__name__}"
+
+
 def fmt(value) -> str:
     """Short, stable text for a number or array in a diagnosis."""
     if isinstance(value, np.ndarray) and value.ndim == 0:

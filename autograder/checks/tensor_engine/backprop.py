@@ -16,7 +16,8 @@ from autograder.checks.harness.random_programs import TENSOR, programs, torch_ru
 from autograder.checks.harness.recorded import RecordedGraph
 from autograder.checks.tensor_engine.ordering import CHAIN_LENGTH, check_deep
 from autograder.checks.tensor_engine.programs import GRAD_ON_NON_LEAF, compare_leaf_grads, grad_array, run_both
-from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, fmt, quoted,
+from autograder.checks.harness.diagnostics import (RANDOM_CASES, CheckFailure, Probe, Slip, call_learner, close, described,
+                                                   fmt, quoted,
                                                    run_probes, wrong_value)
 from autograder.trust.remote import beside
 
@@ -52,7 +53,7 @@ def check_backprop(backprop, Tensor) -> None:
     _probe_nothing_requires_grad(ex, run, Node)
     x, end, _ = check_deep(ex, RecordedGraph(Node, only_requiring_grad=True), lambda end, shown: run(end, None, shown))
     if grad(x, "x.grad") is None or grad(x, "x.grad") != 1.0:  # an even number of negations
-        raise CheckFailure(ex, f"a chain of {CHAIN_LENGTH} negations: expected x.grad = 1, received {x.grad!r}.")
+        raise CheckFailure(ex, f"a chain of {CHAIN_LENGTH} negations: expected x.grad = 1, received {described(x.grad)}.")
 
     @RANDOM_CASES
     @given(programs(TENSOR, max_steps=40))
@@ -90,7 +91,7 @@ def _probe_data_leaf(ex, run, grad, Node):
         raise CheckFailure(ex, f"{shown}: x has requires_grad=False, so x.grad must stay None (torch: data gets no "
                                "gradient). Store gradients only on leaves that require grad.", cause_id=causes.MISMATCH)
     if not close(grad(w, "w.grad"), [30.0]):
-        raise CheckFailure(ex, f"{shown}: expected w.grad = [30.] (2(wx - 1)x = 2·5·3), received {w.grad!r}.")
+        raise CheckFailure(ex, f"{shown}: expected w.grad = [30.] (2(wx - 1)x = 2·5·3), received {described(w.grad)}.")
 
 
 def _grad_after(run, grad, build, shown):
@@ -237,7 +238,7 @@ def _probe_accumulation(ex, run, grad, Node):
     w.grad = None
     run(3.0 * w, None, "w.grad = None; backprop(3 * w)")
     if not close(grad(w, "w.grad"), 3.0):
-        raise CheckFailure(ex, f"after w.grad = None, backprop(3 * w) should give w.grad = 3, received {w.grad!r}.")
+        raise CheckFailure(ex, f"after w.grad = None, backprop(3 * w) should give w.grad = 3, received {described(w.grad)}.")
 
     a, b = Node(np.array([1.0, 2.0]), requires_grad=True), Node(np.array([3.0, 4.0]), requires_grad=True)
     seed = Node(np.array([1.0, -1.0]))
@@ -245,12 +246,13 @@ def _probe_accumulation(ex, run, grad, Node):
     run((a * 3.0).sum(), None, "then backprop((a * 3).sum())")
     if not np.array_equal(seed.array, [1.0, -1.0]) or not close(grad(b, "b.grad"), np.array([1.0, -1.0])):
         raise CheckFailure(ex, "after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), b.grad "
-                               f"or end_grad changed (b.grad = {b.grad!r}, end_grad = {seed!r}). add_back passes its "
-                               "gradient through, so a.grad, b.grad and end_grad can share one array: accumulate with "
-                               "a new array (old + new), never in place (+= on an array).", cause_id=IN_PLACE)
+                               f"or end_grad changed (b.grad = {described(b.grad)}, end_grad = {described(seed)}). "
+                               "add_back passes its gradient through, so a.grad, b.grad and end_grad can share one "
+                               "array: accumulate with a new array (old + new), never in place (+= on an array).",
+                           cause_id=IN_PLACE)
     if not close(grad(a, "a.grad"), np.array([4.0, 2.0])):
         raise CheckFailure(ex, f"after backprop(a + b, end_grad=Tensor([1., -1.])) and backprop((a * 3).sum()), "
-                               f"expected a.grad = [4., 2.], received {a.grad!r}.")
+                               f"expected a.grad = [4., 2.], received {described(a.grad)}.")
 
 
 def _probe_pending_and_end(ex, run, grad, Node):
@@ -266,7 +268,7 @@ def _probe_pending_and_end(ex, run, grad, Node):
     run(w, Node(np.array([1.0, -1.0])), "backprop(w, end_grad=Tensor([1., -1.])) on a leaf w")
     if not close(grad(w, "w.grad"), np.array([1.0, -1.0])):
         raise CheckFailure(ex, "backprop on a leaf that requires grad should store end_grad in its .grad (torch: "
-                               f"w.backward(v) gives w.grad = v); received {w.grad!r}.", cause_id=END_LEAF)
+                               f"w.backward(v) gives w.grad = v); received {described(w.grad)}.", cause_id=END_LEAF)
     h = Node(2.0, requires_grad=True) * 3.0
     h.retain_grad()
     run(h * h, None, "h = 3w; h.retain_grad(); backprop(h * h)")
@@ -275,7 +277,7 @@ def _probe_pending_and_end(ex, run, grad, Node):
     if not close(grad(h, "h.grad"), 12.0 + 2.0 + 1.0):
         raise CheckFailure(ex, "a retained non-leaf accumulates like a leaf, and the end node itself gets its seed: "
                                "h = 6 with retain_grad(), backprop(h * h), backprop(2 * h), backprop(h) gives h.grad = "
-                               f"12 + 2 + 1 = 15 in torch; received {h.grad!r}.", cause_id=causes.MISMATCH)
+                               f"12 + 2 + 1 = 15 in torch; received {described(h.grad)}.", cause_id=causes.MISMATCH)
 
 
 def _probe_nothing_requires_grad(ex, run, Node):

@@ -11,7 +11,7 @@ from autograder.checks.harness.oracles import backward_with_seed
 from autograder.checks.harness.random_programs import TENSOR, programs
 from autograder.checks.reference.engine import REFERENCE_RULES
 from autograder.checks.tensor_engine.programs import LONG_PROGRAMS, reference_gradients, run_both
-from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure, call_learner, case_rng, close, fmt
+from autograder.checks.harness.diagnostics import RANDOM_CASES, CheckFailure, call_learner, case_rng, close, described, fmt
 
 
 FORWARD_GETS_TENSORS = causes.declare("apply_op/forward-given-tensors", "forward called with the Tensors, not their "
@@ -63,7 +63,7 @@ def check_apply_op(apply_op, no_grad, Tensor, GradMode) -> None:
     if tuple(recipe.backwards) != tuple(multiply) or dict(recipe.kwargs) != {}:
         raise CheckFailure(ex, f"{shown}: recipe.backwards should be the backward functions given, in order, and "
                                "recipe.kwargs the keyword arguments ({} here); "
-                               f"got {recipe.backwards!r}, {recipe.kwargs!r}.", cause_id=RECIPE_FIELDS)
+                               f"got {described(recipe.backwards)}, {described(recipe.kwargs)}.", cause_id=RECIPE_FIELDS)
     if out.grad is not None:
         raise CheckFailure(ex, "a new tensor's .grad should be None until backprop fills it.", cause_id=causes.MISMATCH)
 
