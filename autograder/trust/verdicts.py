@@ -388,7 +388,11 @@ def reusable(worker: remote.Worker, run: Judging, judged_objects: dict[str, tupl
     pass while the names it judged hold the very objects judged, however they were rebound or left alone since; a
     failure only while no cell has run since (the kernel checks a failure again always: a helper it calls, or the
     class it judged, may have been fixed in place). Rules about code (which cells may rebind a name) missed back
-    doors (red team 9: sys._getframe, a match capture, a fixed helper); identities miss nothing."""
+    doors (red team 9: sys._getframe, a match capture, a fixed helper); identities miss nothing.
+
+    The worker says which object a name holds, and learner code can rewrite what it says (its table of handles):
+    then the check is handed, and judges, that other object of the learner's own (red team 9 handed over the
+    correct topological_order it had broken since). That can give no points for work not done, so it is left."""
     reuse = {}
     for exercise, (verdict, position) in run.earlier.items():
         if verdict is not None:

@@ -248,7 +248,7 @@ class Codec:
         if value is Ellipsis:
             return {"__ellipsis__": True}
         for base in (int, float, str):  # a subclass (bool is int's, and handled above) as the value it holds
-            if isinstance(value, base):
+            if isinstance(value, base) and only_data(value, base):
                 return self.encode(getattr(base, f"__{base.__name__}__")(value), depth)
         container = self.container(value, depth)
         # Read through the base class: a subclass's own __iter__ or items() does not decide what is sent.
@@ -265,7 +265,7 @@ class Codec:
         their subclasses (a namedtuple is its tuple, an OrderedDict or defaultdict its dict: a check reads an
         answer's data, as it reads an ndarray subclass's array), at most DEPTH_LIMIT deep, dict keys str or int."""
         for kind in (list, tuple, dict):
-            if isinstance(value, kind):
+            if isinstance(value, kind) and only_data(value, kind):
                 return kind if depth < DEPTH_LIMIT and (kind is not dict or plain_keys(value)) else None
         return None
 
@@ -415,6 +415,14 @@ def _key(value) -> str | int:
     if type(value) not in (str, int):
         raise ProtocolError("dict key")
     return value
+
+
+def only_data(value, base: type) -> bool:
+    """Whether ``value``, an instance of the plain type ``base`` or of a subclass, is data alone: not callable, and of
+    no class besides ``base``'s own kind (a namedtuple, an OrderedDict, a float subclass are data; a memoizing
+    ``dict`` subclass with ``__call__``, or a ``Sequential(Module, list)``, has behaviour a check uses, and stays an
+    object: red team 9). numpy's scalars (np.str_) are data too."""
+    return type(value) is base or not callable(value) and all(issubclass(c, (base, np.generic)) for c in type(value).__mro__[:-1])
 
 
 def plain_keys(value: dict) -> bool:

@@ -192,11 +192,21 @@ def test_a_learner_subclass_of_plain_data_crosses_as_the_data_it_holds(connectio
 def test_the_worker_keeps_what_is_not_plain_data_and_sends_handles(connection, monkeypatch):
     monkeypatch.setattr(remote, "_CLASSES", {})  # proxy classes are capped per process: other tests use them up
 
+    class Module:
+        pass
+
+    class Sequential(Module, list):  # red team 9: behaviour beyond its list's, which a check uses
+        pass
+
+    class Memoized(dict):  # callable: the classic memoizing decorator
+        def __call__(self, x):
+            return x
+
     deep = []
     for _ in range(wire.DEPTH_LIMIT + 1):
         deep = [deep]
     codec = trusted()
-    for value in (1j, np.complex128(1), {(1, 2): 3}, ValueError("x"), np.array([None]), print):
+    for value in (Sequential([1]), Memoized(a=1), 1j, np.complex128(1), {(1, 2): 3}, ValueError("x"), np.array([None]), print):
         received = across(value, connection, codec)
         assert isinstance(received, remote.Remote) and type(received).__name__ == type(value).__name__, value
         assert connection.decode(codec.encode(received)) is value  # handed back: the worker's own object
