@@ -271,7 +271,7 @@ class ContainedExecute(Execute):
             self.log.warning("%s: %s", resources.get("unique_key"), why)
             mark_not_run(nb, why)
             return nb, resources
-        except (ValueError, TypeError) as error:
+        except (ValueError, TypeError, KeyError) as error:
             if not from_the_session(error):
                 raise
             # Learner code wrote to its kernel's own sockets (red team 9: one unsigned message failed the whole
@@ -498,12 +498,14 @@ FORGED_MESSAGE = ("the kernel sent a message its session did not sign or could n
 
 
 def from_the_session(error: BaseException) -> bool:
-    """Whether ``error`` was raised reading a kernel message (jupyter_client's Session: a bad signature, a replayed
-    one, frames that are not a message), not by the grader."""
+    """Whether ``error`` was raised reading a kernel message (in jupyter_client's Session, or what it calls: a bad
+    signature, a replayed one, a signed header that is not JSON or has no id), not by the grader."""
     frame = error.__traceback__
-    while frame is not None and frame.tb_next is not None:
+    while frame is not None:
+        if Path(frame.tb_frame.f_code.co_filename).match("jupyter_client/session.py"):
+            return True
         frame = frame.tb_next
-    return frame is not None and Path(frame.tb_frame.f_code.co_filename).match("jupyter_client/session.py")
+    return False
 
 
 def mark_not_run(nb, why: str) -> None:

@@ -166,7 +166,9 @@ def test_other_statements_are_not_patches_or_constants(code):
     ("files = !ls", "files = get_ipython().getoutput('ls')\n"),
     ("len?", "get_ipython().run_line_magic('pinfo', 'len')\n"),
     ("x = 1\n%time y = 2", "x = 1\nget_ipython().run_line_magic('time', 'y = 2')\n"),
-    ("%%time\ndef f():\n    pass", "get_ipython().run_cell_magic('time', '', 'def f():\\n    pass\\n')\n"),
+    ("%%time\ndef f():\n    pass", "def f():\n    pass\n"),  # the kernel runs the body as the cell: it is the cell
+    ("%time y = 2", "y = 2\n"),
+    ("%%writefile f.py\nx = 1", "get_ipython().run_cell_magic('writefile', 'f.py', 'x = 1\\n')\n"),
 ])
 def test_python_turns_magics_and_shell_escapes_into_calls(source, expected):
     """As the kernel sees the cell: the worker then fails on get_ipython, not on a SyntaxError it cannot name."""

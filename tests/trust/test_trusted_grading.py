@@ -91,7 +91,10 @@ def test_code_the_kernel_runs_through_ipython_runs_in_the_worker_too():
                                                                                       "helper()\n")), "name": "<cell>"})
         worker.run("import asyncio\nawait asyncio.sleep(0)\nawaited = 3\n", "<answer>")
         worker.run("get_ipython().user_ns['by_user_ns'] = 4\n", "<answer>")
-        assert [worker.evaluate(e) for e in ("bound", "helper()", "awaited", "by_user_ns")] == [1, 2, 3, 4]
+        worker.run(verdicts.python("%%time\ndef nested():\n    return 5\n\n%time timed = nested()\n"), "<answer>")
+        worker.run("get_ipython().run_line_magic('time', 'called = 6')\n", "<answer>")  # learner code calling it
+        assert [worker.evaluate(e) for e in ("bound", "helper()", "awaited", "by_user_ns", "timed", "called")] == \
+            [1, 2, 3, 4, 5, 6]
 
 
 def test_a_check_failure_raised_by_a_probe_function_reaches_the_check_as_itself():
@@ -891,12 +894,22 @@ def test_a_kernel_that_ignores_interrupts_is_stopped_and_the_rest_graded(tmp_pat
     assert all(found[e]["passed"] for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
 
 
+FORGED = {
+    "unsigned": "get_ipython().kernel.iopub_socket.send_multipart([b'x', b'<IDS|MSG>', b'00', b'{}', b'{}', b'{}', b'{}'])\n",
+    "signed, not JSON": "k = get_ipython().kernel\nparts = [b'not json', b'{}', b'{}', b'{}']\n"
+                        "k.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', k.session.sign(parts)] + parts)\n",
+    "signed, no id": "k = get_ipython().kernel\nparts = [b'{}', b'{}', b'{}', b'{}']\n"
+                     "k.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', k.session.sign(parts)] + parts)\n",
+}
+
+
 @pytest.mark.slow
-def test_a_message_the_kernel_did_not_sign_ends_the_run_there_and_the_rest_is_graded(tmp_path):
-    """Red team 9: one unsigned message written to the kernel's own socket failed the whole grade ("cannot grade",
-    exit 2). Now the run ends there, as when a kernel dies: what ran before keeps its points."""
-    forge = ("get_ipython().kernel.iopub_socket.send_multipart([b'x', b'<IDS|MSG>', b'00', b'{}', b'{}', b'{}', b'{}'])\n"
-             "import time\ntime.sleep(1)\n")
+@pytest.mark.parametrize("kind", sorted(FORGED))
+def test_a_message_the_kernel_did_not_sign_ends_the_run_there_and_the_rest_is_graded(tmp_path, kind):
+    """Red team 9: one unsigned message written to the kernel's own socket, or a signed one that is not a message,
+    failed the whole grade ("cannot grade", exit 2). Now the run ends there, as when a kernel dies: what ran before
+    keeps its points."""
+    forge = FORGED[kind] + "import time\ntime.sleep(1)\n"
     nb = nbformat.read(solution_notebook(NB), as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "log_square_trace")
     nb.cells.insert(at, nbformat.v4.new_code_cell(forge))
