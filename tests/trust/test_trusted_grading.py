@@ -330,7 +330,7 @@ RAW_CALLBACKS = """
 import os, socket, struct
 def flood(times):
     sock = socket.fromfd(int(os.environ["WORKER_FD"]), socket.AF_UNIX, socket.SOCK_STREAM)
-    body = ('{"id": -7, "op": "callback", "target": 999999, "args": [' + ",".join(["[]"] * 1_000_000) + ']}').encode()
+    body = ('{"id": -7, "op": "callback", "target": 999999, "args": [' + ",".join(["[]"] * 900_000) + ']}').encode()
     for _ in range(times):
         sock.sendall(struct.pack(">I", len(body)) + body)
         sock.recv(struct.unpack(">I", sock.recv(4, socket.MSG_WAITALL))[0], socket.MSG_WAITALL)
