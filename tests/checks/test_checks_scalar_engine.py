@@ -98,9 +98,11 @@ EXPAND = '''        elif node not in visited:
             stack.append((node, True))  # come back to it after its inputs
             stack.extend((child, False) for child in node._prev if child not in visited)
 '''
+# Inputs in order of their data, not of the set: the probe this slip fails first must not depend on ids (the parity
+# test compares headlines, probe included, across processes).
 MARK_ON_PUSH = '''        else:
             stack.append((node, True))
-            for child in node._prev:
+            for child in sorted(node._prev, key=lambda c: c.data):
                 if child not in visited:
                     visited.add(child)
                     stack.append((child, False))
