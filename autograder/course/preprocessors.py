@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import nbformat
-import zmq
 from nbformat.v4 import new_output
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -31,10 +30,10 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 
 from autograder import checks  # imported before any learner kernel runs: nothing it writes changes them
-from autograder.course.limits import (FLOOD_BYTES, MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES, MAX_OUTPUT_BYTES,
+from autograder.course.limits import (FLOOD_BYTES, MAX_CELL_OUTPUT_BYTES, MAX_OUTPUT_BYTES,
                                      NOTEBOOK_CPU_S, NOTEBOOK_IDLE_S, NOTEBOOK_WALL_S, OUTPUT_CHARGE_BYTES,
                                      OVERLOAD_FACTOR, oversized)
-from autograder.trust import cputime, sandbox, secret, verdicts
+from autograder.trust import cputime, relay, sandbox, secret, verdicts
 from autograder.trust.pids import ProcessCap
 # The verdicts are computed on a thread while the kernel's client runs on this one: everything the checks import
 # lazily is imported here first, since two threads importing one package at once can break its import.
@@ -50,7 +49,6 @@ CODE_LINE = re.compile(r"^\s*(?:-*>\s*\d+\s)?\s*")  # a traceback line's indenta
 NOT_RUN = "KernelStopped"  # the ename of a cell the kernel never finished
 NOT_MEASURED = ("(This cell measures time and memory on the machine that runs it, and grades nothing: it is skipped "
                 "while grading. Run it in JupyterLab to see the figures.)\n")
-MAX_MESSAGE_BYTES = MAX_NOTEBOOK_BYTES + MAX_CELL_OUTPUT_BYTES  # a kernel message may echo a whole cell's source
 DIFFERS = ("Your notebook's kernel reported that the hidden checks passed, but the same checks run outside it "
            "failed, and that run counts (the exercise failed verification): ")
 
@@ -302,7 +300,8 @@ class ContainedExecute(Execute):
     def start_new_kernel(self, **kwargs) -> None:  # what nbconvert's preprocess calls (the sync wrapper)
         super().start_new_kernel(**kwargs)
         cell_s = self.timeout or NOTEBOOK_CPU_S
-        self._watch = KernelWatch(self.km.provisioner.process, NOTEBOOK_CPU_S, cell_s=cell_s, idle_s=NOTEBOOK_IDLE_S)
+        self._watch = KernelWatch(self.km.provisioner.process, NOTEBOOK_CPU_S, cell_s=cell_s, idle_s=NOTEBOOK_IDLE_S,
+                                  relay=getattr(self.km, "relay", None))
         self._watch.start()
 
     def _get_timeout(self, cell) -> float:
@@ -425,15 +424,18 @@ class KernelWatch(threading.Thread):
     The kernel's RLIMIT_CPU (sandbox.KERNEL_LIMITS) bounds its one process; this bounds the whole sandbox, learner
     subprocesses included, and names the reason (``reason``), which nbclient's DeadKernelError does not. A starved
     kernel is runnable, so however loaded the machine, it is stopped only by what its own code does. Between cells
-    (``cell_started``, ``cell_ended``) the kernel waits for nbgrader: that counts against nothing.
+    (``cell_started``, ``cell_ended``) the kernel waits for nbgrader: that counts against nothing. It also kills
+    the kernel when ``relay``, the process its messages pass through, has ended on its own (it refused a message
+    too large, or too much in all: autograder.trust.relay.WHY).
     """
 
     POLL_S = 0.5
+    RELAY_GRACE_S = 2.0
 
     def __init__(self, process: subprocess.Popen, cpu_s: float, cell_s: float | None = None,
-                 idle_s: float | None = None):
+                 idle_s: float | None = None, relay: subprocess.Popen | None = None):
         super().__init__(daemon=True, name="kernel-cpu")
-        self.process, self.cpu_s = process, cpu_s
+        self.process, self.cpu_s, self.relay = process, cpu_s, relay
         self.cell_s, self.idle_s = cell_s or cpu_s, idle_s or cpu_s
         self.reason: str | None = None
         self._done = threading.Event()
@@ -461,6 +463,7 @@ class KernelWatch(threading.Thread):
             with self._lock:
                 cpu, runnable = self._clock.sample()
                 self.reason = self._why(cpu, runnable)
+            self.reason = self.reason or self._relay_ended()
             if self.reason:
                 self.process.kill()
                 return
@@ -482,6 +485,18 @@ class KernelWatch(threading.Thread):
             return (f"the notebook's cells spent more than {self.idle_s:g} s in all neither computing nor waiting "
                     "for a CPU, so the kernel was stopped: does a cell sleep, or wait for input?")
         return None
+
+    def _relay_ended(self) -> str | None:
+        """Why the relay (autograder.trust.relay) ended while the kernel lives on, or None. It also ends when the
+        kernel does, from the same dropped connection: a kernel that is gone within RELAY_GRACE_S is nbclient's to
+        tell (a dead kernel)."""
+        if self.relay is None or self.relay.poll() is None:
+            return None
+        try:
+            self.process.wait(timeout=self.RELAY_GRACE_S)
+            return None
+        except subprocess.TimeoutExpired:
+            return relay.WHY.get(self.relay.returncode, relay.WHY[relay.DROPPED])
 
     def end(self, reason: str) -> None:
         """Kill the kernel now, for ``reason`` (unless it was stopped for another already)."""
@@ -672,23 +687,20 @@ class SandboxedKernelManager(AsyncKernelManager):
     grading process, and everything it started dies with the kernel. It has no network either: its client reaches
     it over Unix sockets (ZeroMQ's ipc transport) in a private folder, mode 0700, that only this process and the
     kernel's sandbox share, so no port is open for anything else on the machine to reach, nor for the kernel to
-    reach anything.
+    reach anything. Every message passes through a relay (autograder.trust.relay) with its own memory limit, whose
+    end is a second private folder the sandbox does not see: no message of the kernel's grows this process past
+    the relay's caps.
     """
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.private = Path(tempfile.mkdtemp(prefix="kernel-"))  # mkdtemp makes it 0700
+        self.relayed = Path(tempfile.mkdtemp(prefix="relay-"))  # the relay's end: not in the kernel's sandbox
         self.transport = "ipc"
         self.ip = str(self.private / "ipc")
         self.connection_file = str(self.private / "kernel.json")
         self._cap = ProcessCap.rlimit_only()  # made anew for each start of the kernel
-
-    def client(self, **kwargs):
-        """The client, whose sockets refuse a message past MAX_MESSAGE_BYTES (ZeroMQ drops it and reconnects), so
-        no single message of the kernel's grows this process without bound."""
-        client = super().client(**kwargs)
-        client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        return client
+        self.relay: subprocess.Popen | None = None
 
     def lock(self) -> None:
         """Make the private folder read-only to the kernel, once it has made its sockets there: without any
@@ -701,12 +713,27 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_pre_start_kernel(self, **kw):
         self.private.chmod(0o700)  # a restarted kernel makes its sockets anew
+        self._end_relay()
+        self.ip = str(self.private / "ipc")  # the connection file the kernel reads names its own sockets
         command, kw = await super()._async_pre_start_kernel(**kw)
         # Its own terminal output (connection banners, learner prints to fd 1/2 at exit) is not grading output.
         kw.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._cap.close()  # a restarted kernel's old sandbox has ended
         self._cap = ProcessCap()
         return sandbox.kernel_command(command, self.private, kw.get("cwd"), self._cap), kw
+
+    async def _async_post_start_kernel(self, **kw):
+        """Put the relay (autograder.trust.relay) between this process and the kernel: from here on every socket
+        of this manager and its clients, the control socket it opens now included, reaches the relay's end."""
+        self.relay = relay.start(self.ip, str(self.relayed / "ipc"), self.get_connection_info())
+        self.ip = str(self.relayed / "ipc")
+        await super()._async_post_start_kernel(**kw)
+
+    def _end_relay(self) -> None:
+        if self.relay is not None:
+            self.relay.kill()
+            self.relay.wait()
+            self.relay = None
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         """Tidy up after the kernel: jupyter_client's own cleanup, the sandbox's pids cgroup, and (unless it is
@@ -715,8 +742,10 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.private.chmod(0o700)
         await super()._async_cleanup_resources(restart=restart)
         self._cap.close()
+        self._end_relay()
         if not restart:
             shutil.rmtree(self.private, ignore_errors=True)
+            shutil.rmtree(self.relayed, ignore_errors=True)
 
     # nbclient calls this name, which AsyncKernelManager binds to the base class's coroutine function itself, so
     # overriding the coroutine alone missed a dead kernel (no shutdown to run it): its private folder stayed.

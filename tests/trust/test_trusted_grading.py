@@ -5,6 +5,7 @@ exercise) that tries to get points without the work. Under trusted grading each 
 it attacks, with the reason given, while the rest of the notebook is graded normally.
 """
 import contextlib
+import html
 import json
 import os
 import signal
@@ -919,6 +920,37 @@ def test_a_message_the_kernel_did_not_sign_ends_the_run_there_and_the_rest_is_gr
     assert code in (0, 1) and found["central_difference"]["passed"] and found["numerical_gradient"]["passed"]
     # nbclient reads the message when it next polls: the cells run until then keep what they earn
     assert all(e["passed"] or "did not sign" in e["diagnosis"] for e in found.values())
+
+
+# One display whose extra frames are one 8 MiB buffer sent 400 times (3.2 GiB): zero-copy, so cheap for the kernel.
+MANY_FRAMES = ("k = get_ipython().kernel\nbuffer = memoryview(b'x' * (8 << 20))\n"
+               "k.session.send(k.iopub_socket, 'display_data', {'data': {'text/plain': 'big'}, 'metadata': {}}, "
+               "buffers=[buffer] * 400)\nimport time\ntime.sleep(3)\n")
+PEAK_MEMORY = ("import resource, runpy, sys\nsys.argv = ['autograder', 'grade', *sys.argv[1:], '--json']\n"
+               "try:\n    runpy.run_module('autograder', run_name='__main__')\nfinally:\n"
+               "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10, file=sys.stderr)\n")
+
+
+@pytest.mark.slow
+def test_one_message_of_many_frames_does_not_grow_the_grader_and_ends_the_run_with_the_reason(tmp_path):
+    """Red team 9: ZeroMQ assembles a message's frames in the process that receives it, before anything can count
+    them: 320 frames of one 12 MiB buffer took the grading process to 2.2 GB. The relay, with its memory limit,
+    receives them now: the grader stays small, and the run ends there with the reason (the trusted verdicts do not
+    depend on it: full marks)."""
+    from autograder.trust import relay
+
+    nb = nbformat.read(solution_notebook(NB), as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "log_square_trace")
+    nb.cells.insert(at, nbformat.v4.new_code_cell(MANY_FRAMES))
+    path, page = tmp_path / "frames.ipynb", tmp_path / "feedback.html"
+    nbformat.write(nb, path)
+    done = subprocess.run([sys.executable, "-c", PEAK_MEMORY, str(path), "--feedback", str(page)], cwd=REPO,
+                          capture_output=True, text=True, timeout=900)
+    peak = int(done.stderr.strip().splitlines()[-1])
+    report = json.loads(done.stdout)
+    assert report["score"] == report["max_score"] == 10
+    assert relay.WHY[relay.DROPPED] in html.unescape(page.read_text())
+    assert peak < 1 << 30, f"the grading process reached {peak >> 20} MiB"
 
 
 def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():

@@ -1,0 +1,155 @@
+"""The relay between nbgrader and the sandboxed kernel it grades: every message either sends the other passes
+through this process, so the grading process never holds one past MESSAGE_BYTES, nor more than RUN_BYTES from the
+kernel in all.
+
+ZeroMQ hands a message over whole: its frames are assembled in the receiving process before anyone can count them.
+A kernel that sent one 12 MiB buffer 320 times as the frames of one message (zero-copy, so cheap for it) grew the
+grading process to 2.2 GB. Here that assembling happens in a process of its own with MEMORY_BYTES of address space
+(RLIMIT_AS, set by :func:`start`): a message too large for it drops the kernel's connection (libzmq frees what it
+had), as one frame past FRAME_BYTES does, and the relay then ends with DROPPED; one it could read but that is past
+MESSAGE_BYTES ends it with ONE_MESSAGE, and more than RUN_BYTES in all with FLOODED. Nothing is forwarded after
+that; the grader stops the kernel and names the reason (autograder.course.preprocessors.KernelWatch).
+
+The relay forwards messages as they are, signatures included, and adds no endpoint anyone else can reach: it
+connects to the kernel's Unix sockets and binds its own in a private folder of the grading process, which the
+kernel's sandbox does not see. Each peer of the request channels (shell, stdin, control, heartbeat) gets sockets of
+its own towards the kernel, with its own routing id, so the kernel sees the ids it would see without the relay (a
+client's shell and stdin share one, and input requests reach it).
+
+Run as ``python -m autograder.trust.relay KERNEL_PREFIX FRONT_PREFIX SHELL IOPUB STDIN CONTROL HB``: the ipc
+endpoints are ``PREFIX-PORT``, as jupyter_client names them, and the numbers are the connection file's ports.
+"""
+import os
+import resource
+import subprocess
+import sys
+
+import zmq
+
+from autograder.course.limits import FLOOD_BYTES, MAX_CELL_OUTPUT_BYTES, MAX_NOTEBOOK_BYTES
+
+CHANNELS = ("shell", "iopub", "stdin", "control", "hb")  # in the order of the ports on the command line
+REQUESTS = ("shell", "stdin", "control", "hb")
+FRAME_BYTES = MAX_NOTEBOOK_BYTES + MAX_CELL_OUTPUT_BYTES  # a kernel message may echo a whole cell's source
+MESSAGE_BYTES = FLOOD_BYTES  # a message past what a whole run may send ends the run anyway
+# Twice what stops a run in the grader (autograder.course.preprocessors.OutputCap), which counts the same messages
+# a little differently: the grader's own, better-worded, reason comes first.
+RUN_BYTES = 2 * FLOOD_BYTES
+MEMORY_BYTES = 768 << 20  # the interpreter and libzmq take about 150 MB of address space; a message up to RUN_BYTES fits
+
+ONE_MESSAGE, FLOODED, DROPPED = 3, 4, 5  # exit statuses
+WHY = {
+    ONE_MESSAGE: f"the kernel sent one message of more than {MESSAGE_BYTES >> 20} MiB, so it was stopped: does your "
+                 "code send data on the kernel's own sockets?",
+    FLOODED: f"the kernel sent more than {RUN_BYTES >> 20} MiB in all, so it was stopped: does a cell print or "
+             "display without end?",
+    DROPPED: "the kernel sent a message too large to read, so it was stopped: does your code send data on the "
+             "kernel's own sockets?",
+}
+
+
+def endpoint(prefix: str, port: int) -> str:
+    return f"ipc://{prefix}-{port}"
+
+
+class Relay:
+    """The sockets and the loop (see the module's docstring)."""
+
+    def __init__(self, kernel: str, front: str, ports: dict[str, int]):
+        self.context, self.poller = zmq.Context(), zmq.Poller()
+        self.kernel, self.ports = kernel, ports
+        self.front = {name: self._bind(front, name) for name in CHANNELS}
+        self.channel_of = {socket: name for name, socket in self.front.items()}
+        self.back: dict[tuple[str, bytes], zmq.Socket] = {}  # (channel, peer's routing id) -> socket to the kernel
+        self.route: dict[zmq.Socket, tuple[str, bytes]] = {}  # the other way
+        self.watchers: set[zmq.Socket] = set()
+        self.iopub = self._connect("iopub", zmq.SUB)
+        self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sent = 0
+
+    def _bind(self, front: str, name: str) -> zmq.Socket:
+        socket = self.context.socket(zmq.PUB if name == "iopub" else zmq.ROUTER)
+        socket.bind(endpoint(front, self.ports[name]))
+        if name != "iopub":
+            self.poller.register(socket, zmq.POLLIN)
+        return socket
+
+    def _connect(self, name: str, kind: int, peer: bytes | None = None) -> zmq.Socket:
+        socket = self.context.socket(kind)
+        socket.setsockopt(zmq.MAXMSGSIZE, FRAME_BYTES)
+        if peer is not None:
+            socket.setsockopt(zmq.IDENTITY, peer)
+        # The kernel never drops its end while it lives: when the relay's end is dropped, a message was too large
+        # (or the kernel has ended, which the grader tells apart).
+        watcher = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.watchers.add(watcher)
+        for each in (socket, watcher):
+            self.poller.register(each, zmq.POLLIN)
+        socket.connect(endpoint(self.kernel, self.ports[name]))
+        return socket
+
+    def _towards_kernel(self, name: str, peer: bytes) -> zmq.Socket:
+        """The socket that carries ``peer``'s messages on channel ``name`` (made on its first): a shell peer gets
+        its stdin socket at once, since the kernel speaks first there."""
+        for channel in (name, "stdin") if name == "shell" else (name,):
+            if (channel, peer) not in self.back:
+                socket = self._connect(channel, zmq.DEALER, peer)
+                self.back[channel, peer], self.route[socket] = socket, (channel, peer)
+        return self.back[name, peer]
+
+    def run(self) -> int:
+        """Forward until the kernel's connection drops or it sends too much; the exit status."""
+        while True:
+            for socket, _ in self.poller.poll():
+                status = self._forward(socket)
+                if status:
+                    return status
+
+    def _forward(self, socket: zmq.Socket) -> int | None:
+        if socket in self.watchers:
+            return DROPPED
+        frames = socket.recv_multipart(copy=False)
+        if socket in self.channel_of:  # from the grader: [peer, *message]
+            peer, *message = frames
+            self._towards_kernel(self.channel_of[socket], peer.bytes).send_multipart(message, copy=False)
+            return None
+        size = sum(len(frame) for frame in frames)
+        self.sent += size
+        if size > MESSAGE_BYTES:
+            return ONE_MESSAGE
+        if self.sent > RUN_BYTES:
+            return FLOODED
+        if socket is self.iopub:
+            self.front["iopub"].send_multipart(frames, copy=False)
+        else:
+            channel, peer = self.route[socket]
+            self.front[channel].send_multipart([peer, *frames], copy=False)
+        return None
+
+
+def start(kernel: str, front: str, connection: dict) -> subprocess.Popen:
+    """The relay, started, between the kernel's endpoints ``kernel`` and the grader's ``front`` (ipc prefixes) on
+    the ports of ``connection`` (jupyter_client's connection info). It ends with the grading process
+    (PR_SET_PDEATHSIG) and when the kernel's connection drops; its exit status is a key of WHY then."""
+    ports = [str(connection[f"{name}_port"]) for name in CHANNELS]
+    argv = [sys.executable, "-m", "autograder.trust.relay", kernel, front, *ports]
+    env = {**os.environ, "MALLOC_ARENA_MAX": "2"}  # each malloc arena reserves 64 MiB of the address space
+    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=_limited)
+
+
+def _limited() -> None:
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (linux/prctl.h)
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+
+
+def main(argv: list[str]) -> int:
+    kernel, front, *ports = argv
+    return Relay(kernel, front, dict(zip(CHANNELS, map(int, ports)))).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
