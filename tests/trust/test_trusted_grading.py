@@ -973,7 +973,7 @@ def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():
 
 @pytest.mark.slow  # a kernel
 @requires_sandbox
-def test_a_kernel_that_dies_leaves_neither_its_private_folder_nor_its_process_cap_behind(tmp_path):
+def test_a_kernel_that_dies_leaves_neither_its_private_folders_nor_its_process_cap_nor_its_relay_behind(tmp_path):
     """nbclient tidies a dead kernel up with ``cleanup_resources`` alone (there is no kernel left to shut down),
     which AsyncKernelManager binds to its own coroutine: an override of that coroutine never ran for it. (The kernel
     works in tmp_path: in the test's own folder, the repository, its copy of the folder reached a file larger than
@@ -986,18 +986,18 @@ def test_a_kernel_that_dies_leaves_neither_its_private_folder_nor_its_process_ca
     made = []
 
     class Recorded(SandboxedKernelManager):
-        async def _async_pre_start_kernel(self, **kw):
-            started = await super()._async_pre_start_kernel(**kw)
-            made.append((self.private, self._cap.group))
-            return started
+        async def _async_post_start_kernel(self, **kw):
+            await super()._async_post_start_kernel(**kw)
+            made.append((self.private, self.relayed, self._cap.group, self.relay))
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nos._exit(1)")])
     with pytest.raises(DeadKernelError):
         NotebookClient(nb, kernel_manager_class=Recorded, kernel_name="python3", timeout=60,
                        resources={"metadata": {"path": str(tmp_path)}}).execute()
-    [(private, group)] = made
-    assert not private.exists()
+    [(private, relayed, group, relay)] = made
+    assert not private.exists() and not relayed.exists()
     assert group is None or not group.exists()
+    assert relay.poll() is not None
 
 
 @pytest.mark.slow
