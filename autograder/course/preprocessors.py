@@ -567,6 +567,7 @@ class SeparateCopiedCells(NbGraderPreprocessor):
                 self.log.warning("%s: a copy of the cell %r is graded as an ordinary cell",
                                  resources.get("unique_key"), grade_id)
                 del cell.metadata["nbgrader"]
+                cell.metadata[verdicts.COPY_OF] = grade_id  # an answer cell's copy still runs in full there
             elif grade_id:
                 seen.add(grade_id)
         return nb, resources

@@ -182,6 +182,12 @@ def _leaves(node) -> list:
     return [leaf for element in node.elts for leaf in _leaves(element)] if isinstance(node, ast.Tuple) else [node]
 
 
+# Where SeparateCopiedCells keeps the grade id of a copied cell, whose nbgrader metadata it removes: a copy of an
+# answer cell still runs in full, as in the kernel. Learner data like the rest: it only ever names an answer cell
+# of the course to be run in full, which is what the kernel does with any cell.
+COPY_OF = "copy_of"
+
+
 def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     """The learner program of a submission, with the course's own test cells.
 
@@ -197,16 +203,19 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     answers = {g for g, c in course.items() if c.metadata["nbgrader"].get("solution")}
     tests = {g: c.source for g, c in course.items() if c.metadata["nbgrader"].get("grade")
              and not c.metadata["nbgrader"].get("solution")}
-    cells, found = [], {}
+    cells, found, copied = [], {}, set()
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        grade_id = nbgrader_meta(cell).get("grade_id")
+        copy_of = cell.metadata.get(COPY_OF)
+        grade_id = nbgrader_meta(cell).get("grade_id") or (copy_of if isinstance(copy_of, str) else None)
         if grade_id in tests and exercise_id(grade_id) not in found:
             found[exercise_id(grade_id)] = (len(cells), tests[grade_id])
         elif grade_id in answers:
-            cells.append(Cell(grade_id, python(cell.source), answer=True))
-            answers.discard(grade_id)  # a pasted copy of an answer cell counts once
+            # Every pasted copy too, in full, as the kernel runs it (red team 10: a copy's setattr loop was left out).
+            name = f"{grade_id} (copy, cell {index + 1})" if grade_id in copied else grade_id
+            cells.append(Cell(name, python(cell.source), answer=True))
+            copied.add(grade_id)
         elif grade_id not in tests:
             code = definitions(python(cell.source))
             if code:

@@ -825,6 +825,25 @@ def test_the_note_on_a_copied_answer_cell_names_the_copy_that_trusted_grading_ch
     assert note.endswith(f"(cell {at + 2})") and f"cells {at + 1} and {at + 2}" in note, note
 
 
+def test_a_copied_answer_cell_runs_in_full_after_the_sanitizing_steps_as_in_the_kernel():
+    """Red team 10: a pasted copy of derived_operators' cell whose setattr loop installs a graph-dropping __rsub__.
+    In the kernel the copy runs and the check fails; SeparateCopiedCells had made it an ordinary cell, of which
+    trusted grading keeps the definitions only, so the loop was dropped and the grade gave 12/12."""
+    from autograder.course.preprocessors import SeparateCopiedCells
+
+    nb = nbformat.read(solution_notebook("02_scalar_engine"), as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "derived_operators")
+    copy = nbformat.from_dict({**nb.cells[at], "id": "pasted"})
+    copy.source = copy.source.replace("    return other + (-self)", "    return Value(other - self.data)")
+    assert copy.source != nb.cells[at].source
+    nb.cells.insert(at + 1, copy)
+    nb, _ = SeparateCopiedCells().preprocess(nb, {"unique_key": "pasted"})
+    assert "nbgrader" not in nb.cells[at + 1].metadata  # nbgrader sees an ordinary cell
+    found = verdicts.verdicts(nb, course("02_scalar_engine"), secret=COURSE_SECRET)
+    assert cause_of(found["derived_operators"].message) == "derived_operators/disconnected"
+    assert not found["nonlinearities"].passed and found["value_node"].passed
+
+
 def test_a_kernel_importing_the_checks_loads_no_notebook_reader():
     """Every graded kernel runs `from autograder import check` (the hidden cells); nbformat's schema validator would
     cost it about 1.3 s of CPU (jsonschema's format checkers), and the checks do not read notebooks."""
