@@ -116,6 +116,8 @@ def _python_magic(statement) -> str | None:
     names, arity = magics.get(call.func.attr, ((), 0))
     if len(call.args) != arity or call.args[0].value not in names:
         return None
+    if arity == 3 and not wire.runs_its_code(call.args[0].value, call.args[1].value):
+        return None
     return call.args[-1].value
 
 

@@ -292,6 +292,8 @@ class Shell:
             exec(compile(line, f"<%{name}>", "exec"), NAMESPACE)
 
     def run_cell_magic(self, name, line, cell):
+        if not wire.runs_its_code(name, line):
+            raise UsageError(f"%%{name} does not take {line.strip()!r} on its line (IPython refuses the cell)")
         if name in wire.CELL_MAGICS_IN_NAMESPACE:
             exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE)
         elif name in wire.CELL_MAGICS_IN_SCOPE:
@@ -301,6 +303,10 @@ class Shell:
         return None
 
     getoutput = system
+
+
+class UsageError(Exception):
+    """IPython's name for a magic used wrongly."""
 
 
 class TrustedObject:

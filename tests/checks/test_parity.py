@@ -146,6 +146,17 @@ WRITEFILE = Case("parity::writefile", "central_difference",
 # and one under %%time, which runs it.
 TIMED = Case("parity::time", "central_difference",
              Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%time\n" + CENTRAL)]}), passes=True)
+# Red team 10: a magic's line IPython refuses (a UsageError: nothing of the cell runs) defines nothing in grading
+# either; one it takes runs the cell.
+TIME_STATEMENT = Case("parity::%%time with a statement", "central_difference",
+                      Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%time x = 1\n" + CENTRAL)]}),
+                      passes=False, phrases=("`central_difference` is not defined",))
+CAPTURE_TWO = Case("parity::%%capture with two names", "central_difference",
+                   Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%capture a b\n" + CENTRAL)]}),
+                   passes=False, phrases=("`central_difference` is not defined",))
+CAPTURE_NAMED = Case("parity::%%capture with flags and a name", "central_difference",
+                     Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%capture --no-display out\n" + CENTRAL)]}),
+                     passes=True)
 # An answer cell that raises: what it defined before the raise is all there is, in a kernel as in grading.
 RIGHT = "    return (f(x + h) - f(x - h)) / (2 * h)\n"
 RAISES_FIRST = Case("parity::raises before defining", "central_difference",
@@ -161,7 +172,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def sample() -> list[Case]:
     cases = catalogue().cases
     return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
-        + [WRITEFILE, TIMED, RAISES_FIRST, RAISES_AFTER]
+        + [WRITEFILE, TIMED, TIME_STATEMENT, CAPTURE_TWO, CAPTURE_NAMED, RAISES_FIRST, RAISES_AFTER]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:
