@@ -950,17 +950,28 @@ PEAK_MEMORY = ("import resource, runpy, sys\nsys.argv = ['autograder', 'grade', 
                "    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10, file=sys.stderr)\n")
 
 
+# Red team 10: 250 messages of 100,000 empty frames each on the kernel's stdin, to the grader's own routing id: the
+# relay counted nothing of them, nbclient never reads stdin, so the grading process grew 20 MB a second.
+STDIN_FLOOD = ("import time\nk = get_ipython().kernel\nident = k._parent_ident['shell']\n"
+               "ident = ident if isinstance(ident, list) else [ident]\nempty = [b''] * 100_000\n"
+               "for _ in range(250):\n"
+               "    k.stdin_socket.send_multipart(ident + [b'<IDS|MSG>', b'', b'{}', b'{}', b'{}', b'{}'] + empty)\n"
+               "    time.sleep(0.1)\n")
+FLOODS = {"400 frames of one buffer": (MANY_FRAMES, 1 << 30, "too large for the grader to take"),
+          "empty frames on stdin": (STDIN_FLOOD, 700 << 20, None)}
+
+
 @pytest.mark.slow
-def test_one_message_of_many_frames_does_not_grow_the_grader_and_ends_the_run_with_the_reason(tmp_path):
+@pytest.mark.parametrize("flood", FLOODS)
+def test_what_the_kernel_sends_does_not_grow_the_grader_and_a_message_too_large_ends_the_run(tmp_path, flood):
     """Red team 9: ZeroMQ assembles a message's frames in the process that receives it, before anything can count
     them: 320 frames of one 12 MiB buffer took the grading process to 2.2 GB. The relay, with its memory limit,
     receives them now: the grader stays small, and the run ends there with the reason (the trusted verdicts do not
-    depend on it: full marks)."""
-    from autograder.trust import relay
-
+    depend on it: full marks). What learner code sends on stdin reaches no one."""
+    code, peak_bytes, reason = FLOODS[flood]
     nb = nbformat.read(solution_notebook(NB), as_version=4)
     at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "log_square_trace")
-    nb.cells.insert(at, nbformat.v4.new_code_cell(MANY_FRAMES))
+    nb.cells.insert(at, nbformat.v4.new_code_cell(code))
     path, page = tmp_path / "frames.ipynb", tmp_path / "feedback.html"
     nbformat.write(nb, path)
     done = subprocess.run([sys.executable, "-c", PEAK_MEMORY, str(path), "--feedback", str(page)], cwd=REPO,
@@ -968,8 +979,8 @@ def test_one_message_of_many_frames_does_not_grow_the_grader_and_ends_the_run_wi
     peak = int(done.stderr.strip().splitlines()[-1])
     report = json.loads(done.stdout)
     assert report["score"] == report["max_score"] == 10
-    assert relay.WHY[relay.DROPPED] in html.unescape(page.read_text())
-    assert peak < 1 << 30, f"the grading process reached {peak >> 20} MiB"
+    assert reason is None or reason in html.unescape(page.read_text())
+    assert peak < peak_bytes, f"the grading process reached {peak >> 20} MiB"
 
 
 def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():
