@@ -316,15 +316,20 @@ def test_cells_with_nothing_to_define_markdown_and_raw_cells_are_left_out():
     assert tests["a"][0] == 2
 
 
-def test_a_pasted_copy_of_an_answer_cell_counts_once_then_as_an_ordinary_cell():
-    """The first copy is the answer (as SeparateCopiedCells grades it); a later copy's defs still run, as in the
-    kernel, but it is a given cell: its top level is not run and its errors are not the learner's answer's."""
+def test_every_pasted_copy_of_an_answer_cell_runs_in_full_as_in_the_kernel():
+    """The kernel runs a copy like any cell, its top level included (red team 10: a copy's setattr loop, left out as
+    a given cell's, broke the operators in the kernel only), so trusted grading runs it as an answer cell too,
+    named by its place; after the sanitizing steps it is found by the id SeparateCopiedCells keeps (copy_of)."""
+    from autograder.course.preprocessors import SeparateCopiedCells
+
     nb = course_nb()
-    copy = answer("a", "def a(x):\n    return 3 * x\nprint(a(2))\n")
-    nb.cells.insert(3, copy)
+    source = "def a(x):\n    return 3 * x\nprint(a(2))\n"
+    nb.cells.insert(3, answer("a", source))
     cells, tests = program(nb, course_nb())
-    assert shape(cells)[1:3] == [("a", True, ANSWER_A), ("cell 4", False, "def a(x):\n    return 3 * x")]
+    assert shape(cells)[1:3] == [("a", True, ANSWER_A), ("a (copy, cell 4)", True, source)]
     assert tests["a"][0] == 3
+    sanitized, _ = SeparateCopiedCells().preprocess(nb, {"unique_key": "copy"})
+    assert program(sanitized, course_nb())[0] == cells
 
 
 def test_a_copied_test_cell_marks_its_exercise_once_and_adds_nothing():
