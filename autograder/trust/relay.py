@@ -12,8 +12,9 @@ before forwarding it, and ends (forwarding nothing more) with
 - MALFORMED for one no Jupyter kernel sends: more than MAX_FRAMES frames, a header or parent header past
   HEADER_BYTES, or more than HEADERS_RUN_BYTES of them in all (jupyter_client reads the dates in every string of a
   header, at about 50 times the cost of the JSON: red team 10 spent 13 CPU s of the grader's on 48 MiB of dates);
-- NESTED for one whose JSON holds more than MESSAGE_BRACKETS ``[`` and ``{``: each becomes a Python object in the
-  grading process (red team 10's 31 MiB of ``[{},{},...]`` took it to 1.5 GB).
+- NESTED for one whose JSON holds more than MESSAGE_BRACKETS ``[`` and ``{``, or MESSAGE_ITEMS ``,`` and ``:``
+  (inside strings too: counting is cheap, parsing is not): each becomes Python objects in the grading process (red
+  team 10's 31 MiB of ``[{},{},...]`` took it to 1.5 GB, and 2.6 million keys in 24 MiB to 1.1 GB).
 The grader then stops the kernel and names the reason (autograder.course.preprocessors.KernelWatch): WHY.
 
 The relay forwards messages as they are, signatures included, and adds no endpoint anyone else can reach: it
@@ -47,6 +48,7 @@ MAX_FRAMES = 64  # a kernel's message has seven or so, and a widget's a few buff
 HEADER_BYTES = 4 << 10  # a header is about 300 bytes, and a parent header is the request's header
 HEADERS_RUN_BYTES = 8 << 20  # about 14,000 messages' headers and parent headers
 MESSAGE_BRACKETS = 100_000  # a printed list of 100,000 lists, or data no output holds
+MESSAGE_ITEMS = 1_000_000  # commas and colons: a printed list of a million numbers, or data no output holds
 MEMORY_BYTES = 768 << 20  # the interpreter and libzmq take about 150 MB of address space; a message up to RUN_BYTES fits
 
 ONE_MESSAGE, FLOODED, DROPPED, MALFORMED, NESTED = 3, 4, 5, 6, 7  # exit statuses
@@ -60,8 +62,9 @@ WHY = {
              f"{FRAME_BYTES >> 20} MiB, or data written to the kernel's own sockets), {STOPPED}",
     MALFORMED: f"the kernel sent a message no Jupyter kernel sends (more than {MAX_FRAMES} parts, or headers too "
                f"large), {STOPPED}: does your code write to the kernel's own sockets?",
-    NESTED: f"the kernel sent one message holding more than {MESSAGE_BRACKETS:,} brackets ([ or {{), {STOPPED}: does "
-            "a cell print a huge nested list or dict, or write to the kernel's own sockets?",
+    NESTED: f"the kernel sent one message too costly to read (more than {MESSAGE_BRACKETS:,} [ or {{, or "
+            f"{MESSAGE_ITEMS:,} commas and colons), {STOPPED}: does a cell print a huge list or dict, or write to "
+            "the kernel's own sockets?",
 }
 
 
@@ -154,7 +157,9 @@ class Relay:
         self.headers += sum(map(len, headers))
         if any(len(header) > HEADER_BYTES for header in headers) or self.headers > HEADERS_RUN_BYTES:
             return MALFORMED
-        if sum(part.count(b"[") + part.count(b"{") for part in data[at:at + 4]) > MESSAGE_BRACKETS:
+        parts = data[at:at + 4]
+        if sum(part.count(b"[") + part.count(b"{") for part in parts) > MESSAGE_BRACKETS \
+                or sum(part.count(b",") + part.count(b":") for part in parts) > MESSAGE_ITEMS:
             return NESTED
         return None
 

@@ -83,6 +83,8 @@ ONE_TOO_LARGE = {  # (the message, how the relay ends)
                               relay.MALFORMED),
     "content of more brackets than any output": (SIGNED + [HEADER, b"{}", b"{}", b"[" + b"{}," * 100_000 + b"{}]"],
                                                  relay.NESTED),
+    "content of more commas and colons than any output (keys cost the grader 17 times their bytes)":
+        (SIGNED + [HEADER, b"{}", b"{}", b'{"text": "' + b"," * (relay.MESSAGE_ITEMS + 1) + b'"}'], relay.NESTED),
 }
 
 
