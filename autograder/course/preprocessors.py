@@ -269,7 +269,7 @@ class ContainedExecute(Execute):
             self.log.warning("%s: %s", resources.get("unique_key"), why)
             mark_not_run(nb, why)
             return nb, resources
-        except (ValueError, TypeError, KeyError) as error:
+        except (ValueError, TypeError, KeyError, RecursionError) as error:  # RecursionError: JSON nested 3000 deep
             if not from_the_session(error):
                 raise
             # Learner code wrote to its kernel's own sockets (red team 9: one unsigned message failed the whole
@@ -322,6 +322,8 @@ class ContainedExecute(Execute):
             return self._dropped(cell, "content that is not a mapping")
         if msg["msg_type"] in OUTPUT_MESSAGES:
             joined(content)
+        if msg["msg_type"] == "stream" and not isinstance(content.get("text"), str):
+            return self._dropped(cell, "a stream whose text is not text")
         # Every message costs this process its reading, whatever its type: all count towards the flood (red team 9:
         # 12 MiB messages of a type of the learner's own, and extra frames on a display, were never counted).
         size = charge(msg["msg_type"], content, msg.get("buffers"))
@@ -341,7 +343,8 @@ class ContainedExecute(Execute):
             return None
         try:
             return super().process_message(msg, cell, cell_index)
-        except (AttributeError, KeyError, TypeError, ValueError, nbformat.ValidationError) as error:  # a field amiss
+        except (AttributeError, KeyError, TypeError, ValueError, RecursionError,  # a field amiss, or nested too deep
+                nbformat.ValidationError) as error:
             return self._dropped(cell, f"{type(error).__name__}: {str(error)[:200]}")
 
     @staticmethod
@@ -362,6 +365,8 @@ def joined(content: dict) -> None:
     """Make each list-of-strings value of an output's data one string, in place: nbformat's multiline form, which
     is the same output, costs the grader per element (red team 10: 4.2 million empty strings within the 16 MiB of
     kept output took 21 CPU s and 0.8 GB to validate, copy and write). Anything else is left as it is."""
+    if isinstance(content.get("text"), list) and all(isinstance(line, str) for line in content["text"]):
+        content["text"] = "".join(content["text"])  # a stream's (red team 10: nbgrader's LimitOutput took it for text)
     data = content.get("data")
     if isinstance(data, dict):
         for kind, value in data.items():
@@ -580,6 +585,7 @@ class SeparateCopiedCells(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         seen = set()
         for cell in nb.cells:
+            cell.metadata.pop(verdicts.COPY_OF, None)  # only this step says which cell is a copy (red team 10)
             grade_id = nbgrader_meta(cell).get("grade_id")
             if grade_id in seen:
                 self.log.warning("%s: a copy of the cell %r is graded as an ordinary cell",

@@ -209,8 +209,9 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        copy_of = cell.metadata.get(COPY_OF)
-        grade_id = nbgrader_meta(cell).get("grade_id") or (copy_of if isinstance(copy_of, str) else None)
+        copy_of = cell.metadata.get(COPY_OF)  # an answer's copy only, never a test's (red team 10)
+        copied_answer = copy_of if isinstance(copy_of, str) and copy_of in answers else None
+        grade_id = nbgrader_meta(cell).get("grade_id") or copied_answer
         if grade_id in tests and exercise_id(grade_id) not in found:
             found[exercise_id(grade_id)] = (len(cells), tests[grade_id])
         elif grade_id in answers:

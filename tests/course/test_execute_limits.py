@@ -293,3 +293,39 @@ def test_outputs_still_arriving_after_a_cell_are_not_called_an_overloaded_machin
                                                                              new_code_cell("x")))
     assert "still arriving" in why and "loaded" not in why
     assert "loaded" in execute._why_stopped(CellTimeoutError("A cell timed out while it was being executed"))
+
+
+def deep(levels: int) -> dict:
+    nested = {}
+    for _ in range(levels):
+        nested = {"x": nested}
+    return nested
+
+
+@pytest.mark.parametrize("content, kept", [
+    ({"name": "stdout", "text": ["a", "b"]}, "ab"),  # nbformat's list form of a stream's text: one string
+    ({"name": "stdout", "text": 7}, None),  # not text: nbgrader's LimitOutput failed the whole grade on it
+])
+def test_a_stream_keeps_its_text_as_one_string_and_one_without_text_is_dropped(content, kept):
+    execute = ContainedExecute()
+    execute._output, execute._watch = OutputCap(), None
+    execute.clear_before_next_output = False
+    cell = new_code_cell("")
+    message = {"msg_type": "stream", "header": {"msg_type": "stream"}, "parent_header": {}, "metadata": {},
+               "content": content}
+    execute.process_message(message, cell, 0)
+    assert cell.outputs[-1]["text"] == kept if kept else "not a valid output" in cell.outputs[-1]["text"]
+
+
+def test_an_output_nested_too_deep_for_nbformat_is_dropped_not_a_failed_grade():
+    """Red team 10: a display of a dict nested 800 deep (the session reads up to about 1000) raised RecursionError
+    in nbformat: `grade` exited 2."""
+    execute = ContainedExecute()
+    execute._output, execute._watch = OutputCap(), None
+    execute.clear_before_next_output = False
+    cell = new_code_cell("")
+    message = {"msg_type": "display_data", "header": {"msg_type": "display_data"}, "parent_header": {},
+               "metadata": {}, "content": {"data": {"application/json": deep(800), "text/plain": "deep"},
+                                           "metadata": {}}}
+    execute.process_message(message, cell, 0)
+    assert "not a valid output (RecursionError" in cell.outputs[-1]["text"]

@@ -12,7 +12,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
 
 from autograder.contract import assignments
-from autograder.trust.verdicts import (Cell, _patch_or_constant, checked_exercise, definitions, program,
+from autograder.trust.verdicts import (COPY_OF, Cell, _patch_or_constant, checked_exercise, definitions, program,
                                        program_seed, python)
 from conftest import COURSE_SECRET
 
@@ -330,6 +330,21 @@ def test_every_pasted_copy_of_an_answer_cell_runs_in_full_as_in_the_kernel():
     assert tests["a"][0] == 3
     sanitized, _ = SeparateCopiedCells().preprocess(nb, {"unique_key": "copy"})
     assert program(sanitized, course_nb())[0] == cells
+
+
+@pytest.mark.parametrize("copy_of", ["test_a", ["a"], {"a": 1}, 7])
+def test_a_copy_of_that_names_no_answer_changes_nothing(copy_of):
+    """Red team 10: ``copy_of`` set by the learner on a given cell, naming a test, moved that test there and dropped
+    the cell's code (8/10 for a correct notebook). Only an answer's id counts, and SeparateCopiedCells, which writes
+    it, first removes any the learner set."""
+    from autograder.course.preprocessors import SeparateCopiedCells
+
+    nb = course_nb()
+    nb.cells[1].metadata[COPY_OF] = copy_of
+    assert program(nb, course_nb()) == program(course_nb(), course_nb())
+    nb.cells[1].metadata[COPY_OF] = "a"  # the learner's: gone after the sanitizing steps
+    sanitized, _ = SeparateCopiedCells().preprocess(nb, {"unique_key": "set"})
+    assert program(sanitized, course_nb()) == program(course_nb(), course_nb())
 
 
 def test_a_copied_test_cell_marks_its_exercise_once_and_adds_nothing():

@@ -920,6 +920,11 @@ FORGED = {
                         "k.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', k.session.sign(parts)] + parts)\n",
     "signed, no id": "k = get_ipython().kernel\nparts = [b'{}', b'{}', b'{}', b'{}']\n"
                      "k.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', k.session.sign(parts)] + parts)\n",
+    # red team 10: JSON nested past the parser's recursion limit, far under the relay's bracket count
+    "signed, nested 3000 deep": "k = get_ipython().kernel\n"
+                                "parts = [b'{\"msg_id\": \"x\", \"msg_type\": \"stream\"}', b'{}', b'{}',\n"
+                                "         b'[' * 3000 + b']' * 3000]\n"
+                                "k.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', k.session.sign(parts)] + parts)\n",
 }
 
 
