@@ -326,7 +326,7 @@ class ContainedExecute(Execute):
             return self._dropped(cell, "a stream whose text is not text")
         # Every message costs this process its reading, whatever its type: all count towards the flood (red team 9:
         # 12 MiB messages of a type of the learner's own, and extra frames on a display, were never counted).
-        size = charge(msg["msg_type"], content, msg.get("buffers"))
+        size = charge(msg["msg_type"], content, msg.get("buffers")) * (1 + self._sharing(content))
         if msg["msg_type"] not in OUTPUT_MESSAGES and self._output.sent(size) and self._watch is not None:
             self._watch.end(FLOODED)
         if str(msg["msg_type"]).startswith("comm"):  # widgets: no page shows them here, and nbclient keeps their
@@ -346,6 +346,15 @@ class ContainedExecute(Execute):
         except (AttributeError, KeyError, TypeError, ValueError, RecursionError,  # a field amiss, or nested too deep
                 nbformat.ValidationError) as error:
             return self._dropped(cell, f"{type(error).__name__}: {str(error)[:200]}")
+
+    def _sharing(self, content: dict) -> int:
+        """How many kept outputs an output with ``content`` also rewrites: nbclient gives every output of a display
+        id the data of its latest display or update (red team 10: one 1 MB update of 300 displays sharing an id
+        took the grader to 2.4 GB), so each counts."""
+        transient = content.get("transient")
+        display_id = transient.get("display_id") if isinstance(transient, dict) else None
+        shown = getattr(self, "_display_id_map", {}).get(display_id, {}) if isinstance(display_id, str) else {}
+        return sum(len(indices) for indices in shown.values())
 
     @staticmethod
     def _dropped(cell, why: str) -> None:

@@ -329,3 +329,21 @@ def test_an_output_nested_too_deep_for_nbformat_is_dropped_not_a_failed_grade():
                                            "metadata": {}}}
     execute.process_message(message, cell, 0)
     assert "not a valid output (RecursionError" in cell.outputs[-1]["text"]
+
+
+def test_an_update_counts_once_for_every_output_of_its_display_id():
+    """Red team 10: 300 displays sharing one id, then one 1 MB update: nbclient wrote its data into all 300, and the
+    grader reached 2.4 GB. The update counts 301 times, past a cell's cap, and is dropped."""
+    execute = ContainedExecute()
+    execute._output, execute._watch = OutputCap(), None
+    execute.clear_before_next_output = False
+    cell = new_code_cell("")
+    update = {"msg_type": "update_display_data", "header": {"msg_type": "update_display_data"}, "parent_header": {},
+              "metadata": {}, "content": {"data": {"text/plain": "b" * 10_000}, "metadata": {},
+                                          "transient": {"display_id": "same"}}}
+    execute._display_id_map = {"same": {0: list(range(300))}}
+    assert execute._sharing(update["content"]) == 300
+    execute.process_message(update, cell, 0)
+    assert cell.outputs and "Output cut here" in cell.outputs[0]["text"]
+    execute._display_id_map = {"other": {0: list(range(300))}}
+    assert execute._sharing(update["content"]) == 0
