@@ -183,9 +183,12 @@ CAPTURE_FLAGS = ("--no-stderr", "--no-stdout", "--no-display")
 
 
 def runs_its_code(magic: str, line: str) -> bool:
-    """Whether IPython runs the code of cell magic ``magic`` with ``line`` after its name: ``%%time`` takes nothing
-    there, ``%%capture`` its flags and at most one name (anything else is a UsageError, and nothing of the cell runs:
-    red team 10's ``%%time x = 1`` and ``%%capture a b``)."""
+    """Whether the worker runs the code of cell magic ``magic`` with ``line`` after its name, as IPython would:
+    ``%%time`` takes nothing there, ``%%capture`` its flags and at most one name (anything else is a UsageError, and
+    nothing of the cell runs: red team 10's ``%%time x = 1`` and ``%%capture a b``). The worker has no IPython, so
+    this is stricter than IPython's parser; the trusted side decides with that parser and hands the worker a cell's
+    code itself when IPython runs it (autograder.trust.verdicts._ipython_runs), so only what IPython refuses, or an
+    explicit ``run_cell_magic`` call, reaches this."""
     words = line.split()
     if magic == "time":
         return not words
