@@ -3,22 +3,32 @@
 The exchange is world-writable and a learner owns their submission's folder in it, while collect runs with the
 instructor's rights. nbgrader's own copy (shutil.copytree) follows links: a submission holding a link to the course's
 source notebook would be collected as that notebook, solutions and all, and a named pipe fails the copy, which stops
-the collect of every student after it. ``configure`` (autograder.course) makes :class:`CollectAsData` nbgrader's
+the collect of every student after it. And nbgrader takes the student's name and the time from the folder's name,
+which whoever made the folder chose: anyone with an account could hand in as a classmate (nbgrader's check_owner
+only warns), dated in 2099 so that nothing the classmate hands in later displaces it, and a folder whose name holds
+no time stopped the collect of everyone. ``configure`` (autograder.course) makes :class:`CollectAsData` nbgrader's
 collect, for ``nbgrader collect`` and Formgrader's Collect button alike.
 """
 from __future__ import annotations
 
+import os
+import pwd
 import tempfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from nbgrader.exchange.default.collect import ExchangeCollect
 
-from autograder.grade.submission import UnsafeSubmissionError, read_tree
+from autograder.grade.submission import UnsafeSubmissionError, read_tree, shown_name, student_name_refusal
+
+# How far ahead of this machine's clock a submission's time may be (another machine's clock, on a shared exchange).
+CLOCK_SKEW = timedelta(minutes=10)
 
 
 class CollectAsData(ExchangeCollect):
     """nbgrader's collect, except that each submission is read by read_tree (no link followed, no special file
-    opened, sizes capped) and nbgrader copies what was read, not the exchange's folder.
+    opened, sizes capped) and nbgrader copies what was read, not the exchange's folder; and that a submission is
+    refused, before nbgrader picks each student's latest, when its folder is not the student's own (its_refusal).
 
     A refused submission is not collected, and an earlier copy of it stays in submitted/ (it is refused before
     ``--update`` would remove that copy); the log names the learner and the reason. The others are collected, then
@@ -26,13 +36,51 @@ class CollectAsData(ExchangeCollect):
     """
 
     def init_src(self):
-        super().init_src()
         self.refused = []
-        self.src_records = [record for record in self.src_records
-                            if self._read(str(Path(self.inbound_path) / record["filename"])) is not None]
+        super().init_src()  # nbgrader picks each student's latest among the records _path_to_record makes
+        self.src_records = [record for record in self.src_records if self._kept(record)]
+
+    def _path_to_record(self, path):
+        """nbgrader's record of one inbound folder; a refused one is keyed apart from every student's, so that nbgrader
+        never picks it over the student's own, and is dropped (logged) after nbgrader's choice."""
+        try:
+            record = super()._path_to_record(path)
+            refused = None
+        except (ValueError, OverflowError) as bad:  # dateutil's ParserError is a ValueError
+            record = {"filename": os.path.basename(path), "timestamp": datetime.min}
+            refused = f"its folder's name holds no time nbgrader can read ({bad})"
+        record["student"] = _student(path)
+        refused = refused or self.its_refusal(path, record["student"], record["timestamp"])
+        if refused:
+            record.update(username=("refused", record["filename"]), refused=refused)
+        return record
+
+    def its_refusal(self, path: str, student: str, timestamp: datetime) -> str | None:
+        """Why the inbound folder ``path``, named as ``student``'s submission at ``timestamp`` (UTC), is not theirs to
+        collect, or None.
+
+        The folder's owner must be the student's account or the instructor's (whoever runs collect): nobody else can
+        make a folder theirs. nbgrader's ``c.ExchangeCollect.check_owner = False`` turns that rule off, for an
+        exchange where one account holds every learner's files (where anyone can then hand in under any name). A time
+        later than this machine's clock (past CLOCK_SKEW) and a name nbgrader or the class run would refuse are
+        refused too.
+        """
+        named = student_name_refusal(student)
+        if named:
+            return f"the student name {named}"
+        try:
+            owner = os.lstat(path).st_uid
+        except OSError as gone:
+            return f"its folder cannot be read ({gone.strerror})"
+        if self.check_owner and owner not in (_uid(student), os.geteuid()):
+            return (f"its folder is owned by {_account(owner)}, not by {student}: another account handed it in under "
+                    "their name")
+        if timestamp - datetime.now(timezone.utc).replace(tzinfo=None) > CLOCK_SKEW:  # both UTC, as parse_utc gives
+            return f"it is dated {timestamp:%Y-%m-%d %H:%M:%S} UTC, later than this machine's clock"
+        return None
 
     def do_copy(self, src, dest, log=None):
-        files = self._read(src)  # again: what is copied is what is read now, whatever the learner changed since
+        files = self._read(src, _student(src))  # again: what is copied is what is read now
         if files is None:
             return
         with tempfile.TemporaryDirectory(prefix="collect-") as copy:
@@ -46,12 +94,40 @@ class CollectAsData(ExchangeCollect):
         if self.refused:
             self.fail(f"not collected, each for the reason logged above: {', '.join(sorted(self.refused))}")
 
-    def _read(self, src: str) -> dict[str, bytes] | None:
+    def _kept(self, record) -> bool:
+        src = str(Path(self.inbound_path) / record["filename"])
+        if "refused" in record:
+            self._refuse(record["student"], src, record["refused"])
+            return False
+        return self._read(src, record["student"]) is not None
+
+    def _read(self, src: str, student: str) -> dict[str, bytes] | None:
         """The submission's files, or None (logged, and its learner listed in ``refused``) when it is refused."""
         try:
             return read_tree(Path(src), self.coursedir.ignore)
         except UnsafeSubmissionError as refused:
-            student = self._path_to_record(src)["username"]
-            self.log.error("Not collecting %s's submission %s: %s", student, src, refused)
-            self.refused.append(student)
+            self._refuse(student, src, str(refused))
             return None
+
+    def _refuse(self, student: str, src: str, reason: str) -> None:
+        self.log.error("Not collecting %s's submission %s: %s", shown_name(student), shown_name(src), reason)
+        self.refused.append(shown_name(student))
+
+
+def _student(path: str) -> str:
+    """The student an inbound folder's name claims, as nbgrader reads it: all before its last three '+'."""
+    return os.path.basename(path).rsplit("+", 3)[0]
+
+
+def _uid(account: str) -> int | None:
+    try:
+        return pwd.getpwnam(account).pw_uid
+    except KeyError:
+        return None
+
+
+def _account(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"

@@ -46,7 +46,7 @@ from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, 
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import STARTED, execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
-                                         backstop_s, nbgrader_reason, read_tree)
+                                         backstop_s, nbgrader_reason, read_tree, student_name_refusal)
 from autograder.trust.cputime import descendants
 from autograder.trust.secret import GradingSecretError, course_secret
 
@@ -57,11 +57,6 @@ INTERRUPTED = "not graded: a second Ctrl-C stopped its recording; the next run g
 LOGS = "autograde-logs"
 LOCK, JOURNAL, SCRATCH = ".lock", ".recording", ".scratch"
 TEMPORARY, TEMPORARY_PREFIX = "temporary-folder", "class-run-"  # a local cluster's folder, and what its file says
-# nbgrader turns a student id into a glob pattern (its converters' _format_source), and with force=True removes the
-# autograded notebook of every student the pattern matches: a folder named with these is refused, never sent.
-GLOB_CHARACTERS = "*?["
-# The longest student folder name whose files (<student>.log, the journal's marker) still fit a file name (255 bytes).
-MAX_STUDENT_BYTES = 200
 # The longest --timeout: past it, waiting on a grading process overflows (threading.TIMEOUT_MAX is about 9e9 s here).
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
@@ -300,22 +295,13 @@ def course_config(root: Path, stage: str):
 
 
 def student_refusal(folder: Path) -> str | None:
-    """Why the student folder above a submission folder cannot be graded, or None.
-
-    A name with a glob character would make nbgrader match other students (GLOB_CHARACTERS); a link would grade
-    another folder (perhaps another student's) under this name, as a linked assignment folder would.
-    """
+    """Why the student folder above a submission folder cannot be graded, or None: its name (student_name_refusal),
+    or a link, which would grade another folder (perhaps another student's) under this name, as a linked assignment
+    folder would."""
     student = folder.parent
-    used = sorted({c for c in student.name if c in GLOB_CHARACTERS})
-    if used:
-        return (f"the student folder name {student.name!r} holds {' '.join(used)}, which nbgrader reads as a pattern "
-                "matching other students: rename the folder (and the student in the gradebook) without them")
-    if student.name != student.name.strip():  # nbgrader strips the id, and would look for another folder
-        return (f"the student folder name {student.name!r} begins or ends with whitespace, which nbgrader drops: "
-                "rename the folder without it")
-    if len(student.name.encode()) > MAX_STUDENT_BYTES:
-        return (f"the student folder name is {len(student.name.encode())} bytes long, too long for the files named "
-                f"after it: rename it to {MAX_STUDENT_BYTES} bytes or fewer")
+    refused = student_name_refusal(student.name)
+    if refused:
+        return f"the student folder name {refused}: rename the folder (and the student in the gradebook)"
     if student.is_symlink():
         return f"the student folder {student.name} is a symbolic link; copy the submission into a real folder"
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
@@ -93,7 +94,7 @@ class Row:
         timing = f"{self.seconds:6.1f} s" if self.attempts else " " * 8
         if self.cpu_seconds is not None:
             timing += f" {self.cpu_seconds:6.1f} CPU s"
-        return f"{self.assignment:<22} {self.student:<20} {self.status:<8} {points:>9} {timing}  {self.note}".rstrip()
+        return f"{self.assignment:<22} {shown_name(self.student):<20} {self.status:<8} {points:>9} {timing}  {self.note}".rstrip()
 
 
 def nbgrader_reason(log: str) -> str:
@@ -103,6 +104,42 @@ def nbgrader_reason(log: str) -> str:
     errors = [line for line in lines if "[ERROR]" in line or "| ERROR]" in line]
     return (raised or errors or [""])[-1][:500]
 
+
+
+# ------------------------------------------------------------------------------------------ a student's name
+
+# nbgrader turns a student id into a glob pattern (its converters' _format_source), and with force=True removes the
+# autograded notebook of every student the pattern matches: a name with these is refused, never graded.
+GLOB_CHARACTERS = "*?["
+# The longest student name whose files (<student>.log, the class run's journal marker) still fit a file name (255 bytes).
+MAX_STUDENT_BYTES = 200
+
+
+def student_name_refusal(name: str) -> str | None:
+    """Why ``name`` cannot be a student's id in a class run or a collect, or None. The reason begins with the name
+    (quoted, control characters escaped) and says what nbgrader or a terminal would make of it.
+
+    A glob character makes nbgrader match other students; leading or trailing whitespace is stripped by nbgrader,
+    which then looks for another student; a name longer than MAX_STUDENT_BYTES fits no file named after it; a
+    control character (Unicode category C: escapes, carriage returns, newlines, format characters) would move the
+    cursor or forge lines where the name is printed, on the instructor's terminal.
+    """
+    used = sorted({c for c in name if c in GLOB_CHARACTERS})
+    if used:
+        return f"{name!r} holds {' '.join(used)}, which nbgrader reads as a pattern matching other students"
+    if name != name.strip():
+        return f"{name!r} begins or ends with whitespace, which nbgrader drops"
+    if len(name.encode()) > MAX_STUDENT_BYTES:
+        return f"is {len(name.encode())} bytes long, too long for the files named after it (at most {MAX_STUDENT_BYTES})"
+    control = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c).startswith("C")})
+    if control:
+        return f"{name!r} holds control characters ({' '.join(control)}), which a terminal acts on where it is printed"
+    return None
+
+
+def shown_name(name: str) -> str:
+    """A student's name as printed on a terminal: itself, or its quoted repr when it holds what a terminal acts on."""
+    return name if name.isprintable() else repr(name)
 
 
 # ------------------------------------------------------------------------------------------ a submission, read as data

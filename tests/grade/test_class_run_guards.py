@@ -53,12 +53,19 @@ def test_names_without_glob_characters_are_graded(tmp_path, sources, student):
 
 @pytest.mark.parametrize("student, why", [(" ann", "begins or ends with whitespace"),
                                           ("ann\t", "begins or ends with whitespace"),
-                                          ("x" * 201, "too long for the files named after it")])
+                                          ("x" * 201, "too long for the files named after it"),
+                                          ("ann\x1b]2;x\x07", "holds control characters (U+0007 U+001B)"),
+                                          ("ann\rbob  graded 10 of 10", "holds control characters (U+000D)"),
+                                          ("a\nb", "holds control characters (U+000A)"),
+                                          ("ann\u202egnp.exe", "holds control characters (U+202E)")])
 def test_a_student_folder_name_nbgrader_would_change_or_no_file_can_carry_is_refused(tmp_path, sources, student, why):
     """nbgrader strips a student id (the submission was then sent, retried and failed with a worker's path); a name
-    past MAX_STUDENT_BYTES crashed the run when its log file was written (a class-run attack's G8, G10)."""
+    past MAX_STUDENT_BYTES crashed the run when its log file was written (a class-run attack's G8, G10); a control
+    character moved the terminal's cursor or forged whole rows where the name was printed (red team 11)."""
     files, note = preflight(submission(tmp_path, student, {f"{NB}.ipynb": SOURCE.read_bytes()}), [], sources)
     assert files is None and why in note, note
+    line = Row(student, "failed", note=note, assignment=NB).line()
+    assert line.isprintable() and line.startswith(f"{NB:<22} {student if student.isprintable() else repr(student)} ")
     assert preflight(submission(tmp_path, "y" * 200, {f"{NB}.ipynb": SOURCE.read_bytes()}), [], sources)[0]
 
 

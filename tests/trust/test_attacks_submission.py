@@ -3,6 +3,7 @@ a learner's links or open their special files (autograder.course.collect), and `
 submission in submitted/ that holds one anyway (RefuseUnsafeFiles), grading the others as usual. Nothing a link
 points at reaches submitted/, autograded/, the gradebook, the feedback or the logs."""
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -29,14 +30,18 @@ def nbgrader(root, *args) -> subprocess.CompletedProcess:
                           timeout=900)
 
 
-def hand_in(root, student: str, nb) -> "os.PathLike":
-    """What a learner's Submit leaves in the exchange's inbound folder."""
+def hand_in(root, student: str, nb, timestamp: str = TIMESTAMP, owner: int | None = None) -> "os.PathLike":
+    """What a learner's Submit leaves in the exchange's inbound folder; made by the account ``owner`` (a uid) when
+    given, else by whoever runs the test (the instructor)."""
     import nbformat
 
-    folder = root / "exchange" / COURSE_ID / "inbound" / f"{student}+{NB}+{TIMESTAMP}+0123456789abcdef"
+    folder = root / "exchange" / COURSE_ID / "inbound" / f"{student}+{NB}+{timestamp}+0123456789abcdef"
     folder.mkdir(parents=True)
     nbformat.write(nb, folder / f"{NB}.ipynb")
-    (folder / "timestamp.txt").write_text(TIMESTAMP)
+    (folder / "timestamp.txt").write_text(timestamp)
+    if owner is not None:
+        for path in (folder, *folder.iterdir()):
+            os.chown(path, owner, owner)
     return folder
 
 
@@ -92,3 +97,43 @@ def test_collect_and_autograde_refuse_links_and_special_files_and_grade_the_othe
         if path.is_file() and not path.is_symlink() and "exchange" not in path.parts:
             assert SECRET not in path.read_bytes(), path
     assert SECRET not in (said + collected.stdout + collected.stderr).encode()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making folders another account owns needs root")
+def test_collect_refuses_a_submission_handed_in_under_another_name_or_dated_ahead_and_collects_the_owners(tmp_path):
+    """Red team 11: anyone with an account could make inbound/ann+...+2099-...: nbgrader only warned that it was not
+    ann's, collected it as ann's, and nothing ann handed in later displaced it. A folder name with no time in it
+    stopped the collect of every student; a name with terminal escapes was printed raw."""
+    import nbformat
+
+    root = tmp_path / "course"
+    shutil.copytree(REPO / "source" / NB, root / "source" / NB)
+    (root / "nbgrader_config.py").write_text(CONFIG)
+
+    def notebook(who: str):
+        return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"handed in by {who}")])
+
+    nobody, daemon = pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("daemon").pw_uid
+    hand_in(root, "ann", notebook("ann"))  # a student with no account: the instructor handed it in for her
+    hand_in(root, "ann", notebook("nobody as ann"), "2099-01-01 00:00:00.000000 UTC", owner=nobody)
+    hand_in(root, "daemon", notebook("daemon"), owner=daemon)  # a student with an account, handing in their own
+    hand_in(root, "daemon", notebook("nobody as daemon"), "2098-01-01 00:00:00.000000 UTC", owner=nobody)
+    hand_in(root, "carol", notebook("carol"))
+    hand_in(root, "carol", notebook("carol, dated ahead"), "2097-01-01 00:00:00.000000 UTC")
+    hand_in(root, "bob", notebook("bob"), "no time at all")
+    hand_in(root, "\x1b]2;ann\x07eve", notebook("eve"))  # sets the terminal's title
+
+    collected = nbgrader(root, "collect", NB)
+    said = collected.stdout + collected.stderr
+    for student in ("ann", "daemon", "carol"):
+        handed = nbformat.read(root / "submitted" / student / NB / f"{NB}.ipynb", as_version=4)
+        assert handed.cells[0].source == f"handed in by {student}", (student, said)
+    assert sorted(p.name for p in (root / "submitted").iterdir()) == ["ann", "carol", "daemon"], said
+    assert collected.returncode != 0, said
+    for student, reason in [("ann", "its folder is owned by nobody, not by ann"),
+                            ("daemon", "its folder is owned by nobody, not by daemon"),
+                            ("carol", "it is dated 2097-01-01 00:00:00 UTC, later than this machine's clock"),
+                            ("bob", "its folder's name holds no time nbgrader can read"),
+                            ("'\\x1b]2;ann\\x07eve'", "'\\x1b]2;ann\\x07eve' holds control characters (U+0007 U+001B)")]:
+        assert f"Not collecting {student}'s submission" in said and reason in said, (student, said)
+    assert "\x1b" not in said and "\x07" not in said
