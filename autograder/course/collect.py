@@ -18,8 +18,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.utils import parse_utc
 
-from autograder.grade.submission import UnsafeSubmissionError, read_tree, shown_name, student_name_refusal
+from autograder.grade.submission import TIMESTAMP, UnsafeSubmissionError, read_tree, shown, student_name_refusal
 
 # How far ahead of this machine's clock a submission's time may be (another machine's clock, on a shared exchange).
 CLOCK_SKEW = timedelta(minutes=10)
@@ -46,9 +47,9 @@ class CollectAsData(ExchangeCollect):
         try:
             record = super()._path_to_record(path)
             refused = None
-        except (ValueError, OverflowError) as bad:  # dateutil's ParserError is a ValueError
+        except Exception as bad:  # ParserError, OverflowError, and dateutil's warnings turned errors ("..": a tz key)
             record = {"filename": os.path.basename(path), "timestamp": datetime.min}
-            refused = f"its folder's name holds no time nbgrader can read ({bad})"
+            refused = f"its folder's name holds no time nbgrader can read ({type(bad).__name__}: {bad})"
         record["student"] = _student(path)
         refused = refused or self.its_refusal(path, record["student"], record["timestamp"])
         if refused:
@@ -80,7 +81,7 @@ class CollectAsData(ExchangeCollect):
         return None
 
     def do_copy(self, src, dest, log=None):
-        files = self._read(src, _student(src))  # again: what is copied is what is read now
+        files = self._read(src)  # again: what is copied is what is read now, whatever the learner changed since
         if files is None:
             return
         with tempfile.TemporaryDirectory(prefix="collect-") as copy:
@@ -97,21 +98,67 @@ class CollectAsData(ExchangeCollect):
     def _kept(self, record) -> bool:
         src = str(Path(self.inbound_path) / record["filename"])
         if "refused" in record:
-            self._refuse(record["student"], src, record["refused"])
+            self._refuse(src, record["refused"])
             return False
-        return self._read(src, record["student"]) is not None
+        return self._read(src) is not None
 
-    def _read(self, src: str, student: str) -> dict[str, bytes] | None:
+    def _read(self, src: str) -> dict[str, bytes] | None:
         """The submission's files, or None (logged, and its learner listed in ``refused``) when it is refused."""
         try:
-            return read_tree(Path(src), self.coursedir.ignore)
-        except UnsafeSubmissionError as refused:
-            self._refuse(student, src, str(refused))
+            files = read_tree(Path(src), self.coursedir.ignore)
+            refused = self.times_refusal(src, files)
+        except UnsafeSubmissionError as unsafe:
+            refused = str(unsafe)
+        if refused:
+            self._refuse(src, refused)
             return None
+        return files
 
-    def _refuse(self, student: str, src: str, reason: str) -> None:
-        self.log.error("Not collecting %s's submission %s: %s", shown_name(student), shown_name(src), reason)
-        self.refused.append(shown_name(student))
+    def times_refusal(self, src: str, files: dict[str, bytes]) -> str | None:
+        """Why the times of the inbound folder ``src``, read as ``files``, are not to be trusted, or None.
+
+        nbgrader's Submit writes the time of the folder's name into its timestamp.txt, which nbgrader's autograde
+        takes for lateness and ``--update`` reads back (a timestamp.txt with no time in it stopped the next collect of
+        everyone): another time there is refused. And no learner can set a file's change time (st_ctime) back, so a
+        folder whose files changed more than CLOCK_SKEW after its time was handed in later than it says, or altered
+        since; one the instructor made is theirs, and ``check_owner = False`` trusts the exchange's times too.
+        """
+        claimed = super()._path_to_record(src)["timestamp"]  # its_refusal has parsed it already
+        written = files.get(TIMESTAMP)
+        if written is not None:
+            try:
+                said = parse_utc(written.decode().strip())
+            except Exception as bad:  # as _path_to_record: whatever dateutil raises
+                return f"its {TIMESTAMP} holds no time nbgrader can read ({type(bad).__name__})"
+            if said != claimed:
+                return f"its {TIMESTAMP} says {said:%Y-%m-%d %H:%M:%S} UTC, its folder's name {claimed:%Y-%m-%d %H:%M:%S}"
+        if not self.check_owner or os.lstat(src).st_uid == os.geteuid():
+            return None
+        changed = _last_change(src)
+        if changed - claimed > CLOCK_SKEW:
+            return (f"it is dated {claimed:%Y-%m-%d %H:%M:%S} UTC, but its files were last changed at "
+                    f"{changed:%Y-%m-%d %H:%M:%S} UTC: it was handed in or altered after the time it claims")
+        return None
+
+    def _refuse(self, src: str, reason: str) -> None:
+        student = shown(_student(src))
+        self.log.error("Not collecting %s's submission %s: %s", student, shown(src), shown(reason))
+        self.refused.append(student)
+
+
+def _last_change(folder: str) -> datetime:
+    """The latest change time (UTC) of ``folder`` and everything under it, following no link."""
+    try:
+        times = [os.lstat(folder).st_ctime]
+        for parent, folders, names in os.walk(folder, onerror=_raise):
+            times += [os.lstat(os.path.join(parent, name)).st_ctime for name in folders + names]
+    except OSError as error:
+        raise UnsafeSubmissionError(f"the submission folder cannot be read ({error.strerror})") from None
+    return datetime.fromtimestamp(max(times), timezone.utc).replace(tzinfo=None)
+
+
+def _raise(error: OSError):
+    raise error
 
 
 def _student(path: str) -> str:

@@ -46,7 +46,7 @@ from autograder.grade.notebook import UnreadableNotebook, notes, read_notebook, 
 from autograder.grade.journal import CourseBusyError, CourseLock, Journal
 from autograder.grade.on_dask_worker import STARTED, execute_submission, guarded
 from autograder.grade.submission import (TIMEOUT_S, Executed, Row, Snapshot, Task, UnsafeSubmissionError,
-                                         backstop_s, nbgrader_reason, read_tree, student_name_refusal)
+                                         TIMESTAMP, backstop_s, nbgrader_reason, read_tree, student_name_refusal)
 from autograder.trust.cputime import descendants
 from autograder.trust.secret import GradingSecretError, course_secret
 
@@ -348,7 +348,6 @@ def preflight(folder: Path, ignored: list[str], course_nbs: dict[str, nbformat.N
 
 FRESH_COPY = ("Save the answers elsewhere, fetch a fresh copy of the assignment, paste the answers back into its "
               "answer cells, and submit that")
-TIMESTAMP = "timestamp.txt"  # nbgrader's: when the submission was collected
 
 
 def timestamp_refusal(content: bytes | None) -> str | None:

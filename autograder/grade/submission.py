@@ -94,7 +94,8 @@ class Row:
         timing = f"{self.seconds:6.1f} s" if self.attempts else " " * 8
         if self.cpu_seconds is not None:
             timing += f" {self.cpu_seconds:6.1f} CPU s"
-        return f"{self.assignment:<22} {shown_name(self.student):<20} {self.status:<8} {points:>9} {timing}  {self.note}".rstrip()
+        student, note = shown(self.student), shown(self.note)  # a learner's file name can be in the note
+        return f"{self.assignment:<22} {student:<20} {self.status:<8} {points:>9} {timing}  {note}".rstrip()
 
 
 def nbgrader_reason(log: str) -> str:
@@ -137,9 +138,10 @@ def student_name_refusal(name: str) -> str | None:
     return None
 
 
-def shown_name(name: str) -> str:
-    """A student's name as printed on a terminal: itself, or its quoted repr when it holds what a terminal acts on."""
-    return name if name.isprintable() else repr(name)
+def shown(text: str) -> str:
+    """``text`` (a name, or a sentence quoting one) as printed on a terminal or in a log: itself, or its quoted repr
+    when it holds what a terminal acts on (escapes, carriage returns, newlines)."""
+    return text if text.isprintable() else repr(text)
 
 
 # ------------------------------------------------------------------------------------------ a submission, read as data
@@ -150,13 +152,21 @@ MAX_FILE_BYTES = 10 << 20          # one file: the executed solution notebooks h
 MAX_SUBMISSION_BYTES = 100 << 20   # the whole folder: what a class run's task carries to its worker, in memory
 MAX_ENTRIES = 1000                 # files and folders, ignored ones included: the walk itself must stay short
 MAX_DEPTH = 16                     # nested folders: each level holds an open folder while the walk is below it
+# A file's path in the submission: its copy under submitted/<student>/<assignment>/ must fit PATH_MAX (4096 bytes),
+# which the walk, opening each folder relative to the one above it, never meets itself.
+MAX_PATH_BYTES = 1024
+TIMESTAMP = "timestamp.txt"        # nbgrader's: when the submission was handed in (Submit writes it) or collected
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: were a named pipe swapped in after its check, opening it must not wait for a writer.
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class UnsafeSubmissionError(Exception):
-    """A submission holds what is not plain data, or too much of it; the message is one line naming what and why."""
+    """A submission holds what is not plain data, or too much of it; the message is one line naming what and why,
+    quoted (``shown``) when a name in it holds what a terminal acts on."""
+
+    def __init__(self, message: str):
+        super().__init__(shown(message))
 
 
 def read_tree(folder: Path, ignored: list[str] = ()) -> dict[str, bytes]:
@@ -171,7 +181,8 @@ def read_tree(folder: Path, ignored: list[str] = ()) -> dict[str, bytes]:
     Raises:
         UnsafeSubmissionError: ``folder`` or something in it is a symbolic link (wherever it points, even inside the
             folder), a named pipe, a socket or a device, cannot be read, or the folder holds more than
-            MAX_FILE_BYTES in one file, MAX_SUBMISSION_BYTES in all, MAX_ENTRIES entries or MAX_DEPTH levels.
+            MAX_FILE_BYTES in one file, MAX_SUBMISSION_BYTES in all, MAX_ENTRIES entries, MAX_DEPTH levels or a
+            path longer than MAX_PATH_BYTES.
     """
     walk = _Walk(list(ignored))
     shown = "the submission folder"
@@ -219,6 +230,9 @@ def _read_folder(walk: _Walk, fd: int, prefix: str) -> None:
         if any(fnmatch(name, pattern) for pattern in walk.ignored):
             continue
         shown = prefix + name
+        if len(shown.encode()) > MAX_PATH_BYTES:
+            raise UnsafeSubmissionError(f"{shown[:100]}... is a path of more than {MAX_PATH_BYTES} bytes, too long "
+                                        "to be copied: shorten its folders' and files' names")
         try:
             is_folder = stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
             sub = os.open(name, _FOLDER, dir_fd=fd) if is_folder else None

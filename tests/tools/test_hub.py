@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
@@ -214,7 +215,8 @@ def test_a_class_on_the_hub_from_release_to_feedback(running, browser):
 
     # A student who writes into the exchange by hand, a later "submission" whose notebook is a link to the course's
     # grading secret: the instructor's collect reads it as data, refuses it and copies nothing of what it points at.
-    planted = hub.exchange / COURSE_ID / "inbound" / f"{bob}+{ASSIGNMENT}+2099-01-01 00:00:00.000000 UTC+planted"
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")  # later than bob's Submit, not ahead
+    planted = hub.exchange / COURSE_ID / "inbound" / f"{bob}+{ASSIGNMENT}+{now}+planted"
     done = as_user(process, bob, f"mkdir '{planted}' && ln -s '{hub.course() / 'grading-secret'}' "
                                  f"'{planted / (ASSIGNMENT + '.ipynb')}'")
     assert done.returncode == 0, done.stderr

@@ -7,6 +7,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -99,11 +100,25 @@ def test_collect_and_autograde_refuse_links_and_special_files_and_grade_the_othe
     assert SECRET not in (said + collected.stdout + collected.stderr).encode()
 
 
+def deep_file(folder, levels: int, name_bytes: int) -> None:
+    """A file ``levels`` folders down, each folder's name ``name_bytes`` long: a path PATH_MAX (4096) cannot hold, so
+    each folder is made relative to the one above it."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(levels):
+        os.mkdir("d" * name_bytes, dir_fd=fd)
+        fd, above = os.open("d" * name_bytes, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+        os.close(above)
+    os.close(os.open("f" * name_bytes, os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    os.close(fd)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="making folders another account owns needs root")
-def test_collect_refuses_a_submission_handed_in_under_another_name_or_dated_ahead_and_collects_the_owners(tmp_path):
-    """Red team 11: anyone with an account could make inbound/ann+...+2099-...: nbgrader only warned that it was not
-    ann's, collected it as ann's, and nothing ann handed in later displaced it. A folder name with no time in it
-    stopped the collect of every student; a name with terminal escapes was printed raw."""
+def test_collect_refuses_a_submission_not_the_students_own_or_not_of_its_time_and_collects_the_others(tmp_path):
+    """Red teams 11 and 12: anyone with an account could make inbound/ann+...+2099-...: nbgrader only warned that it
+    was not ann's, collected it as ann's, and nothing ann handed in later displaced it. A folder whose name holds no
+    time, a timestamp.txt with none (at the next --update) and a path too long to copy each stopped the collect of
+    every student; a learner's own folder dated days before it was made was collected as on time; a name or a file
+    name with terminal escapes was printed raw."""
     import nbformat
 
     root = tmp_path / "course"
@@ -114,13 +129,22 @@ def test_collect_refuses_a_submission_handed_in_under_another_name_or_dated_ahea
         return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"handed in by {who}")])
 
     nobody, daemon = pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("daemon").pw_uid
+    now = datetime.now(timezone.utc)
+    just_now = (now - timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
     hand_in(root, "ann", notebook("ann"))  # a student with no account: the instructor handed it in for her
     hand_in(root, "ann", notebook("nobody as ann"), "2099-01-01 00:00:00.000000 UTC", owner=nobody)
-    hand_in(root, "daemon", notebook("daemon"), owner=daemon)  # a student with an account, handing in their own
-    hand_in(root, "daemon", notebook("nobody as daemon"), "2098-01-01 00:00:00.000000 UTC", owner=nobody)
+    hand_in(root, "daemon", notebook("daemon"), just_now, owner=daemon)  # a student's own, with an account
+    hand_in(root, "daemon", notebook("nobody as daemon"), now.strftime("%Y-%m-%d %H:%M:%S.%f UTC"), owner=nobody)
+    hand_in(root, "nobody", notebook("nobody, dated days back"), (now - timedelta(days=3)).strftime(
+        "%Y-%m-%d %H:%M:%S.%f UTC"), owner=nobody)
     hand_in(root, "carol", notebook("carol"))
     hand_in(root, "carol", notebook("carol, dated ahead"), "2097-01-01 00:00:00.000000 UTC")
     hand_in(root, "bob", notebook("bob"), "no time at all")
+    hand_in(root, "frank", notebook("frank"), "2026-12-01 09:00:00 ..")  # dateutil's tz key warning, as an error
+    (hand_in(root, "gina", notebook("gina")) / "timestamp.txt").write_text("not a time")
+    (hand_in(root, "hal", notebook("hal")) / "timestamp.txt").write_text("2026-11-01 09:00:00.000000 UTC")
+    deep_file(hand_in(root, "ivan", notebook("ivan")), 16, 240)
+    os.mkfifo(hand_in(root, "jo", notebook("jo")) / "x\x1b]2;t\x07y")
     hand_in(root, "\x1b]2;ann\x07eve", notebook("eve"))  # sets the terminal's title
 
     collected = nbgrader(root, "collect", NB)
@@ -132,8 +156,15 @@ def test_collect_refuses_a_submission_handed_in_under_another_name_or_dated_ahea
     assert collected.returncode != 0, said
     for student, reason in [("ann", "its folder is owned by nobody, not by ann"),
                             ("daemon", "its folder is owned by nobody, not by daemon"),
+                            ("nobody", "UTC: it was handed in or altered after the time it claims"),
                             ("carol", "it is dated 2097-01-01 00:00:00 UTC, later than this machine's clock"),
                             ("bob", "its folder's name holds no time nbgrader can read"),
+                            ("frank", "its folder's name holds no time nbgrader can read"),
+                            ("gina", "its timestamp.txt holds no time nbgrader can read"),
+                            ("hal", "its timestamp.txt says 2026-11-01 09:00:00 UTC, its folder's name 2026-12-01"),
+                            ("ivan", "is a path of more than 1024 bytes, too long to be copied"),
+                            ("jo", "x\\x1b]2;t\\x07y is a named pipe"),
                             ("'\\x1b]2;ann\\x07eve'", "'\\x1b]2;ann\\x07eve' holds control characters (U+0007 U+001B)")]:
         assert f"Not collecting {student}'s submission" in said and reason in said, (student, said)
     assert "\x1b" not in said and "\x07" not in said
+    assert "Traceback" not in said, said
