@@ -66,6 +66,7 @@ def configure(c, release_directory: str = "notebooks", stage: str = "whole") -> 
     # A submission is read as data (autograder.grade.submission.read_tree): by collect, from the world-writable
     # exchange, and by autograde, which fails a submission that holds a link or a special file before its kernel runs.
     c.ExchangeFactory.collect = "autograder.course.collect.CollectAsData"
+    c.ExchangeFactory.release_assignment = "autograder.course.collect.ReleaseWithStickyInbound"
     c.Autograde.sanitize_preprocessors = [RefuseUnsafeFiles, SeparateCopiedCells, *nbgraders_own]
     set_stage(c, stage)
     # nbgrader's feedback shows test cells in full by default; strip the hidden block first.
@@ -86,14 +87,16 @@ def configure_exchange(c, root: Path) -> None:
 
     nbgrader's default, /srv/nbgrader/exchange, does not exist on a fresh machine, so Formgrader and the Assignment
     List would warn and release/collect would fail. The folder is created world-writable (0o777), as nbgrader's
-    own release would create it, so learners with their own accounts on the machine can submit. A JupyterHub
-    deployment points ``root`` at a folder every user's server sees instead (README, "One machine or a hub").
+    own release would create it, so learners with their own accounts on the machine can submit, with the sticky bit
+    (0o1777) on top, so that none can rename or remove the course's folder in it and put one of their own in its
+    place. A JupyterHub deployment points ``root`` at a folder every user's server sees instead (README, "One machine
+    or a hub").
     """
     c.CourseDirectory.course_id = COURSE_ID
     c.Exchange.root = str(root)
     if not root.is_dir():
         root.mkdir(parents=True)
-        root.chmod(0o777)
+        root.chmod(0o1777)
 
 
 def set_stage(c, stage: str) -> None:

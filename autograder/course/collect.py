@@ -7,17 +7,20 @@ the collect of every student after it. And nbgrader takes the student's name and
 which whoever made the folder chose: anyone with an account could hand in as a classmate (nbgrader's check_owner
 only warns), dated in 2099 so that nothing the classmate hands in later displaces it, and a folder whose name holds
 no time stopped the collect of everyone. ``configure`` (autograder.course) makes :class:`CollectAsData` nbgrader's
-collect, for ``nbgrader collect`` and Formgrader's Collect button alike.
+collect, for ``nbgrader collect`` and Formgrader's Collect button alike; and :class:`ReleaseWithStickyInbound` its
+release, so that no learner can rename a classmate's submission folder in inbound or swap it for their own.
 """
 from __future__ import annotations
 
 import os
 import pwd
+import stat
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
 from nbgrader.utils import parse_utc
 
 from autograder.grade.submission import TIMESTAMP, UnsafeSubmissionError, read_tree, shown, student_name_refusal
@@ -38,6 +41,11 @@ class CollectAsData(ExchangeCollect):
 
     def init_src(self):
         self.refused = []
+        for folder in (self.root, os.path.join(self.root, self.coursedir.course_id),
+                       os.path.join(self.root, self.coursedir.course_id, "inbound")):
+            refused = _exchange_refusal(folder)
+            if refused:
+                self.fail(f"not collecting from {folder}: {refused}")
         super().init_src()  # nbgrader picks each student's latest among the records _path_to_record makes
         self.src_records = [record for record in self.src_records if self._kept(record)]
 
@@ -105,7 +113,8 @@ class CollectAsData(ExchangeCollect):
     def _read(self, src: str) -> dict[str, bytes] | None:
         """The submission's files, or None (logged, and its learner listed in ``refused``) when it is refused."""
         try:
-            files = read_tree(Path(src), self.coursedir.ignore)
+            owners = {_uid(_student(src)), os.geteuid()} if self.check_owner else None
+            files = read_tree(Path(src), self.coursedir.ignore, owners)  # the owner of the very folder it reads
             refused = self.times_refusal(src, files)
         except UnsafeSubmissionError as unsafe:
             refused = str(unsafe)
@@ -144,6 +153,36 @@ class CollectAsData(ExchangeCollect):
         student = shown(_student(src))
         self.log.error("Not collecting %s's submission %s: %s", student, shown(src), shown(reason))
         self.refused.append(student)
+
+
+class ReleaseWithStickyInbound(ExchangeReleaseAssignment):
+    """nbgrader's release, which makes the course's inbound folder writable by everyone (0o2733), plus the sticky bit:
+    anyone can still hand in, but only a folder's owner (and the instructor) can rename or remove it there."""
+
+    def init_dest(self):
+        super().init_dest()
+        os.chmod(self.inbound_path, stat.S_IMODE(os.lstat(self.inbound_path).st_mode) | stat.S_ISVTX)
+
+
+def _exchange_refusal(folder: str) -> str | None:
+    """Why the exchange's root, the course's folder in it, or its inbound folder is not the instructor's, or None.
+
+    Every learner can write into the root and into inbound: a folder there owned by anyone else, or a link, is one
+    that a learner put in the course's place, to read classmates' submissions as they arrive and hide them.
+    """
+    try:
+        info = os.lstat(folder)
+    except OSError as error:
+        return f"it cannot be read ({error.strerror})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "it is not a folder (a link, or a file), which only a learner could have put there: remove it"
+    if info.st_uid not in (os.geteuid(), 0):
+        return (f"it is owned by {_account(info.st_uid)}, not by you or root: a learner may have put it in the "
+                "course's place; move it away and release the assignment again")
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        return (f"anyone can rename or remove what is in it: `chmod +t {folder}` (the course's release and "
+                "configure_exchange set it)")
+    return None
 
 
 def _last_change(folder: str) -> datetime:

@@ -169,7 +169,7 @@ class UnsafeSubmissionError(Exception):
         super().__init__(shown(message))
 
 
-def read_tree(folder: Path, ignored: list[str] = ()) -> dict[str, bytes]:
+def read_tree(folder: Path, ignored: list[str] = (), owners: set[int | None] | None = None) -> dict[str, bytes]:
     """Every file under ``folder`` by relative path, read without following any link, leaving out nbgrader's
     ignore patterns (checkpoints, caches: neither read nor looked into).
 
@@ -182,7 +182,8 @@ def read_tree(folder: Path, ignored: list[str] = ()) -> dict[str, bytes]:
         UnsafeSubmissionError: ``folder`` or something in it is a symbolic link (wherever it points, even inside the
             folder), a named pipe, a socket or a device, cannot be read, or the folder holds more than
             MAX_FILE_BYTES in one file, MAX_SUBMISSION_BYTES in all, MAX_ENTRIES entries, MAX_DEPTH levels or a
-            path longer than MAX_PATH_BYTES.
+            path longer than MAX_PATH_BYTES; or, when ``owners`` (uids) is given, the folder it opened is owned by
+            another account.
     """
     walk = _Walk(list(ignored))
     shown = "the submission folder"
@@ -194,6 +195,9 @@ def read_tree(folder: Path, ignored: list[str] = ()) -> dict[str, bytes]:
     except OSError as error:
         raise _unreadable(shown, error) from None
     try:
+        owner = os.fstat(top).st_uid
+        if owners is not None and owner not in owners:  # of what was opened: it may have been swapped since a check
+            raise UnsafeSubmissionError(f"the submission folder is owned by uid {owner}, not by its student")
         _read_folder(walk, top, "")
     finally:
         os.close(top)

@@ -4,6 +4,7 @@ files, too much), whether it can be graded at all (``preflight``), the reason gi
 (``nbgrader_reason``) and the log line (``Row.line``).
 """
 import os
+import shutil
 import socket
 
 import nbformat
@@ -170,6 +171,27 @@ def test_a_submission_folder_that_is_itself_a_link_is_refused(course, tmp_path):
     folder, secret = course
     (tmp_path / "link").symlink_to(secret)
     assert refusal(tmp_path / "link") == f"the submission folder {LINK}"
+
+
+def test_the_owner_is_that_of_the_folder_opened_and_read(course):
+    """collect's owner rule is checked again on the folder read_tree has open, so that no folder swapped in after the
+    rule's check (a classmate's, with the learner's own) is read as the student's."""
+    folder, _ = course
+    assert read_tree(folder, IGNORED, {None, os.geteuid()})
+    with pytest.raises(UnsafeSubmissionError, match=f"the submission folder is owned by uid {os.geteuid()}, not by"):
+        read_tree(folder, IGNORED, {os.geteuid() + 1, None})
+
+
+def test_a_path_too_long_to_copy_and_a_name_a_terminal_acts_on_are_refused_quoted(course):
+    folder, _ = course
+    deep = folder / ("d" * 250) / ("e" * 250) / ("f" * 250) / ("g" * 250) / ("h" * 250)
+    deep.mkdir(parents=True)
+    (deep / "h.txt").write_text("")
+    assert refusal(folder).endswith(f"... is a path of more than {submission.MAX_PATH_BYTES} bytes, too long to be "
+                                    "copied: shorten its folders' and files' names")
+    shutil.rmtree(folder / ("d" * 250))
+    os.mkfifo(folder / "x\x1b[2Ky")
+    assert refusal(folder) == "'x\\x1b[2Ky is a named pipe (FIFO), not a file'"
 
 
 def test_a_named_pipe_is_refused_without_waiting_for_a_writer(course):

@@ -52,6 +52,9 @@ def test_collect_and_autograde_refuse_links_and_special_files_and_grade_the_othe
     shutil.copytree(REPO / "source" / NB, root / "source" / NB)
     (root / "nbgrader_config.py").write_text(CONFIG)
     assert nbgrader(root, "generate_assignment", NB).returncode == 0
+    assert nbgrader(root, "release_assignment", NB).returncode == 0  # with the sticky bit where anyone may write
+    assert (root / "exchange").stat().st_mode & 0o7777 == 0o1777
+    assert (root / "exchange" / COURSE_ID / "inbound").stat().st_mode & 0o7777 == 0o3733
     solved = synthetic_class(NB, root)["full-marks"]
     (tmp_path / "secret").mkdir()
     (tmp_path / "secret" / "secret.txt").write_bytes(SECRET)
@@ -168,3 +171,16 @@ def test_collect_refuses_a_submission_not_the_students_own_or_not_of_its_time_an
         assert f"Not collecting {student}'s submission" in said and reason in said, (student, said)
     assert "\x1b" not in said and "\x07" not in said
     assert "Traceback" not in said, said
+
+    # A course folder or inbound that a learner could have put in the course's place is not collected from at all.
+    inbound = root / "exchange" / COURSE_ID / "inbound"
+    inbound.chmod(0o2733)  # nbgrader's own release: anyone may rename what is in it
+    said = nbgrader(root, "collect", NB).stderr
+    assert f"not collecting from {inbound}: anyone can rename or remove what is in it: `chmod +t" in said, said
+    course = inbound.parent
+    course.rename(course.with_name("aside"))
+    (course / "inbound").mkdir(parents=True)
+    for folder in (course, course / "inbound"):
+        os.chown(folder, nobody, nobody)
+    said = nbgrader(root, "collect", NB).stderr
+    assert f"not collecting from {course}: it is owned by nobody, not by you or root" in said, said
