@@ -129,6 +129,14 @@ def _ipython_runs(magic: str, line: str) -> bool:
     from IPython.core.magics.execution import ExecutionMagics
 
     function = getattr(ExecutionMagics, magic, None)
+    if magic in wire.GETOPT_MAGICS:  # parsed by IPython's own parse_options, which needs no shell
+        try:
+            how = {"prun": {"list_all": True}, "timeit": {"strict": False, "preserve_non_opts": True}}[magic]
+            options, _ = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS[magic], posix=False, **how)
+            return all(str(options.get(o[1:], "0")).strip().isdigit()
+                       for o in wire.WHOLE_NUMBER_OPTIONS.get(magic, "").split())
+        except Exception:  # UsageError
+            return False
     if not hasattr(function, "parser"):
         return True
     try:

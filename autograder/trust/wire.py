@@ -142,6 +142,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import getopt
 import json
 import math
 import struct
@@ -180,6 +181,11 @@ LINE_MAGICS_IN_NAMESPACE = ("time",)
 CELL_MAGICS_IN_NAMESPACE = ("time", "capture", "prun")
 CELL_MAGICS_IN_SCOPE = ("timeit",)
 CAPTURE_FLAGS = ("--no-stderr", "--no-stdout", "--no-display")
+# The options IPython's %%prun and %%timeit take (getopt strings, from IPython.core.magics.execution, which parses
+# them with Magics.parse_options rather than a magic_arguments parser): an option outside them is a UsageError, and
+# nothing of the cell runs (red team 12: ``%%prun -Z`` over a def). %%timeit's counts must be whole numbers.
+GETOPT_MAGICS = {"prun": "D:l:rs:T:q", "timeit": "n:r:tcp:qov:"}
+WHOLE_NUMBER_OPTIONS = {"timeit": "-n -r -p"}
 
 
 def runs_its_code(magic: str, line: str) -> bool:
@@ -195,6 +201,13 @@ def runs_its_code(magic: str, line: str) -> bool:
     if magic == "capture":
         names = [word for word in words if word not in CAPTURE_FLAGS]
         return len(names) <= 1 and all(name.isidentifier() for name in names)
+    if magic in GETOPT_MAGICS:
+        try:
+            options, _ = getopt.getopt(words, GETOPT_MAGICS[magic])
+        except getopt.GetoptError:
+            return False
+        counts = WHOLE_NUMBER_OPTIONS.get(magic, "").split()
+        return all(value.strip().isdigit() for option, value in options if option in counts)
     return True
 
 

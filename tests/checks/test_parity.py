@@ -160,6 +160,14 @@ CAPTURE_NAMED = Case("parity::%%capture with flags and a name", "central_differe
 CAPTURE_ABBREVIATED = Case("parity::%%capture with an abbreviated flag, %%time with its option", "central_difference",
                            Recipe("01_nudging", {"central_difference": [
                                (CENTRAL, "%%capture --no-d\n%%time --no-raise-error\n" + CENTRAL)]}), passes=True)
+# Red team 12: %%prun parses its options as getopt does, not with a magic_arguments parser; one it refuses runs
+# nothing (the grade had run the cell, and given a def under ``%%prun -Z`` the points the kernel refused).
+PRUN_REFUSED = Case("parity::%%prun with an option it refuses", "central_difference",
+                    Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%prun -Z\n" + CENTRAL)]}),
+                    passes=False, phrases=("`central_difference` is not defined",))
+PRUN_TAKEN = Case("parity::%%prun with its options", "central_difference",
+                  Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%prun -q -s cumulative\n" + CENTRAL)]}),
+                  passes=True)
 # An answer cell that raises: what it defined before the raise is all there is, in a kernel as in grading.
 RIGHT = "    return (f(x + h) - f(x - h)) / (2 * h)\n"
 RAISES_FIRST = Case("parity::raises before defining", "central_difference",
@@ -175,8 +183,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def sample() -> list[Case]:
     cases = catalogue().cases
     return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
-        + [WRITEFILE, TIMED, TIME_STATEMENT, CAPTURE_TWO, CAPTURE_NAMED, CAPTURE_ABBREVIATED, RAISES_FIRST,
-           RAISES_AFTER]
+        + [WRITEFILE, TIMED, TIME_STATEMENT, CAPTURE_TWO, CAPTURE_NAMED, CAPTURE_ABBREVIATED, PRUN_REFUSED, PRUN_TAKEN,
+           RAISES_FIRST, RAISES_AFTER]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:
