@@ -118,7 +118,19 @@ def _python_magic(statement) -> str | None:
         return None
     if arity == 3 and not _ipython_runs(call.args[0].value, call.args[1].value):
         return None
-    return call.args[-1].value
+    return call.args[-1].value if arity == 3 else _time_line_code(call.args[-1].value)
+
+
+def _time_line_code(line: str) -> str | None:
+    """The code IPython's ``%time`` runs of ``line`` (the words after its options), by IPython's own parser; None
+    when it refuses the line."""
+    from IPython.core.magic_arguments import parse_argstring
+    from IPython.core.magics.execution import ExecutionMagics
+
+    try:
+        return " ".join(parse_argstring(ExecutionMagics.time, line, partial=True)[1])
+    except (Exception, SystemExit):
+        return None
 
 
 def _ipython_runs(magic: str, line: str) -> bool:

@@ -188,6 +188,15 @@ GETOPT_MAGICS = {"prun": "D:l:rs:T:q", "timeit": "n:r:tcp:qov:"}
 WHOLE_NUMBER_OPTIONS = {"timeit": "-n -r -p"}
 
 
+def time_line_code(line: str) -> str:
+    """The code IPython's ``%time`` runs of its ``line``: the words after its one option, ``--no-raise-error``
+    (argparse also takes any abbreviation of it), joined by single spaces as IPython joins them."""
+    words = line.split()
+    while words and len(words[0]) > 2 and "--no-raise-error".startswith(words[0]):
+        words.pop(0)
+    return " ".join(words)
+
+
 def runs_its_code(magic: str, line: str) -> bool:
     """Whether the worker runs the code of cell magic ``magic`` with ``line`` after its name, as IPython would:
     ``%%time`` takes nothing there, ``%%capture`` its flags and at most one name (anything else is a UsageError, and

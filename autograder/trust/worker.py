@@ -288,8 +288,8 @@ class Shell:
     user_ns = user_global_ns = property(lambda self: NAMESPACE)
 
     def run_line_magic(self, name, line, *args):
-        if name in wire.LINE_MAGICS_IN_NAMESPACE:
-            exec(compile(line, f"<%{name}>", "exec"), NAMESPACE)
+        if name in wire.LINE_MAGICS_IN_NAMESPACE:  # with the caller's local names, as IPython's %time reads them
+            exec(compile(wire.time_line_code(line), f"<%{name}>", "exec"), NAMESPACE, sys._getframe(1).f_locals)
 
     def run_cell_magic(self, name, line, cell):
         if not wire.runs_its_code(name, line):

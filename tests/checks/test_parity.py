@@ -139,6 +139,7 @@ ALWAYS = ("test_topological_order_rejects_recursive_walks", "test_backward_rejec
           # the kernel, where learner code shares the check's process, and by grade, where it runs in a worker
           "tensor_engine::test_red_team_findings_are_rejected[4]", "tensor_engine::test_red_team_findings_are_rejected[5]")
 CENTRAL = "def central_difference(f, x, h):"
+RIGHT = "    return (f(x + h) - f(x - h)) / (2 * h)\n"
 # An answer cell under a cell magic that does not run Python: the kernel defines nothing, so neither may grading.
 WRITEFILE = Case("parity::writefile", "central_difference",
                  Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%writefile central.py\n" + CENTRAL)]}),
@@ -168,8 +169,16 @@ PRUN_REFUSED = Case("parity::%%prun with an option it refuses", "central_differe
 PRUN_TAKEN = Case("parity::%%prun with its options", "central_difference",
                   Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%prun -q -s cumulative\n" + CENTRAL)]}),
                   passes=True)
+# Red team 12: a %time line runs the words after its option, with the local names of the function it is in.
+TIME_OPTION = Case("parity::%time with its option", "central_difference",
+                   Recipe("01_nudging", {"central_difference": [
+                       (CENTRAL, f"def first_try(f, x, h):\n{RIGHT}\n%time --no-raise-error central_difference = "
+                                 "first_try\n\n\ndef unused(f, x, h):")]}), passes=True)
+TIME_IN_A_DEF = Case("parity::%time in a function", "central_difference",
+                     Recipe("01_nudging", {"central_difference": [
+                         (CENTRAL, f"{CENTRAL}\n    half_step = h / 2\n    %time whole_step = 2 * half_step\n{RIGHT}\n\n"
+                                   "def unused(f, x, h):")]}), passes=True)
 # An answer cell that raises: what it defined before the raise is all there is, in a kernel as in grading.
-RIGHT = "    return (f(x + h) - f(x - h)) / (2 * h)\n"
 RAISES_FIRST = Case("parity::raises before defining", "central_difference",
                     Recipe("01_nudging", {"central_difference": [(CENTRAL, "raise ValueError('stuck')\n" + CENTRAL)]}),
                     passes=False, phrases=("`central_difference` is not defined",))
@@ -184,7 +193,7 @@ def sample() -> list[Case]:
     cases = catalogue().cases
     return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
         + [WRITEFILE, TIMED, TIME_STATEMENT, CAPTURE_TWO, CAPTURE_NAMED, CAPTURE_ABBREVIATED, PRUN_REFUSED, PRUN_TAKEN,
-           RAISES_FIRST, RAISES_AFTER]
+           TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:
