@@ -12,8 +12,10 @@ release, so that no learner can rename a classmate's submission folder in inboun
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import shutil
 import stat
 import tempfile
 from datetime import datetime, timedelta, timezone
@@ -41,6 +43,7 @@ class CollectAsData(ExchangeCollect):
 
     def init_src(self):
         self.refused = []
+        self.owner_rule = self.check_owner  # copy_files turns nbgrader's own check off, not this course's
         for folder in (self.root, os.path.join(self.root, self.coursedir.course_id),
                        os.path.join(self.root, self.coursedir.course_id, "inbound")):
             refused = _exchange_refusal(folder)
@@ -59,7 +62,10 @@ class CollectAsData(ExchangeCollect):
             record = {"filename": os.path.basename(path), "timestamp": datetime.min}
             refused = f"its folder's name holds no time nbgrader can read ({type(bad).__name__}: {bad})"
         record["student"] = _student(path)
-        refused = refused or self.its_refusal(path, record["student"], record["timestamp"])
+        try:
+            refused = refused or self.its_refusal(path, record["student"], record["timestamp"])
+        except Exception as bad:  # one folder, whatever is wrong with it, never stops the collect of the others
+            refused = f"it cannot be checked ({type(bad).__name__}: {bad})"
         if refused:
             record.update(username=("refused", record["filename"]), refused=refused)
         return record
@@ -81,7 +87,7 @@ class CollectAsData(ExchangeCollect):
             owner = os.lstat(path).st_uid
         except OSError as gone:
             return f"its folder cannot be read ({gone.strerror})"
-        if self.check_owner and owner not in (_uid(student), os.geteuid()):
+        if self.owner_rule and owner not in (_uid(student), os.geteuid()):
             return (f"its folder is owned by {_account(owner)}, not by {student}: another account handed it in under "
                     "their name")
         if timestamp - datetime.now(timezone.utc).replace(tzinfo=None) > CLOCK_SKEW:  # both UTC, as parse_utc gives
@@ -96,10 +102,22 @@ class CollectAsData(ExchangeCollect):
             for relative, content in files.items():
                 (Path(copy) / relative).parent.mkdir(parents=True, exist_ok=True)
                 (Path(copy) / relative).write_bytes(content)
-            super().do_copy(copy, dest, log)  # nbgrader's copy: its include, size and group-sharing rules still apply
+            try:  # nbgrader's copy: its include, size and group-sharing rules still apply
+                super().do_copy(copy, dest, log)
+            except (RuntimeError, OSError) as failed:  # "Directory size is too big" (its own cap, under read_tree's)
+                shutil.rmtree(dest, ignore_errors=True)
+                with contextlib.suppress(OSError):  # the student's folder nbgrader made for it, when it is empty
+                    os.rmdir(os.path.dirname(dest))
+                self._refuse(src, f"nbgrader could not copy it ({failed})")
 
     def copy_files(self):
-        super().copy_files()
+        # nbgrader's loop stats each folder again for its owner warning, uncaught: a learner's own folder renamed
+        # away after it was read stopped the collect of everyone after it. The rules above have checked the owner.
+        self.check_owner = False
+        try:
+            super().copy_files()
+        finally:
+            self.check_owner = self.owner_rule
         if self.refused:
             self.fail(f"not collected, each for the reason logged above: {', '.join(sorted(self.refused))}")
 
@@ -113,11 +131,13 @@ class CollectAsData(ExchangeCollect):
     def _read(self, src: str) -> dict[str, bytes] | None:
         """The submission's files, or None (logged, and its learner listed in ``refused``) when it is refused."""
         try:
-            owners = {_uid(_student(src)), os.geteuid()} if self.check_owner else None
+            owners = {_uid(_student(src)), os.geteuid()} if self.owner_rule else None
             files = read_tree(Path(src), self.coursedir.ignore, owners)  # the owner of the very folder it reads
             refused = self.times_refusal(src, files)
         except UnsafeSubmissionError as unsafe:
             refused = str(unsafe)
+        except OSError as gone:  # the learner removed or renamed their own folder since it was listed
+            refused = f"the submission folder cannot be read ({gone.strerror})"
         if refused:
             self._refuse(src, refused)
             return None
@@ -141,7 +161,7 @@ class CollectAsData(ExchangeCollect):
                 return f"its {TIMESTAMP} holds no time nbgrader can read ({type(bad).__name__})"
             if said != claimed:
                 return f"its {TIMESTAMP} says {said:%Y-%m-%d %H:%M:%S} UTC, its folder's name {claimed:%Y-%m-%d %H:%M:%S}"
-        if not self.check_owner or os.lstat(src).st_uid == os.geteuid():
+        if not self.owner_rule or os.lstat(src).st_uid == os.geteuid():
             return None
         changed = _last_change(src)
         if changed - claimed > CLOCK_SKEW:

@@ -130,11 +130,11 @@ def student_name_refusal(name: str) -> str | None:
         return f"{name!r} holds {' '.join(used)}, which nbgrader reads as a pattern matching other students"
     if name != name.strip():
         return f"{name!r} begins or ends with whitespace, which nbgrader drops"
+    control = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c).startswith("C")})
+    if control:  # bytes that are not UTF-8 too: Python names them by lone surrogates (category Cs)
+        return f"{name!r} holds control characters ({' '.join(control)}), which a terminal acts on where it is printed"
     if len(name.encode()) > MAX_STUDENT_BYTES:
         return f"is {len(name.encode())} bytes long, too long for the files named after it (at most {MAX_STUDENT_BYTES})"
-    control = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c).startswith("C")})
-    if control:
-        return f"{name!r} holds control characters ({' '.join(control)}), which a terminal acts on where it is printed"
     return None
 
 
@@ -234,6 +234,8 @@ def _read_folder(walk: _Walk, fd: int, prefix: str) -> None:
         if any(fnmatch(name, pattern) for pattern in walk.ignored):
             continue
         shown = prefix + name
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in name):  # bytes that are not UTF-8, as Python names them
+            raise UnsafeSubmissionError(f"{shown} is named with bytes that are not UTF-8 text: rename it")
         if len(shown.encode()) > MAX_PATH_BYTES:
             raise UnsafeSubmissionError(f"{shown[:100]}... is a path of more than {MAX_PATH_BYTES} bytes, too long "
                                         "to be copied: shorten its folders' and files' names")

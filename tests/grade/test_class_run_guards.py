@@ -57,7 +57,8 @@ def test_names_without_glob_characters_are_graded(tmp_path, sources, student):
                                           ("ann\x1b]2;x\x07", "holds control characters (U+0007 U+001B)"),
                                           ("ann\rbob  graded 10 of 10", "holds control characters (U+000D)"),
                                           ("a\nb", "holds control characters (U+000A)"),
-                                          ("ann\u202egnp.exe", "holds control characters (U+202E)")])
+                                          ("ann\u202egnp.exe", "holds control characters (U+202E)"),
+                                          ("ann\udcff", "holds control characters (U+DCFF)")])
 def test_a_student_folder_name_nbgrader_would_change_or_no_file_can_carry_is_refused(tmp_path, sources, student, why):
     """nbgrader strips a student id (the submission was then sent, retried and failed with a worker's path); a name
     past MAX_STUDENT_BYTES crashed the run when its log file was written (a class-run attack's G8, G10); a control

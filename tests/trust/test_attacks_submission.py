@@ -126,7 +126,8 @@ def test_collect_refuses_a_submission_not_the_students_own_or_not_of_its_time_an
 
     root = tmp_path / "course"
     shutil.copytree(REPO / "source" / NB, root / "source" / NB)
-    (root / "nbgrader_config.py").write_text(CONFIG)
+    # nbgrader's own cap on a submission's size, under read_tree's: its copy raised, uncaught, for everyone after
+    (root / "nbgrader_config.py").write_text(CONFIG + "c.CourseDirectory.max_dir_size = 3  # kB\n")
 
     def notebook(who: str):
         return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"handed in by {who}")])
@@ -148,6 +149,9 @@ def test_collect_refuses_a_submission_not_the_students_own_or_not_of_its_time_an
     (hand_in(root, "hal", notebook("hal")) / "timestamp.txt").write_text("2026-11-01 09:00:00.000000 UTC")
     deep_file(hand_in(root, "ivan", notebook("ivan")), 16, 240)
     os.mkfifo(hand_in(root, "jo", notebook("jo")) / "x\x1b]2;t\x07y")
+    (hand_in(root, "kim", notebook("kim")) / "data.bin").write_bytes(b"0" * 4000)
+    hand_in(root, "\udcff", notebook("bytes not UTF-8"), just_now, owner=nobody)  # b"\xff", as Python names it
+    (hand_in(root, "lee", notebook("lee")) / "\udcff.txt").write_bytes(b"")
     hand_in(root, "\x1b]2;ann\x07eve", notebook("eve"))  # sets the terminal's title
 
     collected = nbgrader(root, "collect", NB)
@@ -167,6 +171,9 @@ def test_collect_refuses_a_submission_not_the_students_own_or_not_of_its_time_an
                             ("hal", "its timestamp.txt says 2026-11-01 09:00:00 UTC, its folder's name 2026-12-01"),
                             ("ivan", "is a path of more than 1024 bytes, too long to be copied"),
                             ("jo", "x\\x1b]2;t\\x07y is a named pipe"),
+                            ("kim", "nbgrader could not copy it (Directory size is too big."),
+                            ("'\\udcff'", "the student name '\\udcff' holds control characters (U+DCFF)"),
+                            ("lee", "\\udcff.txt is named with bytes that are not UTF-8 text"),
                             ("'\\x1b]2;ann\\x07eve'", "'\\x1b]2;ann\\x07eve' holds control characters (U+0007 U+001B)")]:
         assert f"Not collecting {student}'s submission" in said and reason in said, (student, said)
     assert "\x1b" not in said and "\x07" not in said
