@@ -1146,7 +1146,8 @@ class RunLog:
         row.assignment = self.assignment
         tqdm.write(row.line(), file=self.out)  # above the progress bar, if one is showing
         new = not self.table.exists()
-        with open(self.table, "a", newline="") as table:
+        # a folder name that is not UTF-8 is written with its odd bytes escaped (\udcff), not a failed run
+        with open(self.table, "a", newline="", encoding="utf-8", errors="backslashreplace") as table:
             writer = csv.writer(table, delimiter="\t")
             if new:
                 writer.writerow(self.HEADER)

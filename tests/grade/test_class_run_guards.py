@@ -70,6 +70,14 @@ def test_a_student_folder_name_nbgrader_would_change_or_no_file_can_carry_is_ref
     assert preflight(submission(tmp_path, "y" * 200, {f"{NB}.ipynb": SOURCE.read_bytes()}), [], sources)[0]
 
 
+def test_a_row_for_a_folder_name_that_is_not_utf8_is_printed_and_logged_escaped(tmp_path):
+    """The run's table took the name as it is, and a name that is not UTF-8 failed the whole run (red team 12)."""
+    out = io.StringIO()
+    class_run.RunLog(tmp_path, NB, out, "run-1").add(Row("ann\udcff", "failed", note="refused"))
+    assert "'ann\\udcff'" in out.getvalue()
+    assert "ann\\udcff\tfailed" in (tmp_path / class_run.LOGS / f"{NB}.tsv").read_text()
+
+
 def test_a_student_folder_that_is_a_link_is_refused_and_its_target_is_graded(tmp_path, sources):
     real = submission(tmp_path, "full-marks", {f"{NB}.ipynb": SOURCE.read_bytes()})
     (tmp_path / "submitted" / "student-link").symlink_to(real.parent)
