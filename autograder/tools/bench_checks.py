@@ -26,7 +26,7 @@ from nbclient import NotebookClient
 
 from autograder.contract import INTERACTIVE_TAG, REPO, assignments
 from autograder.course import KERNEL_ARGS, solution_version
-from autograder.trust.verdicts import definitions
+from autograder.trust.verdicts import bindings, definitions
 
 REPEATS = 3
 TARGETS = {"p95": 1.0, "max": 2.0, "first": 1.5}  # seconds
@@ -60,7 +60,7 @@ def program(name: str, wrong: dict) -> tuple[nbformat.NotebookNode, dict[int, Ti
     """The cells a learner runs in notebook ``name`` (see the module's docstring), and which of them to time."""
     nb = solution_version(nbformat.read(assignments()[name], as_version=4))
     cells, timed, seen_answer = [], {}, False
-    answers = {}
+    answers, unbound = {}, set()  # unbound: what definitions() has left out so far (see its docstring)
 
     def add(source: str, what: Timed | None = None) -> None:
         if what is not None:  # the kernel's CPU seconds for the cell, read by two cells around it (cpu_seconds)
@@ -77,6 +77,7 @@ def program(name: str, wrong: dict) -> tuple[nbformat.NotebookNode, dict[int, Ti
         if meta.get("solution"):
             seen_answer = True
             answers[meta["grade_id"]] = cell.source
+            unbound -= bindings(cell.source)
             add(cell.source)
         elif meta.get("grade"):
             exercise = meta["grade_id"].removeprefix("test_")
@@ -89,7 +90,7 @@ def program(name: str, wrong: dict) -> tuple[nbformat.NotebookNode, dict[int, Ti
                 add(cell.source, Timed(name, exercise, "wrong"))
                 add(answers[exercise])  # corrected: the cells after it build on the solution
         elif INTERACTIVE_TAG not in cell.metadata.get("tags", []):  # a widget waits for a person
-            code = definitions(cell.source) if seen_answer else cell.source
+            code = definitions(cell.source, unbound) if seen_answer else cell.source
             if code.strip():
                 add(code)
     return nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata), timed

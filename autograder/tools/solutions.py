@@ -2,7 +2,6 @@
 tests, the demo's and the benchmarks' namespaces. Grading never imports it."""
 from __future__ import annotations
 
-import ast
 import sys
 import types
 
@@ -10,7 +9,7 @@ import nbformat
 
 from autograder.contract import assignments
 from autograder.course import solution_version
-from autograder.trust.verdicts import definitions
+from autograder.trust.verdicts import bindings, definitions
 
 
 def solution_namespace(name: str, edits: dict | None = None, extra: str = "") -> dict:
@@ -29,33 +28,22 @@ def solution_namespace(name: str, edits: dict | None = None, extra: str = "") ->
     module = types.ModuleType("__learner__")  # registered, as a notebook's __main__ is: dataclasses look it up
     sys.modules[module.__name__] = module
     namespace = module.__dict__
-    seen_answer = False
+    seen_answer, unbound = False, set()
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         seen_answer = seen_answer or meta.get("solution", False)
         if cell.cell_type != "code" or meta.get("grade"):
             continue
-        source = definitions(cell.source) if seen_answer and not meta.get("solution") else cell.source
+        given = seen_answer and not meta.get("solution")
+        source = definitions(cell.source, unbound) if given else cell.source
         for right, wrong in edits.pop(meta.get("grade_id"), []):
             if right not in source:
                 raise ValueError(f"edit no longer matches the solution of {meta.get('grade_id')}: {right!r}")
             source = source.replace(right, wrong)
-        if seen_answer and not meta.get("solution"):
-            _run_definitions(source, f"<{name}:{cell.id}>", namespace)
-        else:
-            exec(compile(source, f"<{name}:{cell.id}>", "exec", dont_inherit=True), namespace)
+        if not given:
+            unbound -= bindings(source)
+        exec(compile(source, f"<{name}:{cell.id}>", "exec", dont_inherit=True), namespace)
     if edits:
         raise ValueError(f"edits for unknown answer cells: {sorted(edits)}")
     exec(compile(extra, "<alternative>", "exec", dont_inherit=True), namespace)
     return namespace
-
-
-def _run_definitions(source: str, filename: str, namespace: dict) -> None:
-    """A given cell's definitions as the grading worker runs them (worker.run_given): statement by statement, an
-    assignment computed from a name that a left-out statement binds (``x = data.x``) skipped, not raised."""
-    for statement in ast.parse(source).body:
-        try:
-            exec(compile(ast.Module([statement], []), filename, "exec", dont_inherit=True), namespace)
-        except Exception:
-            if not isinstance(statement, (ast.Assign, ast.AnnAssign)):
-                raise

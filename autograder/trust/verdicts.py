@@ -81,11 +81,20 @@ class WorkerNamespace(Mapping):
 UNREADABLE = (SyntaxError, ValueError, TypeError, RecursionError, MemoryError)
 
 
-def definitions(code: str) -> str:
-    """The statements of a non-answer cell that later code may need: imports, defs, classes, patches, constants.
+def definitions(code: str, unbound: set[str] | None = None) -> str:
+    """The statements of a non-answer cell that later code may need: imports, defs, classes, patches, constants,
+    ``del`` and ``setattr``/``delattr`` statements.
+
+    ``unbound`` (updated in place, for the cells of one program in order): the names whose latest binding is a
+    statement left out (``data = load()``), so the kernel holds a value for them that the worker does not. A statement
+    that would read one when it runs (``x = data.x``, a default argument, a class body) is left out too, and the
+    names it binds join them; what a kept statement binds or deletes leaves the set, as what an answer cell binds does
+    (``bindings``). So the worker stops a cell at its first statement that raises, as the kernel does, and never at one
+    that fails only because grading left something out.
 
     A cell Python cannot parse, and a statement it cannot write back out, contribute nothing (never an exception:
     the cell is the learner's data)."""
+    unbound = set() if unbound is None else unbound
     try:
         tree = ast.parse(code)
     except UNREADABLE:
@@ -94,31 +103,120 @@ def definitions(code: str) -> str:
     for statement in tree.body:
         magic = _python_magic(statement)
         if magic is not None:  # %%time over a def, %time x = y: the kernel runs that code as if it were the cell
-            kept.append(definitions(magic))
-        elif isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                or _patch_or_constant(statement):
+            kept.append(definitions(magic, unbound))
+            continue
+        if isinstance(statement, ast.Delete):  # a name the worker never got is unbound in both places after it
+            gone = {t.id for t in statement.targets if isinstance(t, ast.Name) and t.id in unbound}
+            unbound -= gone
+            statement = ast.Delete([t for t in statement.targets if not (isinstance(t, ast.Name) and t.id in gone)])
+            if not statement.targets:
+                continue
+        text = None
+        if _defines(statement) and not _eager_reads(statement) & unbound:
             try:
-                kept.append(ast.unparse(statement))
+                text = ast.unparse(statement)
             except UNREADABLE:
                 pass
+        if text is None:
+            unbound |= bindings(statement)
+        else:
+            kept.append(text)
+            unbound -= bindings(statement)
     return "\n".join(kept)
 
 
-def _python_magic(statement) -> str | None:
+def _defines(statement) -> bool:
+    return isinstance(statement, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+        or _patch_or_constant(statement) or _deletion(statement)
+
+
+def _deletion(statement) -> bool:
+    """``del name``, ``del Tensor.__add__``, ``setattr(f, "__code__", g.__code__)``, ``delattr(Tensor, "exp")``: what
+    unbinds or patches, as the kernel runs it (red team 12: a given cell's setattr that broke an answer was left out,
+    and the grade passed what the kernel failed)."""
+    if isinstance(statement, ast.Delete):
+        return all(_without_calls(target) for target in statement.targets)
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) in ("setattr", "delattr")
+            and not call.keywords and len(call.args) == (3 if call.func.id == "setattr" else 2)):
+        return False
+    target, name, *value = call.args
+    return isinstance(name, ast.Constant) and type(name.value) is str and _without_calls(target) \
+        and all(isinstance(v, (ast.Name, ast.Attribute, ast.Lambda, ast.Constant)) for v in value)
+
+
+def _eager_reads(statement) -> set[str]:
+    """The names ``statement`` reads when it runs (or deletes): not those read only inside a function or lambda body,
+    which run when called, but a def's decorators, defaults and annotations and a class's bases and body."""
+    found, stack = set(), [statement]  # a walk of our own, not recursive: a learner's code may be deeply nested
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Store):
+                found.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            arguments = node.args
+            stack += [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None)]
+            if not isinstance(node, ast.Lambda):
+                every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg,
+                         arguments.kwarg]
+                stack += [*node.decorator_list, *(a.annotation for a in every if a is not None and a.annotation),
+                          *([node.returns] if node.returns else [])]
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+# What binds a name where it stands, besides a Name stored or deleted (the names of defs, classes, imports, except
+# and match captures); comprehensions, functions and classes have scopes of their own.
+_OWN_SCOPE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+              ast.DictComp, ast.GeneratorExp)
+
+
+def bindings(code) -> set[str]:
+    """The module-level names a statement (or a cell's code, as text) binds or deletes when it runs, wherever it
+    does so at the top level: ``x = ...``, ``for x in ...``, ``with ... as x``, ``import x``, ``def x``, ``except E as
+    x``, ``case x``, ``del x``. Code that does not parse binds nothing."""
+    if isinstance(code, str):
+        try:
+            code = ast.parse(code)
+        except UNREADABLE:
+            return set()
+    found, stack = set(), [code]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= {alias.asname or alias.name.split(".")[0] for alias in node.names if alias.name != "*"}
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            found.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            found.add(node.rest)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        if not isinstance(node, _OWN_SCOPE):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _python_magic(statement, in_scope: bool = False) -> str | None:
     """The code of ``get_ipython().run_cell_magic("time", "", code)`` (what ``python`` makes of a magic) or of its
-    line form, when the kernel runs that code in the notebook's namespace (wire's MAGICS_IN_NAMESPACE); else None."""
+    line form, when the kernel runs that code in the notebook's namespace (wire's MAGICS_IN_NAMESPACE), and with
+    ``in_scope`` of a ``%%timeit`` cell too (_timeit_code); else None."""
     call = statement.value if isinstance(statement, ast.Expr) else None
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call)
             and getattr(call.func.value.func, "id", None) == "get_ipython" and not call.keywords
             and all(isinstance(a, ast.Constant) and type(a.value) is str for a in call.args)):
         return None
-    magics = {"run_cell_magic": (wire.CELL_MAGICS_IN_NAMESPACE, 3), "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE, 2)}
+    cell_magics = wire.CELL_MAGICS_IN_NAMESPACE + (wire.CELL_MAGICS_IN_SCOPE if in_scope else ())
+    magics = {"run_cell_magic": (cell_magics, 3), "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE, 2)}
     names, arity = magics.get(call.func.attr, ((), 0))
     if len(call.args) != arity or call.args[0].value not in names:
         return None
-    if arity == 3 and not _ipython_runs(call.args[0].value, call.args[1].value):
-        return None
-    return call.args[-1].value if arity == 3 else _time_line_code(call.args[-1].value)
+    if arity == 3:
+        return _cell_magic_code(*(a.value for a in call.args))
+    return _time_line_code(call.args[-1].value)
 
 
 def _time_line_code(line: str) -> str | None:
@@ -133,31 +231,54 @@ def _time_line_code(line: str) -> str | None:
         return None
 
 
-def _ipython_runs(magic: str, line: str) -> bool:
-    """Whether IPython runs the code of cell magic ``magic`` given ``line``, by IPython's own parser of its line
-    (red team 10: ``%%capture --no-d``, an abbreviation argparse takes, and ``%%time --no-raise-error`` run).
-    What it refuses reaches the worker as the magic's call, which refuses it too (wire.runs_its_code)."""
+def _cell_magic_code(magic: str, line: str, cell: str) -> str | None:
+    """The code IPython runs of cell magic ``magic`` given ``line``, by IPython's own parser of its line; None when
+    IPython refuses the line (red team 10: ``%%capture --no-d``, an abbreviation argparse takes, and ``%%time
+    --no-raise-error`` run). ``%%prun`` runs the rest of its line before the cell (red team 12), ``%%timeit`` its
+    setup and body as _timeit_code says. What IPython refuses reaches the worker as the magic's call, which refuses it
+    too (wire.runs_its_code)."""
     from IPython.core.magic_arguments import parse_argstring
     from IPython.core.magics.execution import ExecutionMagics
 
-    function = getattr(ExecutionMagics, magic, None)
     if magic in wire.GETOPT_MAGICS:  # parsed by IPython's own parse_options, which needs no shell
         try:
             how = {"prun": {"list_all": True}, "timeit": {"strict": False, "preserve_non_opts": True}}[magic]
-            options, _ = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS[magic], posix=False, **how)
-            return all(str(options.get(o[1:], "0")).strip().isdigit()
-                       for o in wire.WHOLE_NUMBER_OPTIONS.get(magic, "").split())
+            options, rest = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS[magic], posix=False, **how)
         except Exception:  # UsageError
-            return False
+            return None
+        if not all(str(options.get(o[1:], "0")).strip().isdigit() for o in wire.WHOLE_NUMBER_OPTIONS.get(magic, "").split()):
+            return None
+        return f"{rest}\n{cell}" if magic == "prun" else _timeit_code(rest, cell, options)
+    function = getattr(ExecutionMagics, magic, None)
     if not hasattr(function, "parser"):
-        return True
+        return cell
     try:
-        if magic == "time":
-            return not parse_argstring(function, line, partial=True)[1]  # a statement after %%time: UsageError
+        if magic == "time" and parse_argstring(function, line, partial=True)[1]:
+            return None  # a statement after %%time: UsageError
         parse_argstring(function, line)
-        return True
+        return cell
     except (Exception, SystemExit):  # UsageError, and argparse's exit on --help
-        return False
+        return None
+
+
+def _timeit_code(setup: str, body: str, options) -> str:
+    """A %%timeit cell as plain Python, as IPython runs it (IPython.core.magics.execution.ExecutionMagics.timeit): in
+    a function's scope of its own, its setup (the rest of its line) and then its body ``-n`` times (once where IPython
+    would choose the number by timing), the function called ``-r`` times (7 by default; none, and min() of no times
+    raises, as in IPython). When either part does not parse, the two as they are: the worker's compile raises the
+    SyntaxError before anything runs, as IPython's does."""
+    setup, body = python(setup), python(body)
+    try:
+        setup_tree, body_tree = ast.parse(setup), ast.parse(body)
+    except UNREADABLE:  # IPython compiles both before it runs either
+        return setup + "\n" + body
+    number, repeat = int(options.get("n", 0)) or 1, int(options.get("r", 7))
+    (inner,) = ast.parse(f"def __timeit_inner__():\n    for __timeit_loop__ in range({number}):\n        pass\n").body
+    inner.body[0].body = body_tree.body or [ast.Pass()]
+    inner.body[:0] = setup_tree.body
+    calls = ast.parse(f"for __timeit_repeat__ in range({repeat}):\n    __timeit_inner__()\ndel __timeit_inner__\n"
+                      + ("" if repeat else "min([])\n")).body
+    return ast.unparse(ast.Module([inner, *calls], []))
 
 
 def _patch_or_constant(statement) -> bool:
@@ -182,7 +303,7 @@ def _patch_or_constant(statement) -> bool:
 # stays out; a learner's own helper cell (``HALF = 1 / 2``, ``tanh = math.tanh``) is read as the kernel read it, not
 # left out to fail the answers that use it with NameError (red team 7). A lambda is a function, like a def.
 _COMPUTED = (ast.Constant, ast.Name, ast.Attribute, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Tuple,
-             ast.Load, ast.operator, ast.unaryop)
+             ast.Load, ast.Del, ast.operator, ast.unaryop)  # Del: the targets of a kept del
 
 
 def _without_calls(value) -> bool:
@@ -212,7 +333,7 @@ def python(source: str) -> str:
         (statement,) = ast.parse(code).body
     except (*UNREADABLE, ValueError):
         return code
-    body = _python_magic(statement)
+    body = _python_magic(statement, in_scope=True)
     # a %%time cell (or a %time line): the kernel runs its code as IPython code, its own magics included (red team 9:
     # a %time line in a %%time cell was a SyntaxError in the worker)
     return code if body is None else python(body)
@@ -244,7 +365,7 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
     answers = {g for g, c in course.items() if c.metadata["nbgrader"].get("solution")}
     tests = {g: c.source for g, c in course.items() if c.metadata["nbgrader"].get("grade")
              and not c.metadata["nbgrader"].get("solution")}
-    cells, found, copied = [], {}, set()
+    cells, found, copied, unbound = [], {}, set(), set()
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -258,8 +379,9 @@ def program(nb, course_nb) -> tuple[list[Cell], dict[str, tuple[int, str]]]:
             name = f"{grade_id} (copy, cell {index + 1})" if grade_id in copied else grade_id
             cells.append(Cell(name, python(cell.source), answer=True))
             copied.add(grade_id)
+            unbound -= bindings(cells[-1].code)
         elif grade_id not in tests:
-            code = definitions(python(cell.source))
+            code = definitions(python(cell.source), unbound)
             if code:
                 cells.append(Cell(f"cell {index + 1}", code, answer=False))
     for grade_id, source in tests.items():  # a deleted test cell is still graded, after everything

@@ -30,7 +30,7 @@ import nbformat
 from autograder.contract import assignments, exercise_id
 from autograder.course import solution_version
 from autograder.tools.exercise_tests import assignment_of
-from autograder.trust.verdicts import Cell, definitions, python
+from autograder.trust.verdicts import Cell, bindings, definitions, python
 from conftest import flat
 
 MODULES = ("test_checks_nudging", "test_checks_scalar_engine", "test_checks_backward_functions",
@@ -47,6 +47,7 @@ class Recipe:
     extra: str = ""
     objects: dict = field(default_factory=dict)
     source: types.ModuleType | None = None  # the test module the objects were defined in
+    given: str = ""  # a cell of the learner's own after the answers: the kernel runs it whole (see program_cells)
 
 
 @dataclass(frozen=True)
@@ -156,12 +157,16 @@ def _recording(module, calls: list):
 
 # ------------------------------------------------------------------------------------------------ programs
 
-def program_cells(recipe: Recipe, exercise: str | None = None) -> list[Cell]:
+def program_cells(recipe: Recipe, exercise: str | None = None, whole: bool = False) -> list[Cell]:
     """The learner program of a case, cell by cell, as the trusted grader and a kernel both run it.
 
     Given cells keep only their definitions (``autograder.trust.verdicts.definitions``: no demonstration, no training
     run); answer cells run whole, with the recipe's edits; the extra code or the answer objects come last, in an
-    answer cell of their own. With ``exercise``, the program stops at that exercise's test cell, as a grade's does
+    answer cell of their own, and then the recipe's own given cell. Answer cells are read as plain Python
+    (``verdicts.python``) and that given cell reduced to its definitions, as grading reads them, or, ``whole``, all
+    three kept as a learner typed them, for a kernel (which gets the solution's given cells reduced too: they define
+    the same either way). With
+    ``exercise``, the program stops at that exercise's test cell, as a grade's does
     (``autograder.trust.verdicts.program``).
 
     Raises:
@@ -169,7 +174,7 @@ def program_cells(recipe: Recipe, exercise: str | None = None) -> list[Cell]:
     """
     nb = _solution_notebook(recipe.notebook)
     edits = {k: list(v) for k, v in recipe.edits.items()}
-    cells, cut = [], False
+    cells, cut, unbound = [], False, frozenset()
     for index, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader", {})
         cut = cut or (meta.get("grade") and not meta.get("solution") and exercise_id(meta["grade_id"]) == exercise)
@@ -181,16 +186,21 @@ def program_cells(recipe: Recipe, exercise: str | None = None) -> list[Cell]:
                 if right not in source:
                     raise ValueError(f"edit no longer matches the solution of {meta['grade_id']}: {right!r}")
                 source = source.replace(right, wrong)
-            code, answer, name = _python(source), True, meta["grade_id"]
+            code, answer, name = source if whole else _python(source), True, meta["grade_id"]
+            unbound -= _bindings(_python(source))
         else:
-            code, answer, name = _definitions(source), False, f"cell {index + 1}"
+            (code, unbound), answer, name = _definitions(source, unbound), False, f"cell {index + 1}"
         if code and not cut:
             cells.append(Cell(name, code, answer))
     if edits:
         raise ValueError(f"edits for unknown answer cells: {sorted(edits)}")
     added = recipe.extra + (answer_source(recipe.objects, recipe.source) if recipe.objects else "")
     if added.strip():
-        cells.append(Cell("your answer", _python(added), answer=True))
+        cells.append(Cell("your answer", added if whole else _python(added), answer=True))
+        unbound -= _bindings(_python(added))
+    code = recipe.given if whole else _definitions(recipe.given, unbound)[0]
+    if code:
+        cells.append(Cell("your cell", code, answer=False))
     return cells
 
 
@@ -205,8 +215,13 @@ _python = functools.lru_cache(maxsize=None)(python)
 
 
 @functools.lru_cache(maxsize=None)
-def _definitions(source: str) -> str:
-    return definitions(python(source))
+def _definitions(source: str, unbound: frozenset) -> tuple[str, frozenset]:
+    """``definitions`` of a given cell, and the names left unbound after it (keyed by what was unbound before)."""
+    left = set(unbound)
+    return definitions(python(source), left), frozenset(left)
+
+
+_bindings = functools.lru_cache(maxsize=None)(bindings)
 
 
 def answer_source(objects: dict, module: types.ModuleType) -> str:

@@ -169,6 +169,19 @@ PRUN_REFUSED = Case("parity::%%prun with an option it refuses", "central_differe
 PRUN_TAKEN = Case("parity::%%prun with its options", "central_difference",
                   Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%prun -q -s cumulative\n" + CENTRAL)]}),
                   passes=True)
+# Red team 12: %%prun runs the rest of its line before the cell, %%timeit its line (its setup) once and its body
+# -n times, in a scope of its own, -r times over (the worker ran the cell alone, once).
+PRUN_LINE = Case("parity::%%prun with a statement on its line", "central_difference",
+                 Recipe("01_nudging", {"central_difference": [(CENTRAL, "%%prun -q raise ValueError('stuck')\n" + CENTRAL)]}),
+                 passes=False, phrases=("`central_difference` is not defined",))
+TIMEIT_SETUP = Case("parity::%%timeit with a setup statement", "central_difference",
+                    Recipe("01_nudging", extra="%%timeit -n1 -r1 central_difference.__code__ = "
+                                               "(lambda f, x, h: (f(x + h) - f(x)) / h).__code__\npass\n"),
+                    passes=False)
+TIMEIT_COUNTED = Case("parity::%%timeit runs its body -n times -r times over", "central_difference",
+                      Recipe("01_nudging", extra="%%timeit -n2 -r3\nglobals().setdefault('RUNS', []).append(1)\n"
+                             "if len(RUNS) == 6:\n    central_difference.__code__ = (lambda f, x, h: 0.0).__code__\n"),
+                      passes=False)
 # Red team 12: a %time line runs the words after its option, with the local names of the function it is in.
 TIME_OPTION = Case("parity::%time with its option", "central_difference",
                    Recipe("01_nudging", {"central_difference": [
@@ -186,6 +199,23 @@ RAISES_AFTER = Case("parity::raises after defining", "central_difference",
                     Recipe("01_nudging", {"central_difference": [
                         (CENTRAL, f"{CENTRAL}\n{RIGHT}\n\nraise ValueError('stuck')\n\n\ndef first_try(f, x, h):")]}),
                     passes=True)
+# Red team 12: a cell of the learner's own, which the kernel runs whole and grading through its definitions, stops
+# at its first statement that raises in both (the worker skipped an assignment that raised, and ran the wrong def
+# after it), leaves out in both what reads a name only a left-out statement binds, and unbinds or patches as the
+# kernel does (``del`` and ``setattr`` were left out: the grade passed what the kernel failed).
+FORWARD = "def central_difference(f, x, h):\n    return (f(x + h) - f(x)) / h\n"
+STOPS_AT_A_RAISE = Case("parity::a cell of your own stops where it raises", "central_difference",
+                        Recipe("01_nudging", given="x = undefined_name\n" + FORWARD), passes=True)
+READS_WHAT_WAS_LEFT_OUT = Case(
+    "parity::a cell of your own reads what a call bound", "central_difference",
+    Recipe("01_nudging", {"central_difference": [(RIGHT, "    raise NotImplementedError\n")]},
+           given=f"steps = dict(h=1e-5)\nh = steps['h']\nH: float = h / 2\n{CENTRAL}\n{RIGHT}"), passes=True)
+DELETES = Case("parity::a cell of your own deletes the answer", "central_difference",
+               Recipe("01_nudging", given="del central_difference\n"), passes=False,
+               phrases=("`central_difference` is not defined",))
+PATCHES = Case("parity::a cell of your own patches the answer", "central_difference",
+               Recipe("01_nudging", given=FORWARD.replace("central_difference", "forward") +
+                      "setattr(central_difference, '__code__', forward.__code__)\n"), passes=False)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -193,7 +223,8 @@ def sample() -> list[Case]:
     cases = catalogue().cases
     return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
         + [WRITEFILE, TIMED, TIME_STATEMENT, CAPTURE_TWO, CAPTURE_NAMED, CAPTURE_ABBREVIATED, PRUN_REFUSED, PRUN_TAKEN,
-           TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER]
+           TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER, STOPS_AT_A_RAISE, READS_WHAT_WAS_LEFT_OUT, DELETES,
+           PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:
@@ -206,7 +237,8 @@ def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:
         nb, checks = nbformat.v4.new_notebook(), {}
         for case in left:
             nb.cells.append(nbformat.v4.new_code_cell("%reset -f"))
-            nb.cells += [nbformat.v4.new_code_cell(cell.code) for cell in program_cells(case.recipe, case.exercise)]
+            nb.cells += [nbformat.v4.new_code_cell(cell.code)
+                         for cell in program_cells(case.recipe, case.exercise, whole=True)]
             checks[case.id] = len(nb.cells)
             nb.cells.append(nbformat.v4.new_code_cell(f"run_check({case.exercise!r}, globals())"))
         try:

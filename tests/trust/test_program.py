@@ -12,8 +12,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_raw_cell
 
 from autograder.contract import assignments
-from autograder.trust.verdicts import (COPY_OF, Cell, _patch_or_constant, checked_exercise, definitions, program,
-                                       program_seed, python)
+from autograder.trust.verdicts import (COPY_OF, Cell, _patch_or_constant, bindings, checked_exercise, definitions,
+                                       program, program_seed, python)
 from conftest import COURSE_SECRET
 
 
@@ -99,6 +99,62 @@ def test_definitions_read_plain_python_only_so_magics_must_be_translated_first()
 
 def test_definitions_of_an_empty_cell_is_empty():
     assert definitions("") == "" and definitions("# only a comment\n") == ""
+
+
+def test_what_reads_a_name_only_a_left_out_statement_binds_is_left_out_too():
+    """Red team 12: the kernel has ``data`` (``load()`` ran there), the worker does not; what reads it when it runs is
+    left out with it, across cells, so the worker can stop a cell where it raises as the kernel does."""
+    unbound = set()
+    cell = ("data = load()\n"
+            "X = data.x\n"                                  # reads data
+            "Y: int = X[0]\n"                               # reads X, which is unbound now
+            "def f(scale=data.scale):\n    pass\n"          # a default runs with the def
+            "@data.wrap\ndef g():\n    pass\n"
+            "class C(data.Base):\n    pass\n"
+            "class D:\n    size = X\n"                      # a class body runs too
+            "def h():\n    return data.x\n"                # a body runs only when called: kept
+            "K = lambda: data\n"
+            "Z = undefined\n")                              # nothing left out binds it: the worker raises, as the kernel
+    assert definitions(cell, unbound).splitlines() == ["def h():", "    return data.x", "K = lambda: data",
+                                                       "Z = undefined"]
+    assert unbound == {"data", "X", "Y", "f", "g", "C", "D"}
+    assert definitions("Y = 2\nW = X\n", unbound) == "Y = 2"  # the next cell: X still unbound, Y bound again
+    assert unbound == {"data", "X", "f", "g", "C", "D", "W"}
+    assert definitions("data = 3\nX = data\n") == "data = 3\nX = data"  # nothing given: no name is unbound
+
+
+@pytest.mark.parametrize("code", ["del central_difference", "del Tensor.__add__, Tensor.exp",
+                                  "setattr(central_difference, '__code__', forward.__code__)",
+                                  "setattr(Tensor, 'relu', lambda self: self)", "delattr(Tensor, 'exp')"])
+def test_definitions_keep_what_unbinds_or_patches(code):
+    """Red team 12: a given cell's ``del`` or ``setattr`` changes the answer in the kernel; left out, the grade judged
+    the answer as it was before."""
+    assert definitions(code) == ast.unparse(ast.parse(code))
+
+
+@pytest.mark.parametrize("code", ["setattr(make(), 'x', f)", "setattr(T, name, f)", "setattr(T, 'x', make())",
+                                  "setattr(T, 'x', f, g)", "del items[compute()]", "getattr(T, 'x')"])
+def test_definitions_leave_out_setattr_and_del_that_compute(code):
+    assert definitions(code) == ""
+
+
+def test_a_kept_deletion_or_binding_ends_a_names_unbound_state_and_a_left_out_one_begins_it():
+    unbound = {"data", "X"}
+    assert definitions("del X, Y\ndel data.x\nfor i in range(3):\n    total = i\nY = 1\ndel Y\n", unbound) == \
+        "del Y\nY = 1\ndel Y"  # X: the worker never had it, and the kernel has it no more
+    assert unbound == {"data", "i", "total"}
+
+
+def test_the_names_a_cell_binds_are_its_top_level_bindings():
+    """What an answer cell binds is taken off the unbound names; names bound inside a function, class or
+    comprehension are its own."""
+    code = ("import numpy as np, os.path\nfrom math import tau as turn\nx, (y, *z) = 1, (2, 3)\nfor i in []:\n"
+            "    pass\nwith open('f') as handle:\n    pass\ntry:\n    pass\nexcept Exception as error:\n    pass\n"
+            "match 1:\n    case [first, *rest] | {'k': first, **rest}:\n        pass\ndef f():\n    inner = 1\n"
+            "class C:\n    attribute = 1\nsquares = [k * k for k in range(3)]\ndel gone\nif (w := 1):\n    pass\n")
+    assert bindings(code) == {"np", "os", "turn", "x", "y", "z", "i", "handle", "error", "first", "rest", "f", "C",
+                              "squares", "gone", "w"}
+    assert bindings("def f(:\n") == set()
 
 
 # ------------------------------------------------------------------------------------------------ _patch_or_constant

@@ -267,7 +267,8 @@ def test_learner_code_runs_in_the_worker_as_a_check_runs_it_in_the_kernel():
     """What an answer cell sets for the whole process does not change a check's verdict in one place only (red team
     7): float errors and warnings made errors (np.seterr(all="raise") failed a stable softmax in the grade alone), a
     lowered recursion limit, a thread pool calling a check's function (their frames interleaved: "KeyError: 'id'"),
-    and a given or added cell's constant computed from a name nothing binds (the rest of the cell still runs)."""
+    and a given or added cell stopped at its first statement that raises, as the kernel stops it (red team 12: a
+    failing assignment was skipped, and a wrong def after it ran in the grade alone)."""
     with remote.Worker() as worker:
         worker.run("import sys, warnings\nimport numpy as np\nnp.seterr(all='raise')\n"
                    "warnings.simplefilter('error')\nsys.setrecursionlimit(120)\n"
@@ -278,8 +279,9 @@ def test_learner_code_runs_in_the_worker_as_a_check_runs_it_in_the_kernel():
         assert worker.evaluate("underflow")() == 0.0
         assert worker.evaluate("deep")(500) == 500  # the kernel's checks run at 1000 at least: labtools.run_check
         assert worker.evaluate("pooled")(lambda x: 2 * x, list(range(200))) == [2 * x for x in range(200)]
-        worker.request({"op": "given", "code": "X = data.x[:10]\nTWICE = 2 * 1.5\ndef after():\n    return TWICE\n",
-                        "name": "<cell 3>"})
+        worker.request({"op": "given", "code": "TWICE = 2 * 1.5\ndef after():\n    return TWICE\n", "name": "<cell 3>"})
+        with pytest.raises(NameError):
+            worker.request({"op": "given", "code": "X = data.x[:10]\ndef after():\n    return 0\n", "name": "<cell 4>"})
         assert worker.evaluate("after")() == 3.0
         # the cells themselves run under what they set, as in the kernel, before and after a check's calls
         worker.run("try:\n    np.float64(1e308) * 10\n    STRICT = False\nexcept FloatingPointError:\n    STRICT = True\n"
