@@ -137,6 +137,8 @@ def _deletion(statement) -> bool:
     if isinstance(statement, ast.Delete):
         return all(_without_calls(target) for target in statement.targets)
     call = statement.value if isinstance(statement, ast.Expr) else None
+    if _python_magic_name(statement) in wire.FORGETTING_MAGICS:  # %reset -f, %xdel name: run by the worker too
+        return True
     if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) in ("setattr", "delattr")
             and not call.keywords and len(call.args) == (3 if call.func.id == "setattr" else 2)):
         return False
@@ -151,6 +153,8 @@ def _eager_reads(statement) -> set[str]:
     found, stack = set(), [statement]  # a walk of our own, not recursive: a learner's code may be deeply nested
     while stack:
         node = stack.pop()
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            found.add(node.target.id)  # SCALE += 1 reads SCALE
         if isinstance(node, ast.Name):
             if not isinstance(node.ctx, ast.Store):
                 found.add(node.id)
@@ -209,13 +213,16 @@ def _python_magic(statement, in_scope: bool = False) -> str | None:
             and getattr(call.func.value.func, "id", None) == "get_ipython" and not call.keywords
             and all(isinstance(a, ast.Constant) and type(a.value) is str for a in call.args)):
         return None
-    cell_magics = wire.CELL_MAGICS_IN_NAMESPACE + (wire.CELL_MAGICS_IN_SCOPE if in_scope else ())
-    magics = {"run_cell_magic": (cell_magics, 3), "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE, 2)}
+    scoped = wire.CELL_MAGICS_IN_SCOPE if in_scope else ()
+    magics = {"run_cell_magic": (wire.CELL_MAGICS_IN_NAMESPACE + scoped, 3),
+              "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE + scoped, 2)}
     names, arity = magics.get(call.func.attr, ((), 0))
     if len(call.args) != arity or call.args[0].value not in names:
         return None
     if arity == 3:
         return _cell_magic_code(*(a.value for a in call.args))
+    if call.args[0].value == "timeit":  # a %timeit line: its statement, timed with a setup of ``pass``
+        return _cell_magic_code("timeit", call.args[1].value, None)
     return _time_line_code(call.args[-1].value)
 
 
@@ -231,7 +238,7 @@ def _time_line_code(line: str) -> str | None:
         return None
 
 
-def _cell_magic_code(magic: str, line: str, cell: str) -> str | None:
+def _cell_magic_code(magic: str, line: str, cell: str | None) -> str | None:
     """The code IPython runs of cell magic ``magic`` given ``line``, by IPython's own parser of its line; None when
     IPython refuses the line (red team 10: ``%%capture --no-d``, an abbreviation argparse takes, and ``%%time
     --no-raise-error`` run). ``%%prun`` runs the rest of its line before the cell (red team 12), ``%%timeit`` its
@@ -246,9 +253,13 @@ def _cell_magic_code(magic: str, line: str, cell: str) -> str | None:
             options, rest = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS[magic], posix=False, **how)
         except Exception:  # UsageError
             return None
-        if not all(str(options.get(o[1:], "0")).strip().isdigit() for o in wire.WHOLE_NUMBER_OPTIONS.get(magic, "").split()):
+        if not all(wire.whole_number(options.get(o[1:], "0")) for o in wire.WHOLE_NUMBER_OPTIONS.get(magic, "").split()):
             return None
-        return f"{rest}\n{cell}" if magic == "prun" else _timeit_code(rest, cell, options)
+        if magic == "prun":
+            return f"{rest}\n{cell}"
+        if cell is None:  # the line form: nothing runs without a statement
+            return _timeit_code("pass", rest, options) if rest.strip() else ""
+        return _timeit_code(rest, cell, options)
     function = getattr(ExecutionMagics, magic, None)
     if not hasattr(function, "parser"):
         return cell
@@ -262,35 +273,53 @@ def _cell_magic_code(magic: str, line: str, cell: str) -> str | None:
 
 
 def _timeit_code(setup: str, body: str, options) -> str:
-    """A %%timeit cell as plain Python, as IPython runs it (IPython.core.magics.execution.ExecutionMagics.timeit): in
-    a function's scope of its own, its setup (the rest of its line) and then its body ``-n`` times (once where IPython
-    would choose the number by timing), the function called ``-r`` times (7 by default; none, and min() of no times
-    raises, as in IPython). When either part does not parse, the two as they are: the worker's compile raises the
-    SyntaxError before anything runs, as IPython's does."""
-    setup, body = python(setup), python(body)
-    try:
-        setup_tree, body_tree = ast.parse(setup), ast.parse(body)
-    except UNREADABLE:  # IPython compiles both before it runs either
-        return setup + "\n" + body
-    number, repeat = int(options.get("n", 0)) or 1, int(options.get("r", 7))
-    (inner,) = ast.parse(f"def __timeit_inner__():\n    for __timeit_loop__ in range({number}):\n        pass\n").body
-    inner.body[0].body = body_tree.body or [ast.Pass()]
-    inner.body[:0] = setup_tree.body
-    calls = ast.parse(f"for __timeit_repeat__ in range({repeat}):\n    __timeit_inner__()\ndel __timeit_inner__\n"
-                      + ("" if repeat else "min([])\n")).body
-    return ast.unparse(ast.Module([inner, *calls], []))
+    """A %%timeit cell (or a %timeit line, whose setup is ``pass``) as plain Python, as IPython runs it
+    (IPython.core.magics.execution.ExecutionMagics.timeit): IPython's own template function, its setup then its body
+    ``-n`` times, called ``-r`` times (7 by default), in a scope of its own. Where IPython chooses the number by timing
+    (no ``-n``, or 0), one call of one loop stands for its trials and the repeats run one loop each; no repeats, and
+    min() of no times raises, as in IPython. Each part is read as IPython reads it, its own magics kept as calls (a
+    %%time inside runs in the notebook's namespace), and compiled on its own first: when either does not compile
+    (a ``break`` outside a loop), that part alone, so that the worker's compile raises the SyntaxError before
+    anything runs, as IPython's does (red team 13)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    parts = []
+    for part in (setup, body):
+        try:
+            part = TransformerManager().transform_cell(part)
+            compile(part, "<magic-timeit>", "exec")
+        except UNREADABLE:
+            return part
+        parts.append(ast.parse(part).body or [ast.Pass()])
+    number, repeat = int(options.get("n", 0)), int(options.get("r", 7))
+    template = ast.parse(_TIMEIT.format(trial="__timeit_inner__(__import__('itertools').repeat(None, 1), "
+                                              "__import__('time').perf_counter)\n" if number == 0 else "",
+                                        number=number or 1, repeat=repeat, empty="" if repeat > 0 else "min([])\n"))
+    inner = template.body[0]
+    loop = next(node for node in inner.body if isinstance(node, ast.For))
+    inner.body[:0], loop.body = parts
+    return ast.unparse(template)
+
+
+_TIMEIT = ("def __timeit_inner__(_it, _timer):\n    _t0 = _timer()\n    for _i in _it:\n        pass\n"
+           "    _t1 = _timer()\n    return _t1 - _t0\n{trial}"
+           "[__timeit_inner__(__import__('itertools').repeat(None, {number}), __import__('time').perf_counter) "
+           "for __timeit_repeat__ in range({repeat})]\ndel __timeit_inner__\n{empty}")
 
 
 def _patch_or_constant(statement) -> bool:
-    """``Tensor.__add__ = add`` (a class patched with a function), ``FULL_MNIST = False`` (a named constant) or
-    ``HALF = 1 / 2``, ``tanh = math.tanh`` (a name for a value computed without a call: _without_calls)."""
-    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
+    """``Tensor.__add__ = add`` (a class patched with a function), ``FULL_MNIST = False`` (a named constant),
+    ``HALF = 1 / 2``, ``tanh = math.tanh``, ``SCALE += 1``, ``STEPS[0] = 1e-5``: a name, attribute or item given a
+    value computed without a call (_without_calls), its targets too (red team 13: ``SCALE += 1`` left out made the
+    grade judge an answer with another SCALE than the kernel's)."""
+    if isinstance(statement, ast.AugAssign):
+        targets = [statement.target]
+    elif isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+        targets = [leaf for t in (statement.targets if isinstance(statement, ast.Assign) else [statement.target])
+                   for leaf in _leaves(t)]
+    else:
         return False
-    targets = [leaf for t in (statement.targets if isinstance(statement, ast.Assign) else [statement.target])
-               for leaf in _leaves(t)]
-    if all(isinstance(t, ast.Attribute) for t in targets):
-        return all(isinstance(v, (ast.Name, ast.Attribute, ast.Lambda)) for v in _leaves(statement.value))
-    if not all(isinstance(t, ast.Name) for t in targets):
+    if not all(isinstance(t, (ast.Name, ast.Attribute, ast.Subscript)) and _without_calls(t) for t in targets):
         return False
     try:
         ast.literal_eval(statement.value)
@@ -303,7 +332,7 @@ def _patch_or_constant(statement) -> bool:
 # stays out; a learner's own helper cell (``HALF = 1 / 2``, ``tanh = math.tanh``) is read as the kernel read it, not
 # left out to fail the answers that use it with NameError (red team 7). A lambda is a function, like a def.
 _COMPUTED = (ast.Constant, ast.Name, ast.Attribute, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Tuple,
-             ast.Load, ast.Del, ast.operator, ast.unaryop)  # Del: the targets of a kept del
+             ast.Load, ast.Store, ast.Del, ast.operator, ast.unaryop)  # Store, Del: a kept statement's targets
 
 
 def _without_calls(value) -> bool:
@@ -330,13 +359,36 @@ def python(source: str) -> str:
     except UNREADABLE:
         return source
     try:
-        (statement,) = ast.parse(code).body
-    except (*UNREADABLE, ValueError):
+        tree = ast.parse(code)
+    except UNREADABLE:
         return code
-    body = _python_magic(statement, in_scope=True)
-    # a %%time cell (or a %time line): the kernel runs its code as IPython code, its own magics included (red team 9:
-    # a %time line in a %%time cell was a SyntaxError in the worker)
-    return code if body is None else python(body)
+    if len(tree.body) == 1:
+        body = _python_magic(tree.body[0], in_scope=True)
+        # a %%time cell (or a %time line): the kernel runs its code as IPython code, its own magics included (red
+        # team 9: a %time line in a %%time cell was a SyntaxError in the worker)
+        return code if body is None else python(body)
+    timed = {i: _python_magic(s, in_scope=True) for i, s in enumerate(tree.body) if _is_timeit_line(s)}
+    if not any(t is not None for t in timed.values()):
+        return code
+    # a %timeit line among a cell's statements: its code in its place (red team 13: the worker ran nothing of it)
+    tree.body = [part for i, s in enumerate(tree.body)
+                 for part in (ast.parse(timed[i]).body if timed.get(i) is not None else [s])]
+    return ast.unparse(tree)
+
+
+def _is_timeit_line(statement) -> bool:
+    return _python_magic_name(statement) == "timeit"
+
+
+def _python_magic_name(statement) -> str | None:
+    """The magic's name of a ``get_ipython().run_line_magic("name", "line")`` statement (what ``python`` makes of a
+    line magic), else None."""
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "run_line_magic" and not call.keywords \
+            and isinstance(call.func.value, ast.Call) and getattr(call.func.value.func, "id", None) == "get_ipython" \
+            and len(call.args) == 2 and all(isinstance(a, ast.Constant) and type(a.value) is str for a in call.args):
+        return call.args[0].value
+    return None
 
 
 def _leaves(node) -> list:
@@ -467,6 +519,8 @@ def judged(check_id: str, run: Judging) -> Verdict:
     except remote.Unavailable as unavailable:
         return Verdict(check_id, False, with_cause(f"{unavailable} Ask your instructor to grade it again.",
                                                    causes.COURSE_ERROR))
+    except remote.Stopped as stop:  # the worker ended where judge does not look for it (red team 13: at a mark)
+        return Verdict(check_id, False, with_cause(stop.reason, causes.of_stop(stop.reason)))
     except Exception as error:  # the grader's own failure: no verdict, so no points, and the reason
         return Verdict(check_id, False, with_cause(f"the grader could not check this exercise ({type(error).__name__}: "
                                                    f"{str(error)[:200]}). Ask your instructor to grade it again.",
@@ -531,7 +585,11 @@ def load(worker: remote.Worker, cells: list[Cell], poisoned: dict[str, str],
     """
     problems, judged_objects = [], {}
     for index, cell in enumerate([*cells, None]):
-        judged_objects.update({e: objects(worker, e) for e, at in marks.items() if at == index})
+        try:
+            judged_objects.update({e: objects(worker, e) for e, at in marks.items() if at == index})
+        except remote.Stopped as stop:  # reading an earlier answer ended the worker: the check will find it so
+            problems.append(f"reading the answers of the exercises this one builds on: {stop.reason}")
+            return problems, None, judged_objects
         if cell is None or cell.name in poisoned:
             continue
         try:
@@ -559,7 +617,7 @@ def objects(worker: remote.Worker, exercise: str) -> tuple | None:
         found = tuple(worker.evaluate(name) for name in answer_names(exercise))
     except remote.Overloaded:
         raise
-    except Exception:  # a name not bound, or the worker stopped (the check then says why)
+    except Exception:  # a name not bound, or the learner's object raised while it was read (the check says why)
         return None
     return found if all(isinstance(o, remote.Remote) for o in found) else None
 

@@ -178,12 +178,14 @@ FLOAT_TEXTS = ("nan", "inf", "-inf")
 # function's scope of its own (its assignments do not stay). Every other magic (%%writefile, %%script, %%html, %run,
 # ...) hands its text to something else, so the worker runs nothing of it, as the kernel runs no Python of it.
 LINE_MAGICS_IN_NAMESPACE = ("time",)
+FORGETTING_MAGICS = ("reset", "reset_selective", "xdel")  # they unbind the notebook's names: the worker does too
 CELL_MAGICS_IN_NAMESPACE = ("time", "capture", "prun")
 CELL_MAGICS_IN_SCOPE = ("timeit",)
 CAPTURE_FLAGS = ("--no-stderr", "--no-stdout", "--no-display")
 # The options IPython's %%prun and %%timeit take (getopt strings, from IPython.core.magics.execution, which parses
 # them with Magics.parse_options rather than a magic_arguments parser): an option outside them is a UsageError, and
-# nothing of the cell runs (red team 12: ``%%prun -Z`` over a def). %%timeit's counts must be whole numbers.
+# nothing of the cell runs (red team 12: ``%%prun -Z`` over a def). %%timeit's counts must be whole numbers
+# (whole_number).
 GETOPT_MAGICS = {"prun": "D:l:rs:T:q", "timeit": "n:r:tcp:qov:"}
 WHOLE_NUMBER_OPTIONS = {"timeit": "-n -r -p"}
 
@@ -195,6 +197,15 @@ def time_line_code(line: str) -> str:
     while words and len(words[0]) > 2 and "--no-raise-error".startswith(words[0]):
         words.pop(0)
     return " ".join(words)
+
+
+def whole_number(text) -> bool:
+    """Whether IPython's ``int(...)`` of a count takes ``text`` (``1_0``, ``+1`` and ``-1`` too: red team 13)."""
+    try:
+        int(text)
+        return True
+    except (TypeError, ValueError):
+        return False
 
 
 def runs_its_code(magic: str, line: str) -> bool:
@@ -216,7 +227,7 @@ def runs_its_code(magic: str, line: str) -> bool:
         except getopt.GetoptError:
             return False
         counts = WHOLE_NUMBER_OPTIONS.get(magic, "").split()
-        return all(value.strip().isdigit() for option, value in options if option in counts)
+        return all(whole_number(value) for option, value in options if option in counts)
     return True
 
 

@@ -218,21 +218,23 @@ class Connection(wire.Codec):
 
 
     def run_given(self, code: str, name: str, namespace: dict) -> None:
-        """Run a given cell's definitions statement by statement, stopping at the first that raises, as the kernel
-        stops a cell (the trusted side left out whatever reads a name that only a left-out statement binds:
-        verdicts.definitions); an import of a blocked library binds a stand-in instead, so a learner who calls torch
-        later is told why it is missing."""
+        """Run a given cell's definitions statement by statement; an import of a blocked library binds a stand-in
+        instead, so a learner who calls torch later is told why it is missing.
+
+        A statement that raises is skipped and the rest run: here it cannot be told from one that raises only for
+        what grading leaves out or lacks (``DTYPE = torch.float64`` with torch blocked, IPython's ``In``, a name
+        bound by a left-out call through ``global`` or ``exec``), and stopping there would drop, unseen, the defs
+        after it that the kernel ran (red team 13). Your kernel stops such a cell where it raises, and shows it."""
         for statement in ast.parse(code).body:
             if isinstance(statement, (ast.Import, ast.ImportFrom)) and lazy(statement, namespace):
                 continue
             try:
                 exec(compile(ast.Module([statement], []), name, "exec"), namespace)
             except Exception as error:
-                if not isinstance(error, ImportError) or not isinstance(statement, (ast.Import, ast.ImportFrom)):
-                    raise
-                for alias in statement.names:
-                    bound = alias.asname or alias.name.split(".")[0]
-                    namespace[bound] = Missing(bound, str(error))
+                if isinstance(error, ImportError) and isinstance(statement, (ast.Import, ast.ImportFrom)):
+                    for alias in statement.names:
+                        bound = alias.asname or alias.name.split(".")[0]
+                        namespace[bound] = Missing(bound, str(error))
 
 
 def lazy(statement, namespace: dict) -> bool:
@@ -261,20 +263,30 @@ class Lazy:
         return getattr(loaded, self._attribute) if self._attribute else loaded
 
     def __getattr__(self, name):
-        return getattr(self._load(), name)
+        try:
+            loaded = self._load()
+        except ImportError as error:  # not in the worker's allowlist: a name in it is a stand-in, as in Missing
+            return Missing(f"{self._module}.{name}", str(error))
+        return getattr(loaded, name)
 
     def __call__(self, *args, **kwargs):
         return self._load()(*args, **kwargs)
 
 
 class Missing:
-    """Stands for a library that cannot be imported while grading; any use says so."""
+    """Stands for a library that cannot be imported while grading (or a name in it); calling it says so.
+
+    Naming what is in it is no use of it: ``DTYPE = torch.float64`` binds another stand-in, as the kernel binds the
+    dtype, so the cell goes on as in the kernel (red team 13: the raise stopped an answer cell, and the wrong def after
+    it, in the grade alone)."""
 
     def __init__(self, name: str, why: str):
         self._name, self._why = name, why
 
     def __getattr__(self, attribute):
-        raise Unavailable(f"{self._name}.{attribute}: {self._why}")
+        if attribute.startswith("__"):  # what Python's protocols look up (copying, pickling): not the library's
+            raise AttributeError(attribute)
+        return Missing(f"{self._name}.{attribute}", self._why)
 
     def __call__(self, *args, **kwargs):
         raise Unavailable(self._why)
@@ -290,6 +302,22 @@ class Shell:
     def run_line_magic(self, name, line, *args):
         if name in wire.LINE_MAGICS_IN_NAMESPACE:  # with the caller's local names, as IPython's %time reads them
             exec(compile(wire.time_line_code(line), f"<%{name}>", "exec"), NAMESPACE, sys._getframe(1).f_locals)
+        elif name in FORGETTING:
+            FORGETTING[name](line.split())
+
+    def push(self, variables, interactive=True):
+        """IPython's: names into the notebook's namespace, from a dict or the caller's local names (red team 13)."""
+        if isinstance(variables, str):
+            variables = variables.replace(",", " ").split()
+        if not isinstance(variables, dict):
+            caller = sys._getframe(1)
+            variables = {n: eval(n, caller.f_globals, caller.f_locals) for n in variables}
+        NAMESPACE.update(variables)
+
+    def run_cell(self, raw_cell, *args, **kwargs):
+        """IPython's: run code in the notebook's namespace, its exception shown, not raised (red team 13)."""
+        with contextlib.suppress(Exception):
+            exec(compile(raw_cell, "<run_cell>", "exec"), NAMESPACE)
 
     def run_cell_magic(self, name, line, cell):
         if not wire.runs_its_code(name, line):
@@ -303,6 +331,53 @@ class Shell:
         return None
 
     getoutput = system
+
+
+def _reset(words: list[str]) -> None:
+    """%reset: with no target, every name of the notebook's (-s: those %who lists); ``array``: numpy arrays. Without
+    -f IPython asks, and a grading kernel, which has no stdin, takes it as yes."""
+    targets = [w.lower() for w in words if not w.startswith("-")]
+    if "-s" in words:
+        _forget(_user_names())
+    elif not targets:
+        _forget([n for n in NAMESPACE if not (n.startswith("__") and n.endswith("__")) and n != "get_ipython"])
+    if "array" in targets:
+        _forget([n for n, value in NAMESPACE.items() if isinstance(value, np.ndarray)])
+
+
+def _reset_selective(words: list[str]) -> None:
+    """%reset_selective: the names %who lists that match the regular expression."""
+    import re
+
+    pattern = " ".join(w for w in words if w != "-f")
+    if pattern:
+        _forget([n for n in _user_names() if re.search(pattern, n)])
+
+
+def _xdel(words: list[str]) -> None:
+    """%xdel: the name and every other name of the same object (-n: the name alone); a name not bound is printed."""
+    name = " ".join(w for w in words if w != "-n")
+    if name not in NAMESPACE:
+        print(f"NameError: name '{name}' is not defined")
+        return
+    if "-n" in words:
+        _forget([name])
+    else:
+        _forget([n for n, value in NAMESPACE.items() if value is NAMESPACE[name]])
+
+
+def _user_names() -> list[str]:
+    return [n for n in NAMESPACE if not n.startswith("_") and n != "get_ipython"]
+
+
+def _forget(names) -> None:
+    for name in list(names):
+        NAMESPACE.pop(name, None)
+
+
+# IPython's magics that unbind the notebook's names, which the worker does as the kernel does (red team 13: left as
+# nothing, %reset -f or %xdel after a correct answer kept it in the grade alone).
+FORGETTING = dict(zip(wire.FORGETTING_MAGICS, (_reset, _reset_selective, _xdel)))
 
 
 class UsageError(Exception):

@@ -178,6 +178,15 @@ TIMEIT_SETUP = Case("parity::%%timeit with a setup statement", "central_differen
                     Recipe("01_nudging", extra="%%timeit -n1 -r1 central_difference.__code__ = "
                                                "(lambda f, x, h: (f(x + h) - f(x)) / h).__code__\npass\n"),
                     passes=False)
+# Red team 13: a %timeit line among a cell's statements runs too, and a %%timeit body IPython cannot compile on its
+# own (a break outside a loop) runs nothing, its setup neither.
+TIMEIT_LINE = Case("parity::a %timeit line among statements", "central_difference",
+                   Recipe("01_nudging", extra="STEP = 1\n%timeit -n1 -r1 central_difference.__code__ = "
+                                              "(lambda f, x, h: 0.0).__code__\n"), passes=False)
+TIMEIT_BREAK = Case("parity::a %%timeit body that does not compile alone", "central_difference",
+                    Recipe("01_nudging", {"central_difference": [(RIGHT, "    return (f(x + h) - f(x)) / h\n")]},
+                           extra=f"%%timeit -n1 -r1 central_difference.__code__ = (lambda f, x, h: "
+                                 f"(f(x + h) - f(x - h)) / (2 * h)).__code__\nbreak\n"), passes=False)
 TIMEIT_COUNTED = Case("parity::%%timeit runs its body -n times -r times over", "central_difference",
                       Recipe("01_nudging", extra="%%timeit -n2 -r3\nglobals().setdefault('RUNS', []).append(1)\n"
                              "if len(RUNS) == 6:\n    central_difference.__code__ = (lambda f, x, h: 0.0).__code__\n"),
@@ -199,17 +208,26 @@ RAISES_AFTER = Case("parity::raises after defining", "central_difference",
                     Recipe("01_nudging", {"central_difference": [
                         (CENTRAL, f"{CENTRAL}\n{RIGHT}\n\nraise ValueError('stuck')\n\n\ndef first_try(f, x, h):")]}),
                     passes=True)
-# Red team 12: a cell of the learner's own, which the kernel runs whole and grading through its definitions, stops
-# at its first statement that raises in both (the worker skipped an assignment that raised, and ran the wrong def
-# after it), leaves out in both what reads a name only a left-out statement binds, and unbinds or patches as the
-# kernel does (``del`` and ``setattr`` were left out: the grade passed what the kernel failed).
+# Red team 12 and 13: a cell of the learner's own, which the kernel runs whole and grading through its definitions,
+# goes on past a statement that raises only where grading lacks what it names (torch, matplotlib, IPython's In), as
+# the kernel goes on (stopping there dropped the wrong def after it in the grade alone), leaves out in both what reads
+# a name only a left-out statement binds, and unbinds or patches as the kernel does (``del``, ``setattr``, ``+=``,
+# %xdel and %reset_selective were left out: the grade passed what the kernel failed). Left on purpose: a statement that
+# raises in the kernel too stops the kernel's cell there, and the grade, which cannot tell the two apart, goes on.
 FORWARD = "def central_difference(f, x, h):\n    return (f(x + h) - f(x)) / h\n"
-STOPS_AT_A_RAISE = Case("parity::a cell of your own stops where it raises", "central_difference",
-                        Recipe("01_nudging", given="x = undefined_name\n" + FORWARD), passes=True)
+GOES_ON_PAST_WHAT_GRADING_LACKS = Case(
+    "parity::a cell of your own goes on past what grading lacks", "central_difference",
+    Recipe("01_nudging", given="DTYPE = torch.float64\nFIGURE = plt.figure\nHISTORY = In\n" + FORWARD), passes=False)
 READS_WHAT_WAS_LEFT_OUT = Case(
     "parity::a cell of your own reads what a call bound", "central_difference",
     Recipe("01_nudging", {"central_difference": [(RIGHT, "    raise NotImplementedError\n")]},
            given=f"steps = dict(h=1e-5)\nh = steps['h']\nH: float = h / 2\n{CENTRAL}\n{RIGHT}"), passes=True)
+INCREMENTS = Case("parity::a cell of your own increments what an answer reads", "central_difference",
+                  Recipe("01_nudging", {"central_difference": [(RIGHT, RIGHT.replace("(2 * h)", "(SCALE[0] * h)"))]},
+                         given="SCALE = [1]\nSCALE[0] += 1\n"), passes=True)
+FORGETS = Case("parity::%xdel and %reset_selective in a cell of your own", "central_difference",
+               Recipe("01_nudging", given="%xdel -n central_difference\n%reset_selective -f ^central"), passes=False,
+               phrases=("`central_difference` is not defined",))
 DELETES = Case("parity::a cell of your own deletes the answer", "central_difference",
                Recipe("01_nudging", given="del central_difference\n"), passes=False,
                phrases=("`central_difference` is not defined",))
@@ -223,8 +241,8 @@ def sample() -> list[Case]:
     cases = catalogue().cases
     return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
         + [WRITEFILE, TIMED, TIME_STATEMENT, CAPTURE_TWO, CAPTURE_NAMED, CAPTURE_ABBREVIATED, PRUN_REFUSED, PRUN_TAKEN,
-           TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER, STOPS_AT_A_RAISE, READS_WHAT_WAS_LEFT_OUT, DELETES,
-           PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED]
+           TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER, GOES_ON_PAST_WHAT_GRADING_LACKS, READS_WHAT_WAS_LEFT_OUT, INCREMENTS, FORGETS, DELETES,
+           PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED, TIMEIT_LINE, TIMEIT_BREAK]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:

@@ -47,7 +47,7 @@ def test_definitions_drop_training_loops_and_computed_values():
             "losses.append(1.0)\n"
             "weights[0] = 2.0\n"
             "total += 1\n")
-    assert definitions(cell) == "import numpy as np\nlosses = []"
+    assert definitions(cell) == "import numpy as np\nlosses = []\ntotal += 1"  # weights: computed, with its item
 
 
 def test_definitions_keep_only_top_level_statements():
@@ -123,6 +123,23 @@ def test_what_reads_a_name_only_a_left_out_statement_binds_is_left_out_too():
     assert definitions("data = 3\nX = data\n") == "data = 3\nX = data"  # nothing given: no name is unbound
 
 
+def test_a_timeit_cell_is_read_as_ipythons_template_runs_it():
+    """Red team 12 and 13: the setup once a call, the body -n times, -r calls, IPython's own local names; a body that
+    does not compile on its own is left as it is, so its SyntaxError stops the cell before anything runs."""
+    code = python("%%timeit -n 1_0 -r2 central.__code__ = other.__code__\n_t0\ncount.append(1)\n")
+    namespace = {"central": lambda: 1, "other": lambda: 2, "count": []}
+    exec(code, namespace)
+    assert namespace["central"]() == 2 and len(namespace["count"]) == 20 and "__timeit_inner__" not in namespace
+    assert python("%%timeit -n1 -r1 x = 1\nbreak\n") == "break\n"
+    assert not python("%timeit -n1").strip()  # no statement: nothing runs
+    timed = python("x = 1\n%timeit -n3 -r1 count.append(x)\n")
+    namespace = {"count": []}
+    exec(timed, namespace)
+    assert namespace["count"] == [1, 1, 1]
+    with pytest.raises(ValueError):  # no repeats: IPython's min() of no times
+        exec(python("%%timeit -r0 -n1\npass\n"), {})
+
+
 @pytest.mark.parametrize("code", ["del central_difference", "del Tensor.__add__, Tensor.exp",
                                   "setattr(central_difference, '__code__', forward.__code__)",
                                   "setattr(Tensor, 'relu', lambda self: self)", "delattr(Tensor, 'exp')"])
@@ -187,6 +204,10 @@ def statement(code: str):
     "tanh = math.tanh",
     "first = BATCHES[0][:2]",
     "double = lambda x: 2 * f(x)",                            # a function: its body runs when called
+    # any target given a value without a call, as the kernel gives it (red team 13: SCALE += 1 left out judged the
+    # answer with another SCALE than the kernel's)
+    "Tensor.training = True", "Tensor.pair = (f, 1)", "Tensor.a, b = f, g", "Tensor.__add__ = b = add",
+    "weights[0] = 1.0", "total += 1", "STEPS[i] += 0.5",
 ])
 def test_patches_and_named_constants_are_kept(code):
     assert _patch_or_constant(statement(code)) is True
@@ -194,19 +215,14 @@ def test_patches_and_named_constants_are_kept(code):
 
 @pytest.mark.parametrize("code", [
     "Tensor.__add__ = make_add()",                            # a computed patch runs code
-    "Tensor.training = True",                                 # an attribute set to a constant is not a patch
-    "Tensor.pair = (f, 1)",                                   # ... nor is a tuple holding one
-    "Tensor.a, b = f, g",                                     # a patch and a name in one statement
-    "Tensor.__add__ = b = add",
+    "make().x = 1", "STEPS[pick()] = 1", "total += f(1)",     # ... as does a computed target or increment
     "weights = np.zeros(3)",                                  # a computed value
     "SHIFTED = math.pi + f(1)",                               # a call anywhere in the value
     "ROWS = (1, [x])",                                        # a list display holding a name
     "LABEL = f'run {n}'",
     "TABLE = {key: 1}",
     "LIMIT: int",                                             # an annotation without a value
-    "weights[0] = 1.0",                                       # an item assignment
     "*head, tail = 1, 2, 3",                                  # a starred target
-    "total += 1",                                             # not an assignment statement at all
     "print(1)",
     "import os",                                              # kept by definitions, but not as a patch/constant
 ])

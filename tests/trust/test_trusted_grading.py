@@ -267,8 +267,8 @@ def test_learner_code_runs_in_the_worker_as_a_check_runs_it_in_the_kernel():
     """What an answer cell sets for the whole process does not change a check's verdict in one place only (red team
     7): float errors and warnings made errors (np.seterr(all="raise") failed a stable softmax in the grade alone), a
     lowered recursion limit, a thread pool calling a check's function (their frames interleaved: "KeyError: 'id'"),
-    and a given or added cell stopped at its first statement that raises, as the kernel stops it (red team 12: a
-    failing assignment was skipped, and a wrong def after it ran in the grade alone)."""
+    and a given cell's statement that raises only for what grading lacks (torch blocked, a name a left-out call
+    bound) skipped, the rest of the cell run, as the kernel runs it (red team 13: stopping there dropped the def)."""
     with remote.Worker() as worker:
         worker.run("import sys, warnings\nimport numpy as np\nnp.seterr(all='raise')\n"
                    "warnings.simplefilter('error')\nsys.setrecursionlimit(120)\n"
@@ -279,14 +279,34 @@ def test_learner_code_runs_in_the_worker_as_a_check_runs_it_in_the_kernel():
         assert worker.evaluate("underflow")() == 0.0
         assert worker.evaluate("deep")(500) == 500  # the kernel's checks run at 1000 at least: labtools.run_check
         assert worker.evaluate("pooled")(lambda x: 2 * x, list(range(200))) == [2 * x for x in range(200)]
-        worker.request({"op": "given", "code": "TWICE = 2 * 1.5\ndef after():\n    return TWICE\n", "name": "<cell 3>"})
-        with pytest.raises(NameError):
-            worker.request({"op": "given", "code": "X = data.x[:10]\ndef after():\n    return 0\n", "name": "<cell 4>"})
+        worker.request({"op": "given", "code": "DTYPE = torch.float64\nX = data.x[:10]\nTWICE = 2 * 1.5\n"
+                                                "def after():\n    return TWICE\n", "name": "<cell 3>"})
         assert worker.evaluate("after")() == 3.0
         # the cells themselves run under what they set, as in the kernel, before and after a check's calls
         worker.run("try:\n    np.float64(1e308) * 10\n    STRICT = False\nexcept FloatingPointError:\n    STRICT = True\n"
                    "LIMIT = sys.getrecursionlimit()\n", "<cell>")
         assert worker.evaluate("STRICT") is True and worker.evaluate("LIMIT") == 120
+
+
+def test_magics_and_shell_methods_that_unbind_or_bind_names_do_so_in_the_worker_as_in_ipython():
+    """Red team 13: %reset, %reset_selective, %xdel, push and run_cell did nothing in the worker."""
+    with remote.Worker() as worker:
+        worker.run("import numpy as np\nkeep, _hidden, arr = 1, 2, np.zeros(2)\nalias = drop = [3]\n"
+                   "get_ipython().run_line_magic('reset', '-f array')\n"
+                   "get_ipython().run_line_magic('xdel', 'drop')\n"
+                   "get_ipython().push({'pushed': 4})\nget_ipython().run_cell('ran = 5\\nraise ValueError')\n"
+                   "AFTER_ARRAY = sorted(n for n in globals() if not n.startswith('__'))\n"
+                   "get_ipython().run_line_magic('reset_selective', '-f ^k')\n"
+                   "AFTER_SELECTIVE = sorted(n for n in globals() if not n.startswith('__'))\n", "<cell>")
+        assert worker.evaluate("AFTER_ARRAY") == ["_hidden", "get_ipython", "keep", "np", "pushed", "ran"]
+        assert worker.evaluate("AFTER_SELECTIVE") == ["AFTER_ARRAY", "_hidden", "get_ipython", "np", "pushed", "ran"]
+        worker.run("get_ipython().run_line_magic('reset', '-s')\n", "<cell>")
+        assert worker.evaluate("_hidden") == 2  # a soft reset keeps what %who does not list
+        with pytest.raises(NameError):
+            worker.evaluate("np")
+        worker.run("get_ipython().run_line_magic('reset', '-f')\n", "<cell>")
+        with pytest.raises(NameError):
+            worker.evaluate("_hidden")
 
 
 def test_a_worker_cannot_make_the_trusted_side_keep_millions_of_handles_or_compute_for_it_without_end(monkeypatch):
@@ -553,6 +573,39 @@ def test_a_runaway_top_level_cell_costs_only_its_own_exercise(monkeypatch):
     assert not found["numerical_gradient"].passed
     assert "numerical_gradient: your code did not finish within 2 s of CPU time" in found["numerical_gradient"].message
     assert all(found[e].passed for e in ("central_difference", "log_square_trace", "tanh_network_gradients"))
+
+
+# Red team 13: an answer whose object ends the worker when it is read again at a later exercise's mark (where that
+# exercise's check looks whether the answer judged earlier still stands), and not when its own check reads it: the
+# first worker forked from a zygote is its process 3, a later one's number is higher.
+ENDS_AT_A_MARK = (
+    "import os\n"
+    "class _Meta(type):\n"
+    "    def __getattr__(cls, name):\n"
+    "        if os.getpid() > 3:\n"
+    "            os._exit(7)\n"
+    "        raise AttributeError(name)\n"
+    "class _Unbroadcast(metaclass=_Meta):\n"
+    "    def __call__(self, *args):\n"
+    "        return _unbroadcast(*args)\n"
+    "unbroadcast = _Unbroadcast()\n")
+
+
+@requires_sandbox  # process numbers start at 1 in the sandbox's own PID namespace
+def test_a_worker_ended_while_an_earlier_answer_is_read_again_fails_that_exercise_not_the_grade():
+    """The stop escaped verdicts() (a BaseException), and nbgrader's autograde of the whole notebook failed."""
+    name = "03_backward_functions"
+    nb, course_nb = nbformat.read(solution_notebook(name), as_version=4), course(name)
+    for notebook in (nb, course_nb):
+        ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in notebook.cells]
+        notebook.cells = notebook.cells[:ids.index("test_multiply_back") + 1]
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "unbroadcast")
+    cell.source = cell.source.replace("def unbroadcast(", "def _unbroadcast(") + "\n" + ENDS_AT_A_MARK
+    found = verdicts.verdicts(nb, course_nb, secret=COURSE_SECRET)
+    assert found["unbroadcast"].passed
+    assert not found["multiply_back"].passed
+    assert "reading the answers of the exercises this one builds on: your code ended the process" in \
+        found["multiply_back"].message, found["multiply_back"].message
 
 
 # Attacks a red team found, each closed since: the answer is wrong, and the extra code tries to make it pass.
