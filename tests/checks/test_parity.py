@@ -185,8 +185,8 @@ TIMEIT_LINE = Case("parity::a %timeit line among statements", "central_differenc
                                               "(lambda f, x, h: 0.0).__code__\n"), passes=False)
 TIMEIT_BREAK = Case("parity::a %%timeit body that does not compile alone", "central_difference",
                     Recipe("01_nudging", {"central_difference": [(RIGHT, "    return (f(x + h) - f(x)) / h\n")]},
-                           extra=f"%%timeit -n1 -r1 central_difference.__code__ = (lambda f, x, h: "
-                                 f"(f(x + h) - f(x - h)) / (2 * h)).__code__\nbreak\n"), passes=False)
+                           extra="%%timeit -n1 -r1 central_difference.__code__ = (lambda f, x, h: "
+                                 "(f(x + h) - f(x - h)) / (2 * h)).__code__\nbreak\n"), passes=False)
 TIMEIT_COUNTED = Case("parity::%%timeit runs its body -n times -r times over", "central_difference",
                       Recipe("01_nudging", extra="%%timeit -n2 -r3\nglobals().setdefault('RUNS', []).append(1)\n"
                              "if len(RUNS) == 6:\n    central_difference.__code__ = (lambda f, x, h: 0.0).__code__\n"),
@@ -241,7 +241,8 @@ def sample() -> list[Case]:
     cases = catalogue().cases
     return [c for i, c in enumerate(cases) if i % SAMPLE_EVERY == 0 or any(a in c.id for a in ALWAYS)] \
         + [WRITEFILE, TIMED, TIME_STATEMENT, CAPTURE_TWO, CAPTURE_NAMED, CAPTURE_ABBREVIATED, PRUN_REFUSED, PRUN_TAKEN,
-           TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER, GOES_ON_PAST_WHAT_GRADING_LACKS, READS_WHAT_WAS_LEFT_OUT, INCREMENTS, FORGETS, DELETES,
+           TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER,
+           GOES_ON_PAST_WHAT_GRADING_LACKS, READS_WHAT_WAS_LEFT_OUT, INCREMENTS, FORGETS, DELETES,
            PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED, TIMEIT_LINE, TIMEIT_BREAK]
 
 
