@@ -137,8 +137,9 @@ def _deletion(statement) -> bool:
     if isinstance(statement, ast.Delete):
         return all(_without_calls(target) for target in statement.targets)
     call = statement.value if isinstance(statement, ast.Expr) else None
-    if _python_magic_name(statement) in wire.FORGETTING_MAGICS:  # %reset -f, %xdel name: run by the worker too
-        return True
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "autograder_forget" \
+            and isinstance(call.func.value, ast.Call) and getattr(call.func.value.func, "id", None) == "get_ipython":
+        return True  # %reset -f, %xdel name (_IPythonCalls): run by the worker too
     if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) in ("setattr", "delattr")
             and not call.keywords and len(call.args) == (3 if call.func.id == "setattr" else 2)):
         return False
@@ -204,25 +205,20 @@ def bindings(code) -> set[str]:
     return found
 
 
-def _python_magic(statement, in_scope: bool = False) -> str | None:
+def _python_magic(statement) -> str | None:
     """The code of ``get_ipython().run_cell_magic("time", "", code)`` (what ``python`` makes of a magic) or of its
-    line form, when the kernel runs that code in the notebook's namespace (wire's MAGICS_IN_NAMESPACE), and with
-    ``in_scope`` of a ``%%timeit`` cell too (_timeit_code); else None."""
+    line form, when the kernel runs that code in the notebook's namespace (wire's MAGICS_IN_NAMESPACE); else None."""
     call = statement.value if isinstance(statement, ast.Expr) else None
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call)
             and getattr(call.func.value.func, "id", None) == "get_ipython" and not call.keywords
             and all(isinstance(a, ast.Constant) and type(a.value) is str for a in call.args)):
         return None
-    scoped = wire.CELL_MAGICS_IN_SCOPE if in_scope else ()
-    magics = {"run_cell_magic": (wire.CELL_MAGICS_IN_NAMESPACE + scoped, 3),
-              "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE + scoped, 2)}
+    magics = {"run_cell_magic": (wire.CELL_MAGICS_IN_NAMESPACE, 3), "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE, 2)}
     names, arity = magics.get(call.func.attr, ((), 0))
     if len(call.args) != arity or call.args[0].value not in names:
         return None
     if arity == 3:
         return _cell_magic_code(*(a.value for a in call.args))
-    if call.args[0].value == "timeit":  # a %timeit line: its statement, timed with a setup of ``pass``
-        return _cell_magic_code("timeit", call.args[1].value, None)
     return _time_line_code(call.args[-1].value)
 
 
@@ -238,28 +234,20 @@ def _time_line_code(line: str) -> str | None:
         return None
 
 
-def _cell_magic_code(magic: str, line: str, cell: str | None) -> str | None:
+def _cell_magic_code(magic: str, line: str, cell: str) -> str | None:
     """The code IPython runs of cell magic ``magic`` given ``line``, by IPython's own parser of its line; None when
     IPython refuses the line (red team 10: ``%%capture --no-d``, an abbreviation argparse takes, and ``%%time
-    --no-raise-error`` run). ``%%prun`` runs the rest of its line before the cell (red team 12), ``%%timeit`` its
-    setup and body as _timeit_code says. What IPython refuses reaches the worker as the magic's call, which refuses it
-    too (wire.runs_its_code)."""
+    --no-raise-error`` run). ``%%prun`` runs the rest of its line before the cell (red team 12). What IPython
+    refuses reaches the worker as the magic's call, which refuses it too (wire.runs_its_code)."""
     from IPython.core.magic_arguments import parse_argstring
     from IPython.core.magics.execution import ExecutionMagics
 
-    if magic in wire.GETOPT_MAGICS:  # parsed by IPython's own parse_options, which needs no shell
+    if magic == "prun":  # parsed by IPython's own parse_options, which needs no shell
         try:
-            how = {"prun": {"list_all": True}, "timeit": {"strict": False, "preserve_non_opts": True}}[magic]
-            options, rest = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS[magic], posix=False, **how)
+            _, rest = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS[magic], posix=False, list_all=True)
         except Exception:  # UsageError
             return None
-        if not all(wire.whole_number(options.get(o[1:], "0")) for o in wire.WHOLE_NUMBER_OPTIONS.get(magic, "").split()):
-            return None
-        if magic == "prun":
-            return f"{rest}\n{cell}"
-        if cell is None:  # the line form: nothing runs without a statement
-            return _timeit_code("pass", rest, options) if rest.strip() else ""
-        return _timeit_code(rest, cell, options)
+        return f"{rest}\n{cell}"
     function = getattr(ExecutionMagics, magic, None)
     if not hasattr(function, "parser"):
         return cell
@@ -270,41 +258,6 @@ def _cell_magic_code(magic: str, line: str, cell: str | None) -> str | None:
         return cell
     except (Exception, SystemExit):  # UsageError, and argparse's exit on --help
         return None
-
-
-def _timeit_code(setup: str, body: str, options) -> str:
-    """A %%timeit cell (or a %timeit line, whose setup is ``pass``) as plain Python, as IPython runs it
-    (IPython.core.magics.execution.ExecutionMagics.timeit): IPython's own template function, its setup then its body
-    ``-n`` times, called ``-r`` times (7 by default), in a scope of its own. Where IPython chooses the number by timing
-    (no ``-n``, or 0), one call of one loop stands for its trials and the repeats run one loop each; no repeats, and
-    min() of no times raises, as in IPython. Each part is read as IPython reads it, its own magics kept as calls (a
-    %%time inside runs in the notebook's namespace), and compiled on its own first: when either does not compile
-    (a ``break`` outside a loop), that part alone, so that the worker's compile raises the SyntaxError before
-    anything runs, as IPython's does (red team 13)."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    parts = []
-    for part in (setup, body):
-        try:
-            part = TransformerManager().transform_cell(part)
-            compile(part, "<magic-timeit>", "exec")
-        except UNREADABLE:
-            return part
-        parts.append(ast.parse(part).body or [ast.Pass()])
-    number, repeat = int(options.get("n", 0)), int(options.get("r", 7))
-    template = ast.parse(_TIMEIT.format(trial="__timeit_inner__(__import__('itertools').repeat(None, 1), "
-                                              "__import__('time').perf_counter)\n" if number == 0 else "",
-                                        number=number or 1, repeat=repeat, empty="" if repeat > 0 else "min([])\n"))
-    inner = template.body[0]
-    loop = next(node for node in inner.body if isinstance(node, ast.For))
-    inner.body[:0], loop.body = parts
-    return ast.unparse(template)
-
-
-_TIMEIT = ("def __timeit_inner__(_it, _timer):\n    _t0 = _timer()\n    for _i in _it:\n        pass\n"
-           "    _t1 = _timer()\n    return _t1 - _t0\n{trial}"
-           "[__timeit_inner__(__import__('itertools').repeat(None, {number}), __import__('time').perf_counter) "
-           "for __timeit_repeat__ in range({repeat})]\ndel __timeit_inner__\n{empty}")
 
 
 def _patch_or_constant(statement) -> bool:
@@ -348,47 +301,103 @@ def _without_calls(value) -> bool:
 
 
 def python(source: str) -> str:
-    """A cell's source as plain Python: IPython's magics and shell escapes become calls, as the kernel sees them.
+    """A cell's source as plain Python: IPython's magics and shell escapes become calls, as the kernel sees them, and
+    the calls of magics the worker runs itself carry what IPython's own parser reads in their lines (_IPythonCalls).
 
-    A cell IPython cannot take (inconsistent indentation makes it raise) comes back as it is: the worker then raises
-    what the kernel did, in that cell alone. Never raises."""
+    A cell IPython cannot take (inconsistent indentation makes it raise, or 500 magic lines) comes back as it is: the
+    worker then raises what the kernel did, in that cell alone. Never raises."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     try:
         code = TransformerManager().transform_cell(source)
-    except UNREADABLE:
+    except Exception:  # red team 15: RuntimeError, "Input transformation still changing after 500 iterations"
         return source
     try:
         tree = ast.parse(code)
     except UNREADABLE:
         return code
     if len(tree.body) == 1:
-        body = _python_magic(tree.body[0], in_scope=True)
+        body = _python_magic(tree.body[0])
         # a %%time cell (or a %time line): the kernel runs its code as IPython code, its own magics included (red
         # team 9: a %time line in a %%time cell was a SyntaxError in the worker)
-        return code if body is None else python(body)
-    timed = {i: _python_magic(s, in_scope=True) for i, s in enumerate(tree.body) if _is_timeit_line(s)}
-    if not any(t is not None for t in timed.values()):
+        if body is not None:
+            return python(body)
+    calls = _IPythonCalls()
+    try:
+        tree = calls.visit(tree)
+        return ast.unparse(tree) if calls.changed else code
+    except UNREADABLE:
         return code
-    # a %timeit line among a cell's statements: its code in its place (red team 13: the worker ran nothing of it)
-    tree.body = [part for i, s in enumerate(tree.body)
-                 for part in (ast.parse(timed[i]).body if timed.get(i) is not None else [s])]
-    return ast.unparse(tree)
 
 
-def _is_timeit_line(statement) -> bool:
-    return _python_magic_name(statement) == "timeit"
+def _shell_call(node) -> tuple[str, list[str]] | None:
+    """``("run_line_magic", ["timeit", "-n1 x"])`` for a call ``get_ipython().run_line_magic("timeit", "-n1 x")``
+    whose arguments are all text written in the cell; else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call)
+            and getattr(node.func.value.func, "id", None) == "get_ipython" and not node.func.value.args
+            and not node.keywords and all(isinstance(a, ast.Constant) and type(a.value) is str for a in node.args)):
+        return None
+    return node.func.attr, [a.value for a in node.args]
 
 
-def _python_magic_name(statement) -> str | None:
-    """The magic's name of a ``get_ipython().run_line_magic("name", "line")`` statement (what ``python`` makes of a
-    line magic), else None."""
-    call = statement.value if isinstance(statement, ast.Expr) else None
-    if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "run_line_magic" and not call.keywords \
-            and isinstance(call.func.value, ast.Call) and getattr(call.func.value.func, "id", None) == "get_ipython" \
-            and len(call.args) == 2 and all(isinstance(a, ast.Constant) and type(a.value) is str for a in call.args):
-        return call.args[0].value
-    return None
+class _IPythonCalls(ast.NodeTransformer):
+    """Wherever they stand in a cell (an assignment, a block), the calls of %timeit and %%timeit, of the magics that
+    unbind names (%reset, %reset_selective, %xdel) and of ``run_cell`` with text written in the cell become calls of
+    the worker's shell with what IPython's own parser reads in them (red team 15: a ``%timeit`` in an assignment,
+    ``%reset -sf`` and ``%xdel name -n`` split apart from the kernel). A line IPython's parser refuses stays the
+    magic's call: the worker refuses it too (wire.runs_its_code)."""
+
+    changed = False
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        found = _shell_call(node)
+        method, args = found if found else (None, [])
+        replacement = None
+        if method == "run_line_magic" and len(args) == 2 and args[0] == "timeit":
+            replacement = _timeit_call(args[1], None)
+        elif method == "run_cell_magic" and len(args) == 3 and args[0] == "timeit":
+            replacement = _timeit_call(args[1], args[2])
+        elif method == "run_line_magic" and len(args) == 2 and args[0] in wire.FORGETTING_MAGICS:
+            replacement = f"get_ipython().autograder_forget({args[0]!r}, {_forgetting(*args)!r})"
+        elif method == "run_cell" and len(args) == 1:
+            replacement = f"get_ipython().run_cell({python(args[0])!r})"
+        if replacement is None:
+            return node
+        self.changed = True
+        return ast.copy_location(ast.parse(replacement, mode="eval").body, node)
+
+
+def _timeit_call(line: str, cell: str | None) -> str | None:
+    """The worker's call for IPython's %timeit (``cell`` None) or %%timeit: its options, setup and statement, read
+    as IPython reads them (``Shell.autograder_timeit`` runs them as IPython does); None when IPython refuses the
+    line."""
+    from IPython.core.inputtransformer2 import TransformerManager
+    from IPython.core.magics.execution import ExecutionMagics
+
+    try:
+        options, rest = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS["timeit"], posix=False,
+                                                            strict=False, preserve_non_opts=True)
+        if cell is None and rest == "":
+            return "None"  # IPython times nothing
+        setup, statement = ("pass", rest) if cell is None else (rest, cell)
+        setup, statement = (TransformerManager().transform_cell(part) for part in (setup, statement))
+    except Exception:  # UsageError, or a part IPython's transformer cannot take
+        return None
+    return f"get_ipython().autograder_timeit({setup!r}, {statement!r}, {dict(options)!r})"
+
+
+def _forgetting(magic: str, line: str) -> dict:
+    """What %reset, %reset_selective or %xdel is asked by ``line``, by IPython's own parser (wire.forgetting)."""
+    from IPython.core.magics.execution import ExecutionMagics
+
+    short, long = wire.FORGETTING_OPTIONS[magic]
+    try:
+        options, rest = ExecutionMagics(None).parse_options(line, short, *long, **({"mode": "list"} if magic == "reset"
+                                                                                    else {}))
+    except Exception as error:  # UsageError
+        return {"refused": f"%{magic}: {error}"}
+    return wire.forgetting(magic, set(options), rest)
 
 
 def _leaves(node) -> list:

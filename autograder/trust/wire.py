@@ -199,6 +199,43 @@ def time_line_code(line: str) -> str:
     return " ".join(words)
 
 
+# The getopt strings of IPython's magics that unbind names (IPython.core.magics.namespace).
+FORGETTING_OPTIONS = {"reset": ("sf", ["aggressive"]), "reset_selective": ("f", []), "xdel": ("n", [])}
+
+
+def timeit_line(line: str) -> tuple[dict, str]:
+    """%timeit's options and the rest of its line, split at whitespace for getopt. The trusted side parses a
+    constant line with IPython's own parser (``verdicts``); this reads a line computed as the cell runs.
+
+    Raises:
+        ValueError: an option %timeit does not take."""
+    try:
+        options, rest = getopt.getopt(line.split(), GETOPT_MAGICS["timeit"])
+    except getopt.GetoptError as error:
+        raise ValueError(f"%timeit: {error}") from None
+    return {o[1:]: value for o, value in options}, " ".join(rest)
+
+
+def forgetting_line(magic: str, line: str) -> dict:
+    """What %reset, %reset_selective or %xdel is asked, as ``Shell.autograder_forget`` takes it (``{"refused":
+    reason}`` for an option the magic does not take), from a line split at whitespace; the trusted side gives the same
+    from IPython's own parser for a constant line."""
+    short, long = FORGETTING_OPTIONS[magic]
+    try:
+        options, rest = getopt.getopt(line.split(), short, long)
+    except getopt.GetoptError as error:
+        return {"refused": f"%{magic}: {error}"}
+    return forgetting(magic, {o.lstrip("-") for o, _ in options}, rest)
+
+
+def forgetting(magic: str, flags: set, rest) -> dict:
+    """The parsed request of a forgetting magic: its flags and the words (or text) after them."""
+    if magic == "reset":
+        return {"soft": "s" in flags, "targets": list(rest)}
+    text = rest if isinstance(rest, str) else " ".join(rest)
+    return {"regex": text} if magic == "reset_selective" else {"name": text, "by_name": "n" in flags}
+
+
 def whole_number(text) -> bool:
     """Whether IPython's ``int(...)`` of a count takes ``text`` (``1_0``, ``+1`` and ``-1`` too: red team 13)."""
     try:

@@ -16,6 +16,7 @@ import builtins
 import contextlib
 import ctypes
 import importlib
+import itertools
 import importlib.abc
 import operator
 import os
@@ -281,12 +282,19 @@ class Missing:
     it, in the grade alone)."""
 
     def __init__(self, name: str, why: str):
-        self._name, self._why = name, why
+        self._name, self._why, self._names = name, why, {}
 
     def __getattr__(self, attribute):
         if attribute.startswith("__"):  # what Python's protocols look up (copying, pickling): not the library's
             raise AttributeError(attribute)
-        return Missing(f"{self._name}.{attribute}", self._why)
+        # the same stand-in each time, as torch.float64 is torch.float64 (red team 15: `DT is torch.float64`)
+        return self._names.setdefault(attribute, Missing(f"{self._name}.{attribute}", self._why))
+
+    def __instancecheck__(self, instance) -> bool:  # isinstance(x, torch.Tensor): nothing here is one
+        return False
+
+    def __subclasscheck__(self, subclass) -> bool:
+        return False
 
     def __call__(self, *args, **kwargs):
         raise Unavailable(self._why)
@@ -295,29 +303,106 @@ class Missing:
 class Shell:
     """What ``get_ipython()`` returns here: notebook magics (already turned into calls by the trusted side) do
     nothing, except those that run Python (%time, %%time, %%capture, ...): they run their code, where the kernel
-    does (wire.MAGICS_IN_NAMESPACE). ``user_ns`` is the notebook's namespace, as in the kernel."""
+    does (wire.MAGICS_IN_NAMESPACE), %timeit and %%timeit, the magics that unbind names (%reset, %reset_selective,
+    %xdel), ``push`` and ``run_cell``. The trusted side parses a magic's constant line with IPython's own parser and
+    hands its parts to ``autograder_timeit`` or ``autograder_forget``; a line computed at run time is split here
+    as plainly as IPython splits a simple one. ``user_ns`` is the notebook's namespace, as in the kernel."""
 
     user_ns = user_global_ns = property(lambda self: NAMESPACE)
+
+    def get_ipython(self):  # the notebook's get_ipython is this bound method, as a kernel's is its shell's
+        return self
 
     def run_line_magic(self, name, line, *args):
         if name in wire.LINE_MAGICS_IN_NAMESPACE:  # with the caller's local names, as IPython's %time reads them
             exec(compile(wire.time_line_code(line), f"<%{name}>", "exec"), NAMESPACE, sys._getframe(1).f_locals)
-        elif name in FORGETTING:
-            FORGETTING[name](line.split())
+        elif name == "timeit":
+            options, statement = _timeit_line(line)
+            return self.autograder_timeit("pass", statement, options) if statement.strip() else None
+        elif name in wire.FORGETTING_MAGICS:
+            self.autograder_forget(name, wire.forgetting_line(name, line))
+        return None
+
+    def autograder_timeit(self, setup: str, statement: str, options: dict):
+        """%%timeit (or %timeit, whose setup is ``pass``) as IPython runs it: its template function, compiled in a
+        scope of its own, called ``-r`` times with ``-n`` loops; where IPython chooses the number by timing (no
+        ``-n``), one trial call and one loop a call, so that grading does not time your code for seconds; ``-v
+        name`` binds the result, ``-o`` returns it (red team 13, 15)."""
+        number, repeat = int(options.get("n", 0)), int(options.get("r", 7))
+        int(options.get("p", 3))
+        parts = {}
+        for key, code in (("setup", setup), ("stmt", statement)):
+            tree = compile(code, f"<magic-timeit-{key}>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            compile(tree, f"<magic-timeit-{key}>", "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            parts[key] = tree.body or [ast.Pass()]
+        template = ast.parse(TIMEIT_TEMPLATE)
+        inner = template.body[0]
+        inner.body[0:1] = parts["setup"]
+        next(node for node in inner.body if isinstance(node, ast.For)).body = parts["stmt"]
+        scope = {}
+        exec(compile(ast.fix_missing_locations(template), "<magic-timeit>", "exec"), NAMESPACE, scope)
+        run = scope["inner"]
+        if number == 0:  # IPython chooses it by timing, 1 loop at first: one trial stands for its trials
+            number = 1
+            run(itertools.repeat(None, number), time.perf_counter)
+        runs = [run(itertools.repeat(None, number), time.perf_counter) for _ in range(repeat)]
+        result = TimeitResult(number, repeat, min(runs) / number, max(runs) / number, runs)
+        if options.get("v"):
+            NAMESPACE[options["v"]] = result
+        return result if "o" in options else None
+
+    def autograder_forget(self, name: str, parsed: dict) -> None:
+        """%reset, %reset_selective or %xdel, from their lines as IPython parsed them (``wire.forgetting_line``)."""
+        if "refused" in parsed:
+            raise UsageError(parsed["refused"])
+        if name == "reset":
+            if parsed["soft"]:
+                _forget(_user_names())
+            elif not parsed["targets"]:
+                _forget([n for n in NAMESPACE if not (n.startswith("__") and n.endswith("__")) and n != "get_ipython"])
+            if "array" in [t.lower() for t in parsed["targets"]]:
+                _forget([n for n, value in NAMESPACE.items() if isinstance(value, np.ndarray)])
+        elif name == "reset_selective":
+            import re
+
+            if parsed["regex"]:
+                _forget([n for n in _user_names() if re.search(parsed["regex"], n)])
+        elif parsed["name"] in ("__builtin__", "__builtins__"):
+            print(f"ValueError: Refusing to delete {parsed['name']}")
+        elif parsed["name"] not in NAMESPACE:
+            print(f"NameError: name '{parsed['name']}' is not defined")
+        elif parsed["by_name"]:
+            _forget([parsed["name"]])
+        else:
+            _forget([n for n, value in NAMESPACE.items() if value is NAMESPACE[parsed["name"]]])
 
     def push(self, variables, interactive=True):
-        """IPython's: names into the notebook's namespace, from a dict or the caller's local names (red team 13)."""
-        if isinstance(variables, str):
-            variables = variables.replace(",", " ").split()
-        if not isinstance(variables, dict):
-            caller = sys._getframe(1)
-            variables = {n: eval(n, caller.f_globals, caller.f_locals) for n in variables}
-        NAMESPACE.update(variables)
+        """IPython's: names into the notebook's namespace, from a dict, or from the caller's local names (a string
+        of names split at whitespace, or a list); a name it cannot read is printed (red team 13)."""
+        if isinstance(variables, dict):
+            found = variables
+        elif isinstance(variables, (str, list, tuple)):
+            caller, found = sys._getframe(1), {}
+            for name in variables.split() if isinstance(variables, str) else variables:
+                try:
+                    found[name] = eval(name, caller.f_globals, caller.f_locals)
+                except BaseException:  # noqa: B036 -- IPython's bare except
+                    print(f"Could not get variable {name} from {caller.f_code.co_name}")
+        else:
+            raise ValueError("variables must be a dict/str/list/tuple")
+        NAMESPACE.update(found)
 
     def run_cell(self, raw_cell, *args, **kwargs):
-        """IPython's: run code in the notebook's namespace, its exception shown, not raised (red team 13)."""
-        with contextlib.suppress(Exception):
+        """IPython's: the code in the notebook's namespace, whatever it raises shown, not raised; returns how it went
+        (``success``, ``error_in_exec``). The trusted side hands a constant cell over as Python (verdicts.python)."""
+        result = types.SimpleNamespace(success=True, error_before_exec=None, error_in_exec=None, result=None)
+        try:
             exec(compile(raw_cell, "<run_cell>", "exec"), NAMESPACE)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # noqa: B036 -- IPython shows SystemExit too, and goes on
+            result.success, result.error_in_exec = False, error
+        return result
 
     def run_cell_magic(self, name, line, cell):
         if not wire.runs_its_code(name, line):
@@ -325,7 +410,9 @@ class Shell:
         if name in wire.CELL_MAGICS_IN_NAMESPACE:
             exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE)
         elif name in wire.CELL_MAGICS_IN_SCOPE:
-            exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE, {})
+            options, setup = _timeit_line(line)
+            return self.autograder_timeit(setup, cell, options)
+        return None
 
     def system(self, *args, **kwargs):
         return None
@@ -333,51 +420,35 @@ class Shell:
     getoutput = system
 
 
-def _reset(words: list[str]) -> None:
-    """%reset: with no target, every name of the notebook's (-s: those %who lists); ``array``: numpy arrays. Without
-    -f IPython asks, and a grading kernel, which has no stdin, takes it as yes."""
-    targets = [w.lower() for w in words if not w.startswith("-")]
-    if "-s" in words:
-        _forget(_user_names())
-    elif not targets:
-        _forget([n for n in NAMESPACE if not (n.startswith("__") and n.endswith("__")) and n != "get_ipython"])
-    if "array" in targets:
-        _forget([n for n, value in NAMESPACE.items() if isinstance(value, np.ndarray)])
+# IPython's own (IPython.core.magics.execution.ExecutionMagics.timeit): ``setup`` and ``stmt`` stand for the parts.
+TIMEIT_TEMPLATE = ("def inner(_it, _timer):\n    setup\n    _t0 = _timer()\n    for _i in _it:\n        stmt\n"
+                   "    _t1 = _timer()\n    return _t1 - _t0\n")
 
 
-def _reset_selective(words: list[str]) -> None:
-    """%reset_selective: the names %who lists that match the regular expression."""
-    import re
+class TimeitResult:
+    """What IPython's %timeit -o returns, in the names a notebook reads."""
 
-    pattern = " ".join(w for w in words if w != "-f")
-    if pattern:
-        _forget([n for n in _user_names() if re.search(pattern, n)])
+    def __init__(self, loops, repeat, best, worst, all_runs):
+        self.loops, self.repeat, self.best, self.worst, self.all_runs = loops, repeat, best, worst, all_runs
+        self.timings = [t / loops for t in all_runs]
+        self.average = sum(self.timings) / len(self.timings)
 
 
-def _xdel(words: list[str]) -> None:
-    """%xdel: the name and every other name of the same object (-n: the name alone); a name not bound is printed."""
-    name = " ".join(w for w in words if w != "-n")
-    if name not in NAMESPACE:
-        print(f"NameError: name '{name}' is not defined")
-        return
-    if "-n" in words:
-        _forget([name])
-    else:
-        _forget([n for n, value in NAMESPACE.items() if value is NAMESPACE[name]])
+def _timeit_line(line: str) -> tuple[dict, str]:
+    try:
+        return wire.timeit_line(line)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _user_names() -> list[str]:
+    """What IPython's %who lists: the names not starting with an underscore, the shell's own left out."""
     return [n for n in NAMESPACE if not n.startswith("_") and n != "get_ipython"]
 
 
 def _forget(names) -> None:
     for name in list(names):
         NAMESPACE.pop(name, None)
-
-
-# IPython's magics that unbind the notebook's names, which the worker does as the kernel does (red team 13: left as
-# nothing, %reset -f or %xdel after a correct answer kept it in the grade alone).
-FORGETTING = dict(zip(wire.FORGETTING_MAGICS, (_reset, _reset_selective, _xdel)))
 
 
 class UsageError(Exception):
@@ -495,7 +566,8 @@ def watched_recursion_limit(limit):
 BASELINE_THREADS = running_threads()
 LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __main__ (dataclasses look it up)
 NAMESPACE = LEARNER.__dict__
-NAMESPACE["get_ipython"] = Shell
+NAMESPACE["get_ipython"] = Shell().get_ipython
+NAMESPACE["__builtins__"] = builtins  # a module, as in a kernel (a dict by default in exec)
 
 
 PR_SET_DUMPABLE = 4  # linux/prctl.h

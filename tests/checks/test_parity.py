@@ -187,6 +187,13 @@ TIMEIT_BREAK = Case("parity::a %%timeit body that does not compile alone", "cent
                     Recipe("01_nudging", {"central_difference": [(RIGHT, "    return (f(x + h) - f(x)) / h\n")]},
                            extra="%%timeit -n1 -r1 central_difference.__code__ = (lambda f, x, h: "
                                  "(f(x + h) - f(x - h)) / (2 * h)).__code__\nbreak\n"), passes=False)
+# Red team 15: a %timeit wherever it stands (here assigned), and a magic's line as IPython's own parser reads it
+# (``%xdel name -n`` names "name -n": nothing is deleted, as in the kernel).
+TIMEIT_ASSIGNED = Case("parity::a %timeit assigned", "central_difference",
+                       Recipe("01_nudging", extra="timing = %timeit -o -n1 -r1 central_difference.__code__ = "
+                                                  "(lambda f, x, h: 0.0).__code__\n"), passes=False)
+XDEL_FLAG_LAST = Case("parity::%xdel with its flag after the name", "central_difference",
+                      Recipe("01_nudging", given="%xdel central_difference -n\n"), passes=True)
 TIMEIT_COUNTED = Case("parity::%%timeit runs its body -n times -r times over", "central_difference",
                       Recipe("01_nudging", extra="%%timeit -n2 -r3\nglobals().setdefault('RUNS', []).append(1)\n"
                              "if len(RUNS) == 6:\n    central_difference.__code__ = (lambda f, x, h: 0.0).__code__\n"),
@@ -243,7 +250,8 @@ def sample() -> list[Case]:
         + [WRITEFILE, TIMED, TIME_STATEMENT, CAPTURE_TWO, CAPTURE_NAMED, CAPTURE_ABBREVIATED, PRUN_REFUSED, PRUN_TAKEN,
            TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER,
            GOES_ON_PAST_WHAT_GRADING_LACKS, READS_WHAT_WAS_LEFT_OUT, INCREMENTS, FORGETS, DELETES,
-           PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED, TIMEIT_LINE, TIMEIT_BREAK]
+           PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED, TIMEIT_LINE, TIMEIT_BREAK, TIMEIT_ASSIGNED,
+           XDEL_FLAG_LAST]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:

@@ -123,21 +123,30 @@ def test_what_reads_a_name_only_a_left_out_statement_binds_is_left_out_too():
     assert definitions("data = 3\nX = data\n") == "data = 3\nX = data"  # nothing given: no name is unbound
 
 
-def test_a_timeit_cell_is_read_as_ipythons_template_runs_it():
-    """Red team 12 and 13: the setup once a call, the body -n times, -r calls, IPython's own local names; a body that
-    does not compile on its own is left as it is, so its SyntaxError stops the cell before anything runs."""
-    code = python("%%timeit -n 1_0 -r2 central.__code__ = other.__code__\n_t0\ncount.append(1)\n")
-    namespace = {"central": lambda: 1, "other": lambda: 2, "count": []}
-    exec(code, namespace)
-    assert namespace["central"]() == 2 and len(namespace["count"]) == 20 and "__timeit_inner__" not in namespace
-    assert python("%%timeit -n1 -r1 x = 1\nbreak\n") == "break\n"
-    assert not python("%timeit -n1").strip()  # no statement: nothing runs
-    timed = python("x = 1\n%timeit -n3 -r1 count.append(x)\n")
-    namespace = {"count": []}
-    exec(timed, namespace)
-    assert namespace["count"] == [1, 1, 1]
-    with pytest.raises(ValueError):  # no repeats: IPython's min() of no times
-        exec(python("%%timeit -r0 -n1\npass\n"), {})
+@pytest.mark.parametrize("cell, call", [
+    ("%%timeit -n2 x = 1\ncount.append(x)\n", "get_ipython().autograder_timeit('x = 1\\n', 'count.append(x)\\n', {'n': '2'})"),
+    ("r = %timeit -o -n1 c.d = e\n", "r = get_ipython().autograder_timeit('pass\\n', 'c.d = e\\n', {'o': '', 'n': '1'})"),
+    ("if True:\n    %timeit -n1\n", "if True:\n    None"),                  # no statement: IPython times nothing
+    ("%reset -sf\n", "get_ipython().autograder_forget('reset', {'soft': True, 'targets': []})"),
+    ('%reset_selective -f "^k"\n', "get_ipython().autograder_forget('reset_selective', {'regex': '^k'})"),
+    ("%xdel SCALE -n\n", "get_ipython().autograder_forget('xdel', {'name': 'SCALE -n', 'by_name': False})"),
+    ("%reset -x\n", "get_ipython().autograder_forget('reset', {'refused': "
+                    "'%reset: option -x not recognized (allowed: \"sf\" aggressive)'})"),
+    ("get_ipython().run_cell('%time a = 1')\n", "get_ipython().run_cell('a = 1\\n')"),
+], ids=["timeit-cell", "timeit-assigned", "timeit-empty", "reset-joined-flags", "reset-selective-quoted",
+        "xdel-name-then-flag", "reset-refused", "run-cell"])
+def test_magics_the_worker_runs_carry_what_ipythons_own_parser_reads_in_their_lines(cell, call):
+    """Red team 15: wherever such a call stands, its line is read by IPython's parser on the trusted side, so the
+    worker neither splits it differently (``-sf``, ``name -n``, quotes) nor misses it (an assignment, a block)."""
+    assert python(cell) == call
+
+
+@pytest.mark.parametrize("cell", ["x = 1\n%timeit x = = 1\n", "\n".join(["%time pass"] * 501),
+                                  "%timeit " + "(" * 5000 + "\nx = 1"])
+def test_a_cell_ipython_or_python_cannot_read_is_given_back_never_raised(cell):
+    """Red team 15: a %timeit line that does not parse among other statements, and 501 magic lines (IPython's
+    transformer gives up), raised out of python() and failed the whole notebook's grade."""
+    assert isinstance(python(cell), str)
 
 
 @pytest.mark.parametrize("code", ["del central_difference", "del Tensor.__add__, Tensor.exp",

@@ -309,6 +309,26 @@ def test_magics_and_shell_methods_that_unbind_or_bind_names_do_so_in_the_worker_
             worker.evaluate("_hidden")
 
 
+def test_timeit_runs_in_the_worker_as_in_ipython():
+    """Red team 12, 13 and 15: the setup once a call, the body -n times, -r calls, in a scope of its own with
+    IPython's local names; a body that does not compile on its own (a break) runs nothing; -v binds the result and -o
+    returns it; the builtins it uses are the worker's, whatever a cell rebinds."""
+    with remote.Worker() as worker:
+        worker.run("central, other, count, range = (lambda: 1), (lambda: 2), [], (lambda n: ())\n", "<cell>")
+        worker.run(verdicts.python("%%timeit -n 1_0 -r2 central.__code__ = other.__code__\n_t0\ncount.append(1)\n"),
+                   "<cell>")
+        assert worker.evaluate("central")() == 2 and worker.evaluate("len(count)") == 20
+        assert worker.evaluate("'inner' not in globals() and '_t0' not in globals()")
+        with pytest.raises(remote.LearnerError, match="'break' outside loop"):
+            worker.run(verdicts.python("%%timeit -n1 -r1 count.clear()\nbreak\n"), "<cell>")
+        assert worker.evaluate("len(count)") == 20
+        worker.run(verdicts.python("x = 1\nr = %timeit -o -n3 -r1 count.append(x)\n%timeit -v saved -n1 -r1 pass\n"),
+                   "<cell>")
+        assert worker.evaluate("len(count)") == 23 and worker.evaluate("(r.loops, saved.repeat)") == (3, 1)
+        with pytest.raises(ValueError):  # no repeats: IPython's min() of no times
+            worker.run(verdicts.python("%%timeit -r0 -n1\npass\n"), "<cell>")
+
+
 def test_a_worker_cannot_make_the_trusted_side_keep_millions_of_handles_or_compute_for_it_without_end(monkeypatch):
     """Red team 8: 5 million handles sent in callback arguments (600 MB here), and a reference model's optimizer
     stepped in a loop (121 trusted CPU s from 8 of the worker's): both now stop the worker with a reason."""
