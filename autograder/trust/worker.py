@@ -16,8 +16,8 @@ import builtins
 import contextlib
 import ctypes
 import importlib
-import itertools
 import importlib.abc
+import itertools
 import operator
 import os
 import resource
@@ -285,7 +285,7 @@ class Missing:
         self._name, self._why, self._names = name, why, {}
 
     def __getattr__(self, attribute):
-        if attribute.startswith("__"):  # what Python's protocols look up (copying, pickling): not the library's
+        if attribute.startswith("__") or attribute == "_names":  # Python's protocols (copying), or not set up yet
             raise AttributeError(attribute)
         # the same stand-in each time, as torch.float64 is torch.float64 (red team 15: `DT is torch.float64`)
         return self._names.setdefault(attribute, Missing(f"{self._name}.{attribute}", self._why))
