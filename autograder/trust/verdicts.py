@@ -89,8 +89,8 @@ def definitions(code: str, unbound: set[str] | None = None) -> str:
     statement left out (``data = load()``), so the kernel holds a value for them that the worker does not. A statement
     that would read one when it runs (``x = data.x``, a default argument, a class body) is left out too, and the
     names it binds join them; what a kept statement binds or deletes leaves the set, as what an answer cell binds does
-    (``bindings``). So the worker stops a cell at its first statement that raises, as the kernel does, and never at one
-    that fails only because grading left something out.
+    (``bindings``). So nothing runs in the worker with a value the kernel no longer holds (the worker skips a
+    statement that raises anyway: worker.run_given).
 
     A cell Python cannot parse, and a statement it cannot write back out, contribute nothing (never an exception:
     the cell is the learner's data)."""
