@@ -113,10 +113,12 @@ def test_many_short_requests_add_up_to_the_exercise_budget():
 
 def test_the_submission_budget_is_shared_by_its_workers_and_never_given_back():
     shared = remote.Budget(2.0, "the checks of this notebook")
-    for _ in range(2):  # 0.7 s each: 1.4 s in all, within 2 s
+    for _ in range(2):  # 0.5 s each: 1 s in all, within 2 s
         with remote.Worker(shared=shared) as worker:
-            worker.run(BUSY.format(seconds=0.7), "<cell>")
-    assert 1.4 <= shared.spent < 1.8
+            worker.run(BUSY.format(seconds=0.5), "<cell>")
+    # Both counted, once each: counted twice it would be 2 s, used up. What a worker spends starting (its imports)
+    # counts too, and that grows with the machine's load (0.43 s for two workers seen on CI), so no tighter bound.
+    assert 1.0 <= shared.spent < 2.0 and not shared.exhausted()
     with remote.Worker(shared=shared) as worker:  # a fresh worker, but not a fresh budget
         with pytest.raises(remote.Stopped, match="the checks of this notebook used more than 2 s of CPU time"):
             worker.run(BUSY.format(seconds=3), "<cell>")
