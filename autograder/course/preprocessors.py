@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import sys
@@ -714,6 +716,10 @@ def inert_output(output):
     return output
 
 
+class KernelTampered(DeadKernelError):
+    """The kernel's private folder was changed before it was locked: the run ends there, as when a kernel dies."""
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """The kernel nbgrader runs a submission in, started inside the sandbox (autograder.trust.sandbox.kernel_command).
 
@@ -741,8 +747,29 @@ class SandboxedKernelManager(AsyncKernelManager):
         capability in its sandbox, learner code then cannot add files to it (a host folder, with no size limit),
         swap a socket for a link, or change the connection file. The kernel runs as the folder's owner, so this
         holds because the process filter keeps it from changing the mode back (chmod does nothing; ACLs, io_uring
-        and namespaces of its own are refused: sandbox.REFUSED). This process unlocks it to tidy up."""
-        Path(self.connection_file).chmod(0o400)
+        and namespaces of its own are refused: sandbox.REFUSED). This process unlocks it to tidy up.
+
+        Red team 17: nothing in the folder is followed or trusted. The connection file is changed through a
+        descriptor opened without following links, and must be the regular file this process wrote; anything but it
+        and the kernel's sockets is removed.
+
+        Raises:
+            KernelTampered: the connection file is not that file any more, or a socket was swapped for a link.
+        """
+        sockets = {f"ipc-{port}" for port in self.get_connection_info().values() if isinstance(port, int)}
+        for entry in os.scandir(self.private):
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if entry.name in sockets and not stat.S_ISSOCK(mode) or entry.name == "kernel.json" and not stat.S_ISREG(mode):
+                raise KernelTampered(f"the kernel's {entry.name} was replaced as it started")
+            if entry.name not in sockets and entry.name != "kernel.json":
+                shutil.rmtree(entry.path) if stat.S_ISDIR(mode) else os.unlink(entry.path)
+        descriptor = os.open(self.connection_file, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            if os.fstat(descriptor).st_uid != os.getuid():
+                raise KernelTampered("the kernel's connection file was replaced as it started")
+            os.fchmod(descriptor, 0o400)
+        finally:
+            os.close(descriptor)
         self.private.chmod(0o500)
 
     async def _async_pre_start_kernel(self, **kw):

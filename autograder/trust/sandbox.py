@@ -442,7 +442,11 @@ def kernel_command(argv: list[str], private: Path, cwd: str | None, cap: Process
         binds[REPO / "autograder"] = REPO / "autograder"
     # JPY_PARENT_PID is left out: ipykernel exits when its parent PID looks like init's, which in its own PID
     # namespace it always does. --die-with-parent ends the sandbox with nbgrader instead.
-    env = {"IPYTHONDIR": "/tmp/.ipython", "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime", "PYTHONPATH": str(REPO)}
+    # PYTHONSAFEPATH: the submission's folder is not on sys.path, so nothing in it stands in for a module the kernel
+    # imports as it starts, before its private folder is locked (red team 17: an ipykernel_launcher.py of the
+    # submission's ran first and had lock() chmod a host file through a link); IPython then adds no '' either.
+    env = {"IPYTHONDIR": "/tmp/.ipython", "JUPYTER_RUNTIME_DIR": "/tmp/.jupyter-runtime", "PYTHONPATH": str(REPO),
+           "PYTHONSAFEPATH": "1"}
     copy = [sys.executable, "-I", "-c", COPY_THEN_KERNEL, SUBMISSION_INSIDE, cwd, *argv]
     return wrap(copy, role=KERNEL, binds=binds, writable={private: private}, workdir="/", env=env,
                 limits=KERNEL_LIMITS, extra=["--size", str(SUBMISSION_BYTES), "--tmpfs", cwd], seccomp=True, cap=cap)

@@ -213,13 +213,23 @@ def _python_magic(statement) -> str | None:
             and getattr(call.func.value.func, "id", None) == "get_ipython" and not call.keywords
             and all(isinstance(a, ast.Constant) and type(a.value) is str for a in call.args)):
         return None
+    if call.func.attr == "autograder_run" and len(call.args) == 2:  # a %time or %prun line python() has read
+        return call.args[1].value
     magics = {"run_cell_magic": (wire.CELL_MAGICS_IN_NAMESPACE, 3), "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE, 2)}
-    names, arity = magics.get(call.func.attr, ((), 0))
+    if call.func.attr not in magics:  # red team 16: `?` alone is get_ipython().show_usage(), with no arguments
+        return None
+    names, arity = magics[call.func.attr]
     if len(call.args) != arity or call.args[0].value not in names:
         return None
     if arity == 3:
         return _cell_magic_code(*(a.value for a in call.args))
-    return _time_line_code(call.args[-1].value)
+    return _line_magic_code(*(a.value for a in call.args))
+
+
+def _line_magic_code(magic: str, line: str) -> str | None:
+    """The code IPython's ``%time`` or ``%prun`` runs of its ``line``, by IPython's own parser; None when it refuses
+    the line. A line %prun runs its line as %%prun does (red team 16)."""
+    return _time_line_code(line) if magic == "time" else _cell_magic_code(magic, line, "")
 
 
 def _time_line_code(line: str) -> str | None:
@@ -341,10 +351,10 @@ def _shell_call(node) -> tuple[str, list[str]] | None:
 
 
 class _IPythonCalls(ast.NodeTransformer):
-    """Wherever they stand in a cell (an assignment, a block), the calls of %timeit and %%timeit, of the magics that
-    unbind names (%reset, %reset_selective, %xdel) and of ``run_cell`` with text written in the cell become calls of
-    the worker's shell with what IPython's own parser reads in them (red team 15: a ``%timeit`` in an assignment,
-    ``%reset -sf`` and ``%xdel name -n`` split apart from the kernel). A line IPython's parser refuses stays the
+    """Wherever they stand in a cell (an assignment, a block), the calls of %time, %prun, %timeit and %%timeit, of
+    the magics that unbind names (%reset, %reset_selective, %xdel) and of ``run_cell`` with text written in the cell
+    become calls of the worker's shell with what IPython's own parser reads in them (red team 15: a ``%timeit`` in an
+    assignment, ``%reset -sf`` and ``%xdel name -n`` split apart from the kernel). A line IPython's parser refuses stays the
     magic's call: the worker refuses it too (wire.runs_its_code)."""
 
     changed = False
@@ -358,6 +368,10 @@ class _IPythonCalls(ast.NodeTransformer):
             replacement = _timeit_call(args[1], None)
         elif method == "run_cell_magic" and len(args) == 3 and args[0] == "timeit":
             replacement = _timeit_call(args[1], args[2])
+        elif method == "run_line_magic" and len(args) == 2 and args[0] in wire.LINE_MAGICS_IN_NAMESPACE:
+            code = _line_magic_code(*args)  # red team 16: `H = %time 1e-5`, `%time f = g --no-raise-error`
+            if code is not None:
+                replacement = f"get_ipython().autograder_run({args[0]!r}, {python(code)!r})"
         elif method == "run_line_magic" and len(args) == 2 and args[0] in wire.FORGETTING_MAGICS:
             replacement = f"get_ipython().autograder_forget({args[0]!r}, {_forgetting(*args)!r})"
         elif method == "run_cell" and len(args) == 1:

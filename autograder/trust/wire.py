@@ -177,7 +177,7 @@ FLOAT_TEXTS = ("nan", "inf", "-inf")
 # trusted side keeps a given cell's definitions from them, the worker runs them); %%timeit runs its body in a
 # function's scope of its own (its assignments do not stay). Every other magic (%%writefile, %%script, %%html, %run,
 # ...) hands its text to something else, so the worker runs nothing of it, as the kernel runs no Python of it.
-LINE_MAGICS_IN_NAMESPACE = ("time",)
+LINE_MAGICS_IN_NAMESPACE = ("time", "prun")  # %prun runs its line as %%prun does (red team 16)
 FORGETTING_MAGICS = ("reset", "reset_selective", "xdel")  # they unbind the notebook's names: the worker does too
 CELL_MAGICS_IN_NAMESPACE = ("time", "capture", "prun")
 CELL_MAGICS_IN_SCOPE = ("timeit",)
@@ -190,10 +190,20 @@ GETOPT_MAGICS = {"prun": "D:l:rs:T:q", "timeit": "n:r:tcp:qov:"}
 WHOLE_NUMBER_OPTIONS = {"timeit": "-n -r -p"}
 
 
-def time_line_code(line: str) -> str:
-    """The code IPython's ``%time`` runs of its ``line``: the words after its one option, ``--no-raise-error``
-    (argparse also takes any abbreviation of it), joined by single spaces as IPython joins them."""
+def line_magic_code(magic: str, line: str) -> str:
+    """The code IPython's ``%time`` or ``%prun`` runs of its ``line``, from a line computed as the cell runs (the
+    trusted side parses a constant line with IPython's own parser): for %time the words after its one option,
+    ``--no-raise-error`` (argparse also takes any abbreviation of it), for %prun those after its getopt options,
+    joined by single spaces as IPython joins them.
+
+    Raises:
+        ValueError: an option %prun does not take."""
     words = line.split()
+    if magic == "prun":
+        try:
+            return " ".join(getopt.getopt(words, GETOPT_MAGICS["prun"])[1])
+        except getopt.GetoptError as error:
+            raise ValueError(f"%prun: {error}") from None
     while words and len(words[0]) > 2 and "--no-raise-error".startswith(words[0]):
         words.pop(0)
     return " ".join(words)

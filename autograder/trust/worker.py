@@ -11,6 +11,7 @@ to this one, in the sandbox as outside it, and is loaded from there.
 """
 from __future__ import annotations
 
+import __future__
 import ast
 import builtins
 import contextlib
@@ -45,6 +46,21 @@ DISPLAY = ("matplotlib", "IPython", "ipywidgets", "tqdm", "graphviz", "threadpoo
 OPERATORS = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "pow", "matmul", "neg", "getitem", "setitem", "lt", "le", "gt", "ge")}
 OPERATORS.update(len=len, float=float, int=int, bool=bool, isinstance=isinstance, issubclass=issubclass, type=type)
+
+# What the __future__ imports of the learner's cells so far turned on: IPython's compiler carries them into later
+# cells, as codeop.Compile does (red team 16: `from __future__ import barry_as_FLUFL`, then `<>` in an answer).
+FUTURE_FLAGS = [getattr(__future__, name).compiler_flag for name in __future__.all_feature_names]
+LEARNER_FUTURE = [0]
+
+
+def learner_code(source, name: str, mode: str = "exec", flags: int = 0):
+    """``compile`` for learner code: with the __future__ features of its earlier cells, never with this file's own
+    (red team 16: its ``annotations`` made every learner annotation go unevaluated, so ``-> Tensor`` inside ``class
+    Tensor`` passed the grade and raised NameError in the kernel)."""
+    code = compile(source, name, mode, flags | LEARNER_FUTURE[0], dont_inherit=True)
+    if isinstance(code, types.CodeType):
+        LEARNER_FUTURE[0] |= sum(flag for flag in FUTURE_FLAGS if code.co_flags & flag)
+    return code
 
 
 class Unavailable(ImportError):
@@ -166,7 +182,7 @@ class Connection(wire.Codec):
     def perform(self, message: dict, namespace: dict):
         op = message["op"]
         if op == "exec":
-            code = compile(message["code"], message.get("name", "<cell>"), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            code = learner_code(message["code"], message.get("name", "<cell>"), flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
             if code.co_flags & CO_COROUTINE:  # an await at the top of a cell, which IPython runs in its event loop
                 import asyncio
                 asyncio.run(eval(code, namespace))
@@ -174,7 +190,7 @@ class Connection(wire.Codec):
                 exec(code, namespace)
             return None
         if op == "eval":
-            return self.encode(eval(compile(message["code"], "<answer>", "eval"), namespace))
+            return self.encode(eval(learner_code(message["code"], "<answer>", "eval"), namespace))
         target = self.decode(message.get("target"))
         args = self.decode(message.get("args", []))
         kwargs = self.decode(message.get("kwargs", {"__dict__": []}))
@@ -230,7 +246,7 @@ class Connection(wire.Codec):
             if isinstance(statement, (ast.Import, ast.ImportFrom)) and lazy(statement, namespace):
                 continue
             try:
-                exec(compile(ast.Module([statement], []), name, "exec"), namespace)
+                exec(learner_code(ast.Module([statement], []), name), namespace)
             except Exception as error:
                 if isinstance(error, ImportError) and isinstance(statement, (ast.Import, ast.ImportFrom)):
                     for alias in statement.names:
@@ -313,14 +329,32 @@ class Shell:
     def get_ipython(self):  # the notebook's get_ipython is this bound method, as a kernel's is its shell's
         return self
 
-    def run_line_magic(self, name, line, *args):
-        if name in wire.LINE_MAGICS_IN_NAMESPACE:  # with the caller's local names, as IPython's %time reads them
-            exec(compile(wire.time_line_code(line), f"<%{name}>", "exec"), NAMESPACE, sys._getframe(1).f_locals)
-        elif name == "timeit":
+    def run_line_magic(self, name, line, *args, _stack_depth=1):
+        if name in wire.LINE_MAGICS_IN_NAMESPACE:
+            return self._run_magic_code(name, wire.line_magic_code(name, line), sys._getframe(_stack_depth).f_locals)
+        if name == "timeit":
             options, statement = _timeit_line(line)
             return self.autograder_timeit("pass", statement, options) if statement.strip() else None
-        elif name in wire.FORGETTING_MAGICS:
+        if name in wire.FORGETTING_MAGICS:
             self.autograder_forget(name, wire.forgetting_line(name, line))
+        return None
+
+    def autograder_run(self, name: str, code: str):
+        """%time or %prun of a line whose code the trusted side read with IPython's own parser (and turned into
+        Python): run as ``_run_magic_code`` runs it, with the caller's local names."""
+        return self._run_magic_code(name, code, sys._getframe(1).f_locals)
+
+    @staticmethod
+    def _run_magic_code(name: str, code: str, local_names: dict):
+        """As IPython's %time runs its code: with the caller's local names, and an expression's value returned
+        (red team 16: ``H = %time 1e-5``); %prun runs it in the notebook's namespace alone, returning nothing."""
+        if name == "prun":
+            exec(learner_code(code, "<%prun>"), NAMESPACE)
+            return None
+        tree = learner_code(code, "<%time>", flags=ast.PyCF_ONLY_AST)
+        if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
+            return eval(learner_code(ast.Expression(tree.body[0].value), "<%time>", "eval"), NAMESPACE, local_names)
+        exec(learner_code(tree, "<%time>"), NAMESPACE, local_names)
         return None
 
     def autograder_timeit(self, setup: str, statement: str, options: dict):
@@ -332,15 +366,15 @@ class Shell:
         int(options.get("p", 3))
         parts = {}
         for key, code in (("setup", setup), ("stmt", statement)):
-            tree = compile(code, f"<magic-timeit-{key}>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-            compile(tree, f"<magic-timeit-{key}>", "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            tree = learner_code(code, f"<magic-timeit-{key}>", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            learner_code(tree, f"<magic-timeit-{key}>", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
             parts[key] = tree.body or [ast.Pass()]
         template = ast.parse(TIMEIT_TEMPLATE)
         inner = template.body[0]
         inner.body[0:1] = parts["setup"]
         next(node for node in inner.body if isinstance(node, ast.For)).body = parts["stmt"]
         scope = {}
-        exec(compile(ast.fix_missing_locations(template), "<magic-timeit>", "exec"), NAMESPACE, scope)
+        exec(learner_code(ast.fix_missing_locations(template), "<magic-timeit>"), NAMESPACE, scope)
         run = scope["inner"]
         if number == 0:  # IPython chooses it by timing, 1 loop at first: one trial stands for its trials
             number = 1
@@ -397,7 +431,7 @@ class Shell:
         (``success``, ``error_in_exec``). The trusted side hands a constant cell over as Python (verdicts.python)."""
         result = types.SimpleNamespace(success=True, error_before_exec=None, error_in_exec=None, result=None)
         try:
-            exec(compile(raw_cell, "<run_cell>", "exec"), NAMESPACE)
+            exec(learner_code(raw_cell, "<run_cell>"), NAMESPACE)
         except KeyboardInterrupt:
             raise
         except BaseException as error:  # noqa: B036 -- IPython shows SystemExit too, and goes on
@@ -408,7 +442,7 @@ class Shell:
         if not wire.runs_its_code(name, line):
             raise UsageError(f"%%{name} does not take {line.strip()!r} on its line (IPython refuses the cell)")
         if name in wire.CELL_MAGICS_IN_NAMESPACE:
-            exec(compile(cell, f"<%%{name}>", "exec"), NAMESPACE)
+            exec(learner_code(cell, f"<%%{name}>"), NAMESPACE)
         elif name in wire.CELL_MAGICS_IN_SCOPE:
             options, setup = _timeit_line(line)
             return self.autograder_timeit(setup, cell, options)
@@ -416,6 +450,8 @@ class Shell:
 
     def system(self, *args, **kwargs):
         return None
+
+    show_usage = system  # what `?` alone calls (red team 16): it prints IPython's help in the kernel
 
     getoutput = system
 

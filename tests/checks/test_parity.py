@@ -241,6 +241,24 @@ DELETES = Case("parity::a cell of your own deletes the answer", "central_differe
 PATCHES = Case("parity::a cell of your own patches the answer", "central_difference",
                Recipe("01_nudging", given=FORWARD.replace("central_difference", "forward") +
                       "setattr(central_difference, '__code__', forward.__code__)\n"), passes=False)
+# Red team 16: `?` alone (IPython's help: a shell call without arguments) crashed the reading of the whole notebook;
+# a line %prun runs its statement in the notebook's namespace; a %time line gives its expression's value and takes
+# its option after the statement; an annotation is evaluated when its def runs (the worker had compiled every learner
+# cell under its own `from __future__ import annotations`).
+HELP = Case("parity::help with `?`", "central_difference",
+            Recipe("01_nudging", {"central_difference": [(CENTRAL, "?\n" + CENTRAL)]}, given="?\n"), passes=True)
+PRUN_LINE_BINDS = Case("parity::a %prun line binds the answer", "central_difference",
+                       Recipe("01_nudging", {"central_difference": [
+                           (CENTRAL, f"def first_try(f, x, h):\n{RIGHT}\n%prun -q central_difference = first_try\n\n\n"
+                                     "def unused(f, x, h):")]}), passes=True)
+TIME_VALUE = Case("parity::a %time line's value, and its option last", "central_difference",
+                  Recipe("01_nudging", {"central_difference": [
+                      (CENTRAL, f"TWO = %time 2\ndef first_try(f, x, h):\n{RIGHT.replace('(2 * h)', '(TWO * h)')}\n"
+                                "%time central_difference = first_try --no-raise-error\n\n\ndef unused(f, x, h):")]}),
+                  passes=True)
+ANNOTATED = Case("parity::an annotation that names nothing", "central_difference",
+                 Recipe("01_nudging", {"central_difference": [(CENTRAL, CENTRAL.replace("):", ") -> Slope:"))]}),
+                 passes=False, phrases=("`central_difference` is not defined",))
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -251,7 +269,7 @@ def sample() -> list[Case]:
            TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER,
            GOES_ON_PAST_WHAT_GRADING_LACKS, READS_WHAT_WAS_LEFT_OUT, INCREMENTS, FORGETS, DELETES,
            PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED, TIMEIT_LINE, TIMEIT_BREAK, TIMEIT_ASSIGNED,
-           XDEL_FLAG_LAST]
+           XDEL_FLAG_LAST, HELP, PRUN_LINE_BINDS, TIME_VALUE, ANNOTATED]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:

@@ -5,6 +5,7 @@ points at reaches submitted/, autograded/, the gradebook, the feedback or the lo
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -101,6 +102,38 @@ def test_collect_and_autograde_refuse_links_and_special_files_and_grade_the_othe
         if path.is_file() and not path.is_symlink() and "exchange" not in path.parts:
             assert SECRET not in path.read_bytes(), path
     assert SECRET not in (said + collected.stdout + collected.stderr).encode()
+
+
+# Red team 17: a module of the submission's, first on the kernel's sys.path, ran before its private folder was locked:
+# it swapped the connection file for a link, and lock() made the host file it named read-only (the interpreter's, in
+# a class run: every later kernel failed to start).
+SHADOWING_LAUNCHER = ("import os, sys\nat = sys.argv.index('-f') + 1\nconnection = sys.argv[at]\n"
+                      "moved = connection + '.moved'\nos.rename(connection, moved)\n"
+                      "os.symlink({victim!r}, connection)\nsys.argv[at] = moved\n"
+                      "sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]\n"
+                      "import runpy\nrunpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)\n")
+
+
+@pytest.mark.slow  # nbgrader runs afresh, and the autograde starts kernels
+def test_a_module_in_the_submission_stands_in_for_nothing_the_kernel_imports_as_it_starts(tmp_path):
+    import nbformat
+
+    root = tmp_path / "course"
+    shutil.copytree(REPO / "source" / NB, root / "source" / NB)
+    (root / "nbgrader_config.py").write_text(CONFIG)
+    assert nbgrader(root, "generate_assignment", NB).returncode == 0
+    victim = tmp_path / "victim"
+    victim.write_text("a host file\n")
+    victim.chmod(0o755)
+    folder = root / "submitted" / "ann" / NB
+    folder.mkdir(parents=True)
+    nbformat.write(synthetic_class(NB, root)["full-marks"], folder / f"{NB}.ipynb")
+    (folder / "ipykernel_launcher.py").write_text(SHADOWING_LAUNCHER.format(victim=str(victim)))
+    graded = nbgrader(root, "autograde", NB)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o755
+    grades = {key: value for key, value in gradebook_cells(root, NB).items() if key[-1] == "grade"}
+    assert sum(value[0] or 0 for value in grades.values()) == 10, grades
 
 
 def deep_file(folder, levels: int, name_bytes: int) -> None:

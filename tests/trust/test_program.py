@@ -133,8 +133,11 @@ def test_what_reads_a_name_only_a_left_out_statement_binds_is_left_out_too():
     ("%reset -x\n", "get_ipython().autograder_forget('reset', {'refused': "
                     "'%reset: option -x not recognized (allowed: \"sf\" aggressive)'})"),
     ("get_ipython().run_cell('%time a = 1')\n", "get_ipython().run_cell('a = 1\\n')"),
+    ("H = %time 1e-5\n", "H = get_ipython().autograder_run('time', '1e-5\\n')"),
+    ("x = 1\n%time y = x --no-raise-error\n", "x = 1\nget_ipython().autograder_run('time', 'y = x\\n')"),
+    ("x = 1\n%prun -q -s time y = x\n", "x = 1\nget_ipython().autograder_run('prun', 'y = x\\n')"),
 ], ids=["timeit-cell", "timeit-assigned", "timeit-empty", "reset-joined-flags", "reset-selective-quoted",
-        "xdel-name-then-flag", "reset-refused", "run-cell"])
+        "xdel-name-then-flag", "reset-refused", "run-cell", "time-assigned", "time-option-last", "prun-line"])
 def test_magics_the_worker_runs_carry_what_ipythons_own_parser_reads_in_their_lines(cell, call):
     """Red team 15: wherever such a call stands, its line is read by IPython's parser on the trusted side, so the
     worker neither splits it differently (``-sf``, ``name -n``, quotes) nor misses it (an assignment, a block)."""
@@ -142,11 +145,12 @@ def test_magics_the_worker_runs_carry_what_ipythons_own_parser_reads_in_their_li
 
 
 @pytest.mark.parametrize("cell", ["x = 1\n%timeit x = = 1\n", "\n".join(["%time pass"] * 501),
-                                  "%timeit " + "(" * 5000 + "\nx = 1"])
+                                  "%timeit " + "(" * 5000 + "\nx = 1", "?", "x = 1\n??\n", "%time ?"])
 def test_a_cell_ipython_or_python_cannot_read_is_given_back_never_raised(cell):
     """Red team 15: a %timeit line that does not parse among other statements, and 501 magic lines (IPython's
-    transformer gives up), raised out of python() and failed the whole notebook's grade."""
-    assert isinstance(python(cell), str)
+    transformer gives up), raised out of python() and failed the whole notebook's grade; red team 16: so did `?`
+    (``get_ipython().show_usage()``, a call without arguments) in reading a cell's definitions."""
+    assert isinstance(python(cell), str) and isinstance(definitions(python(cell)), str)
 
 
 @pytest.mark.parametrize("code", ["del central_difference", "del Tensor.__add__, Tensor.exp",
@@ -246,7 +250,7 @@ def test_other_statements_are_not_patches_or_constants(code):
     ("!pip list", "get_ipython().system('pip list')\n"),
     ("files = !ls", "files = get_ipython().getoutput('ls')\n"),
     ("len?", "get_ipython().run_line_magic('pinfo', 'len')\n"),
-    ("x = 1\n%time y = 2", "x = 1\nget_ipython().run_line_magic('time', 'y = 2')\n"),
+    ("x = 1\n%time y = 2", "x = 1\nget_ipython().autograder_run('time', 'y = 2\\n')"),
     ("%%time\ndef f():\n    pass", "def f():\n    pass\n"),  # the kernel runs the body as the cell: it is the cell
     ("%time y = 2", "y = 2\n"),
     ("%%writefile f.py\nx = 1", "get_ipython().run_cell_magic('writefile', 'f.py', 'x = 1\\n')\n"),
@@ -468,7 +472,8 @@ def test_magics_in_answer_and_given_cells_are_read_as_the_kernel_reads_them():
     nb.cells[2].source = "%time value = 1\n" + ANSWER_A
     cells, _ = program(nb, course_nb())
     assert shape(cells)[:2] == [("cell 2", False, "import math"),
-                                ("a", True, "get_ipython().run_line_magic('time', 'value = 1')\n" + ANSWER_A)]
+                                ("a", True, "get_ipython().autograder_run('time', 'value = 1\\n')\n\n" +
+                                 ANSWER_A.rstrip("\n"))]
 
 
 def test_an_answer_that_does_not_parse_is_still_sent_whole():

@@ -8,7 +8,9 @@ import contextlib
 import html
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 from pathlib import Path
 import sys
@@ -307,6 +309,27 @@ def test_magics_and_shell_methods_that_unbind_or_bind_names_do_so_in_the_worker_
         worker.run("get_ipython().run_line_magic('reset', '-f')\n", "<cell>")
         with pytest.raises(NameError):
             worker.evaluate("_hidden")
+
+
+def test_learner_cells_compile_with_their_own_future_imports_and_never_the_workers():
+    """Red team 16: the worker's own ``from __future__ import annotations`` reached every learner cell (an annotation
+    naming nothing passed the grade, and raised NameError in the kernel), and a cell's __future__ import did not
+    reach the cells after it, as IPython's compiler carries it."""
+    with remote.Worker() as worker:
+        with pytest.raises(NameError, match="Slope"):
+            worker.run("def slope(f) -> Slope:\n    return f\n", "<cell>")
+        worker.run("from __future__ import annotations, barry_as_FLUFL\n", "<cell>")
+        worker.run("def slope(f) -> Slope:\n    return f\nDIFFERENT = 1 <> 2\n", "<cell>")
+        assert worker.evaluate("DIFFERENT") is True
+
+
+def test_time_and_prun_lines_run_as_in_ipython():
+    """Red team 16: a %time line's expression gives its value, and a %prun line runs its statement (computed lines:
+    a constant one reaches the worker read by IPython's own parser, verdicts.python)."""
+    with remote.Worker() as worker:
+        worker.run("line = '2 + 1'\nTHREE = get_ipython().run_line_magic('time', line)\n"
+                   "get_ipython().run_line_magic('prun', '-q -s time BOUND = THREE')\n", "<cell>")
+        assert worker.evaluate("THREE") == worker.evaluate("BOUND") == 3
 
 
 def test_timeit_runs_in_the_worker_as_in_ipython():
@@ -1065,6 +1088,37 @@ def test_what_the_kernel_sends_does_not_grow_the_grader_and_a_message_too_large_
     assert report["score"] == report["max_score"] == 10
     assert reason is None or reason in html.unescape(page.read_text())
     assert peak < peak_bytes, f"the grading process reached {peak >> 20} MiB"
+
+
+def test_locking_the_kernels_folder_follows_no_link_and_keeps_only_its_connection_file_and_sockets(tmp_path):
+    from autograder.course.preprocessors import KernelTampered, SandboxedKernelManager
+
+    victim = tmp_path / "victim"
+    victim.write_text("a host file\n")
+    victim.chmod(0o755)
+    manager = SandboxedKernelManager()
+    try:
+        manager.write_connection_file()
+        (manager.private / "filler").write_bytes(b"x" * 1000)  # a host file with no size limit, kept open
+        (manager.private / "folder").mkdir()
+        manager.lock()
+        assert sorted(os.listdir(manager.private)) == ["kernel.json"]
+        assert stat.S_IMODE(os.stat(manager.connection_file).st_mode) == 0o400
+        manager.private.chmod(0o700)
+        os.unlink(manager.connection_file)
+        os.symlink(victim, manager.connection_file)
+        with pytest.raises(KernelTampered, match="kernel.json was replaced"):
+            manager.lock()
+        os.unlink(manager.connection_file)
+        os.symlink(victim, manager.private / "ipc-1")  # the relay would connect to whatever socket it names
+        manager.write_connection_file()
+        with pytest.raises(KernelTampered, match="ipc-1 was replaced"):
+            manager.lock()
+        assert stat.S_IMODE(victim.stat().st_mode) == 0o755
+    finally:
+        manager.private.chmod(0o700)
+        shutil.rmtree(manager.private)
+        shutil.rmtree(manager.relayed)
 
 
 def test_the_graded_kernel_is_reached_over_a_private_unix_socket_folder():
