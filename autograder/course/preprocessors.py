@@ -287,6 +287,8 @@ class ContainedExecute(Execute):
     def _why_stopped(self, error: Exception) -> str:
         if self._watch is not None and self._watch.reason:
             return self._watch.reason
+        if isinstance(error, KernelTampered):
+            return f"{error}, so your notebook was not run: does a file of your submission stand in for a module?"
         if isinstance(error, DeadKernelError):
             return "the kernel running your notebook died: does your code call exit(), os._exit() or kill a process?"
         if str(error).splitlines()[1:2] == [f"The message was: {IOPUB_TIMEOUT}."]:  # nbclient's wait after a reply
