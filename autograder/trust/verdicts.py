@@ -103,7 +103,7 @@ def definitions(code: str, unbound: set[str] | None = None) -> str:
     for statement in tree.body:
         magic = _python_magic(statement)
         if magic is not None:  # %%time over a def, %time x = y: the kernel runs that code as if it were the cell
-            kept.append(definitions(magic, unbound))
+            kept.append(definitions(magic[0], unbound))
             continue
         if isinstance(statement, ast.Delete):  # a name the worker never got is unbound in both places after it
             gone = {t.id for t in statement.targets if isinstance(t, ast.Name) and t.id in unbound}
@@ -205,16 +205,17 @@ def bindings(code) -> set[str]:
     return found
 
 
-def _python_magic(statement) -> str | None:
+def _python_magic(statement) -> tuple[str, str] | None:
     """The code of ``get_ipython().run_cell_magic("time", "", code)`` (what ``python`` makes of a magic) or of its
-    line form, when the kernel runs that code in the notebook's namespace (wire's MAGICS_IN_NAMESPACE); else None."""
+    line form, when the kernel runs that code in the notebook's namespace (wire's MAGICS_IN_NAMESPACE), with the
+    option that changes how it runs (wire.RUN_OPTIONS, or ""); else None."""
     call = statement.value if isinstance(statement, ast.Expr) else None
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call)
             and getattr(call.func.value.func, "id", None) == "get_ipython" and not call.keywords
             and all(isinstance(a, ast.Constant) and type(a.value) is str for a in call.args)):
         return None
-    if call.func.attr == "autograder_run" and len(call.args) == 2:  # a %time or %prun line python() has read
-        return call.args[1].value
+    if call.func.attr == "autograder_run" and len(call.args) in (2, 3):  # a %time or %prun line python() has read
+        return call.args[1].value, call.args[2].value if len(call.args) == 3 else ""
     magics = {"run_cell_magic": (wire.CELL_MAGICS_IN_NAMESPACE, 3), "run_line_magic": (wire.LINE_MAGICS_IN_NAMESPACE, 2)}
     if call.func.attr not in magics:  # red team 16: `?` alone is get_ipython().show_usage(), with no arguments
         return None
@@ -226,46 +227,52 @@ def _python_magic(statement) -> str | None:
     return _line_magic_code(*(a.value for a in call.args))
 
 
-def _line_magic_code(magic: str, line: str) -> str | None:
-    """The code IPython's ``%time`` or ``%prun`` runs of its ``line``, by IPython's own parser; None when it refuses
-    the line. A line %prun runs its line as %%prun does (red team 16)."""
+def _line_magic_code(magic: str, line: str) -> tuple[str, str] | None:
+    """The code IPython's ``%time`` or ``%prun`` runs of its ``line``, by IPython's own parser, with the option that
+    changes how it runs (wire.RUN_OPTIONS, or ""); None when it refuses the line. A line %prun runs its line as
+    %%prun does (red team 16)."""
     return _time_line_code(line) if magic == "time" else _cell_magic_code(magic, line, "")
 
 
-def _time_line_code(line: str) -> str | None:
-    """The code IPython's ``%time`` runs of ``line`` (the words after its options), by IPython's own parser; None
-    when it refuses the line."""
+def _time_line_code(line: str) -> tuple[str, str] | None:
+    """The code IPython's ``%time`` runs of ``line`` (the words after its options), by IPython's own parser, and
+    ``--no-raise-error`` when the line asks for it; None when IPython refuses the line."""
     from IPython.core.magic_arguments import parse_argstring
     from IPython.core.magics.execution import ExecutionMagics
 
     try:
-        return " ".join(parse_argstring(ExecutionMagics.time, line, partial=True)[1])
+        options, words = parse_argstring(ExecutionMagics.time, line, partial=True)
     except (Exception, SystemExit):
         return None
+    return " ".join(words), wire.RUN_OPTIONS["time"] if options.no_raise_error else ""
 
 
-def _cell_magic_code(magic: str, line: str, cell: str) -> str | None:
-    """The code IPython runs of cell magic ``magic`` given ``line``, by IPython's own parser of its line; None when
-    IPython refuses the line (red team 10: ``%%capture --no-d``, an abbreviation argparse takes, and ``%%time
-    --no-raise-error`` run). ``%%prun`` runs the rest of its line before the cell (red team 12). What IPython
-    refuses reaches the worker as the magic's call, which refuses it too (wire.runs_its_code)."""
+def _cell_magic_code(magic: str, line: str, cell: str) -> tuple[str, str] | None:
+    """The code IPython runs of cell magic ``magic`` given ``line``, by IPython's own parser of its line, with the
+    option that changes how it runs (wire.RUN_OPTIONS, or ""); None when IPython refuses the line (red team 10:
+    ``%%capture --no-d``, an abbreviation argparse takes, and ``%%time --no-raise-error`` run). ``%%prun`` runs the
+    rest of its line before the cell (red team 12). What IPython refuses reaches the worker as the magic's call,
+    which refuses it too (wire.runs_its_code)."""
     from IPython.core.magic_arguments import parse_argstring
     from IPython.core.magics.execution import ExecutionMagics
 
     if magic == "prun":  # parsed by IPython's own parse_options, which needs no shell
         try:
-            _, rest = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS[magic], posix=False, list_all=True)
+            options, rest = ExecutionMagics(None).parse_options(line, wire.GETOPT_MAGICS[magic], posix=False,
+                                                                 list_all=True)
         except Exception:  # UsageError
             return None
-        return f"{rest}\n{cell}"
+        return f"{rest}\n{cell}", wire.run_option(magic, {f"-{o}" for o in options})
     function = getattr(ExecutionMagics, magic, None)
     if not hasattr(function, "parser"):
-        return cell
+        return cell, ""
     try:
-        if magic == "time" and parse_argstring(function, line, partial=True)[1]:
-            return None  # a statement after %%time: UsageError
+        if magic == "time":
+            options, words = parse_argstring(function, line, partial=True)
+            # a statement after %%time: UsageError
+            return None if words else (cell, wire.RUN_OPTIONS["time"] if options.no_raise_error else "")
         parse_argstring(function, line)
-        return cell
+        return cell, ""
     except (Exception, SystemExit):  # UsageError, and argparse's exit on --help
         return None
 
@@ -327,11 +334,15 @@ def python(source: str) -> str:
     except UNREADABLE:
         return code
     if len(tree.body) == 1:
-        body = _python_magic(tree.body[0])
+        magic = _python_magic(tree.body[0])
         # a %%time cell (or a %time line): the kernel runs its code as IPython code, its own magics included (red
-        # team 9: a %time line in a %%time cell was a SyntaxError in the worker)
-        if body is not None:
-            return python(body)
+        # team 9: a %time line in a %%time cell was a SyntaxError in the worker), as the cell itself -- unless an
+        # option changes how it runs (%time --no-raise-error, %prun -r: red team 18)
+        name = tree.body[0].value.args[0].value if magic is not None else None
+        if magic is not None and not magic[1] and name != "prun":  # %prun also catches SystemExit: the worker's does
+            return python(magic[0])
+        if magic is not None:
+            return _run_call(name, *magic)
     calls = _IPythonCalls()
     try:
         tree = calls.visit(tree)
@@ -369,9 +380,9 @@ class _IPythonCalls(ast.NodeTransformer):
         elif method == "run_cell_magic" and len(args) == 3 and args[0] == "timeit":
             replacement = _timeit_call(args[1], args[2])
         elif method == "run_line_magic" and len(args) == 2 and args[0] in wire.LINE_MAGICS_IN_NAMESPACE:
-            code = _line_magic_code(*args)  # red team 16: `H = %time 1e-5`, `%time f = g --no-raise-error`
-            if code is not None:
-                replacement = f"get_ipython().autograder_run({args[0]!r}, {python(code)!r})"
+            found = _line_magic_code(*args)  # red team 16: `H = %time 1e-5`, `%time f = g --no-raise-error`
+            if found is not None:
+                replacement = _run_call(args[0], *found)
         elif method == "run_line_magic" and len(args) == 2 and args[0] in wire.FORGETTING_MAGICS:
             replacement = f"get_ipython().autograder_forget({args[0]!r}, {_forgetting(*args)!r})"
         elif method == "run_cell" and len(args) == 1:
@@ -380,6 +391,11 @@ class _IPythonCalls(ast.NodeTransformer):
             return node
         self.changed = True
         return ast.copy_location(ast.parse(replacement, mode="eval").body, node)
+
+
+def _run_call(magic: str, code: str, option: str) -> str:
+    """The worker's call for a %time or %prun whose code and run option (wire.RUN_OPTIONS) IPython's parser read."""
+    return f"get_ipython().autograder_run({magic!r}, {python(code)!r}{f', {option!r}' if option else ''})"
 
 
 def _timeit_call(line: str, cell: str | None) -> str | None:

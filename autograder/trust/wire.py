@@ -190,23 +190,36 @@ GETOPT_MAGICS = {"prun": "D:l:rs:T:q", "timeit": "n:r:tcp:qov:"}
 WHOLE_NUMBER_OPTIONS = {"timeit": "-n -r -p"}
 
 
-def line_magic_code(magic: str, line: str) -> str:
-    """The code IPython's ``%time`` or ``%prun`` runs of its ``line``, from a line computed as the cell runs (the
-    trusted side parses a constant line with IPython's own parser): for %time the words after its one option,
-    ``--no-raise-error`` (argparse also takes any abbreviation of it), for %prun those after its getopt options,
-    joined by single spaces as IPython joins them.
+def line_magic_code(magic: str, line: str) -> tuple[str, str]:
+    """The code IPython's ``%time`` or ``%prun`` runs of its ``line``, and the option of it that changes how the code
+    runs (``RUN_OPTIONS``, or ""), from a line computed as the cell runs (the trusted side parses a constant line with
+    IPython's own parser): for %time the words other than its one option, ``--no-raise-error`` (argparse takes it,
+    or any abbreviation of it, anywhere before a ``--``), for %prun those after its getopt options, joined by single
+    spaces as IPython joins them.
 
     Raises:
         ValueError: an option %prun does not take."""
     words = line.split()
     if magic == "prun":
         try:
-            return " ".join(getopt.getopt(words, GETOPT_MAGICS["prun"])[1])
+            options, rest = getopt.getopt(words, GETOPT_MAGICS["prun"])
         except getopt.GetoptError as error:
             raise ValueError(f"%prun: {error}") from None
-    while words and len(words[0]) > 2 and "--no-raise-error".startswith(words[0]):
-        words.pop(0)
-    return " ".join(words)
+        return " ".join(rest), run_option(magic, {o for o, _ in options})
+    end = words.index("--") if "--" in words else len(words)
+    flags = {w for w in words[:end] if len(w) > 2 and RUN_OPTIONS["time"].startswith(w)}
+    code = [w for i, w in enumerate(words) if not (i < end and w in flags)]
+    return " ".join(code), run_option(magic, flags and {RUN_OPTIONS["time"]})
+
+
+# The option of %time and of %prun that changes what running their code does: %time --no-raise-error shows an
+# Exception and goes on (red team 18), %prun -r returns the profile's statistics (pstats.Stats).
+RUN_OPTIONS = {"time": "--no-raise-error", "prun": "-r"}
+
+
+def run_option(magic: str, options) -> str:
+    """``RUN_OPTIONS[magic]`` when ``options`` (the magic's parsed options) hold it, else ""."""
+    return RUN_OPTIONS[magic] if RUN_OPTIONS[magic] in options else ""
 
 
 # The getopt strings of IPython's magics that unbind names (IPython.core.magics.namespace).

@@ -331,7 +331,8 @@ class Shell:
 
     def run_line_magic(self, name, line, *args, _stack_depth=1):
         if name in wire.LINE_MAGICS_IN_NAMESPACE:
-            return self._run_magic_code(name, wire.line_magic_code(name, line), sys._getframe(_stack_depth).f_locals)
+            code, option = wire.line_magic_code(name, line)
+            return self._run_magic_code(name, code, option, sys._getframe(_stack_depth).f_locals)
         if name == "timeit":
             options, statement = _timeit_line(line)
             return self.autograder_timeit("pass", statement, options) if statement.strip() else None
@@ -339,22 +340,30 @@ class Shell:
             self.autograder_forget(name, wire.forgetting_line(name, line))
         return None
 
-    def autograder_run(self, name: str, code: str):
-        """%time or %prun of a line whose code the trusted side read with IPython's own parser (and turned into
-        Python): run as ``_run_magic_code`` runs it, with the caller's local names."""
-        return self._run_magic_code(name, code, sys._getframe(1).f_locals)
+    def autograder_run(self, name: str, code: str, option: str = ""):
+        """%time or %prun of a line whose code, and option that changes how it runs (wire.RUN_OPTIONS), the trusted
+        side read with IPython's own parser (and turned into Python): run as ``_run_magic_code`` runs it, with the
+        caller's local names."""
+        return self._run_magic_code(name, code, option, sys._getframe(1).f_locals)
 
     @staticmethod
-    def _run_magic_code(name: str, code: str, local_names: dict):
-        """As IPython's %time runs its code: with the caller's local names, and an expression's value returned
-        (red team 16: ``H = %time 1e-5``); %prun runs it in the notebook's namespace alone, returning nothing."""
+    def _run_magic_code(name: str, code: str, option: str, local_names: dict):
+        """As IPython's ExecutionMagics runs the code of %time and %prun. %prun: in the notebook's namespace alone, a
+        SystemExit caught, returning the profile's statistics with ``-r`` (else nothing). %time: with the caller's
+        local names, returning the value of a last statement that is an expression (red team 16 and 18: ``H = %time
+        1e-5``, ``H = %time x = 0; 1e-5``), and with ``--no-raise-error`` an Exception swallowed, as IPython 9
+        does."""
         if name == "prun":
-            exec(learner_code(code, "<%prun>"), NAMESPACE)
-            return None
+            return _profiled(learner_code(code, "<%prun>"), option)
         tree = learner_code(code, "<%time>", flags=ast.PyCF_ONLY_AST)
-        if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
-            return eval(learner_code(ast.Expression(tree.body[0].value), "<%time>", "eval"), NAMESPACE, local_names)
-        exec(learner_code(tree, "<%time>"), NAMESPACE, local_names)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        try:
+            exec(learner_code(tree, "<%time>"), NAMESPACE, local_names)
+            if last is not None:
+                return eval(learner_code(ast.Expression(last.value), "<%time>", "eval"), NAMESPACE, local_names)
+        except Exception:
+            if not option:
+                raise
         return None
 
     def autograder_timeit(self, setup: str, statement: str, options: dict):
@@ -454,6 +463,20 @@ class Shell:
     show_usage = system  # what `?` alone calls (red team 16): it prints IPython's help in the kernel
 
     getoutput = system
+
+
+def _profiled(code, option: str):
+    """``code`` run under cProfile in the notebook's namespace, as IPython's %prun runs it (a SystemExit printed,
+    not raised); its ``pstats.Stats`` when ``option`` is ``-r``, else None."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    try:
+        profile.runctx(code, NAMESPACE, NAMESPACE)
+    except SystemExit:
+        print("*** SystemExit exception caught in code being profiled.")
+    return pstats.Stats(profile) if option else None
 
 
 # IPython's own (IPython.core.magics.execution.ExecutionMagics.timeit): ``setup`` and ``stmt`` stand for the parts.

@@ -256,6 +256,16 @@ TIME_VALUE = Case("parity::a %time line's value, and its option last", "central_
                       (CENTRAL, f"TWO = %time 2\ndef first_try(f, x, h):\n{RIGHT.replace('(2 * h)', '(TWO * h)')}\n"
                                 "%time central_difference = first_try --no-raise-error\n\n\ndef unused(f, x, h):")]}),
                   passes=True)
+# Red team 18: `%time --no-raise-error` swallows what its code raises, a %time line's value is that of its last
+# statement when that is an expression, and `%prun -r` gives the profile's statistics.
+NO_RAISE_AND_VALUES = Case("parity::%time that raises under its option, and the values of %time and %prun -r",
+                           "central_difference", Recipe("01_nudging", {"central_difference": [
+                               (CENTRAL, "%time --no-raise-error 1 / 0\nTWO = %time _unused = 0; 2\n"
+                                         "STATS = %prun -q -r pass\ndef first_try(f, x, h):\n"
+                                         + RIGHT.replace("(2 * h)", "(TWO * h)")
+                                         .replace("return ", "return 0 * STATS.total_calls + ")
+                                         + "\ncentral_difference = first_try\n\n\ndef unused(f, x, h):")]}),
+                           passes=True)
 ANNOTATED = Case("parity::an annotation that names nothing", "central_difference",
                  Recipe("01_nudging", {"central_difference": [(CENTRAL, CENTRAL.replace("):", ") -> Slope:"))]}),
                  passes=False, phrases=("`central_difference` is not defined",))
@@ -269,7 +279,7 @@ def sample() -> list[Case]:
            TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER,
            GOES_ON_PAST_WHAT_GRADING_LACKS, READS_WHAT_WAS_LEFT_OUT, INCREMENTS, FORGETS, DELETES,
            PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED, TIMEIT_LINE, TIMEIT_BREAK, TIMEIT_ASSIGNED,
-           XDEL_FLAG_LAST, HELP, PRUN_LINE_BINDS, TIME_VALUE, ANNOTATED]
+           XDEL_FLAG_LAST, HELP, PRUN_LINE_BINDS, TIME_VALUE, NO_RAISE_AND_VALUES, ANNOTATED]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:

@@ -134,10 +134,15 @@ def test_what_reads_a_name_only_a_left_out_statement_binds_is_left_out_too():
                     "'%reset: option -x not recognized (allowed: \"sf\" aggressive)'})"),
     ("get_ipython().run_cell('%time a = 1')\n", "get_ipython().run_cell('a = 1\\n')"),
     ("H = %time 1e-5\n", "H = get_ipython().autograder_run('time', '1e-5\\n')"),
-    ("x = 1\n%time y = x --no-raise-error\n", "x = 1\nget_ipython().autograder_run('time', 'y = x\\n')"),
+    ("x = 1\n%time y = x --no-r\n", "x = 1\nget_ipython().autograder_run('time', 'y = x\\n', '--no-raise-error')"),
+    ("x = 1\n%time y = x -- --no-r\n", "x = 1\nget_ipython().autograder_run('time', 'y = x -- --no-r\\n')"),
     ("x = 1\n%prun -q -s time y = x\n", "x = 1\nget_ipython().autograder_run('prun', 'y = x\\n')"),
+    ("S = %prun -r -q y = 1\n", "S = get_ipython().autograder_run('prun', 'y = 1\\n', '-r')"),
+    ("%%time --no-raise-error\n1 / 0\n", "get_ipython().autograder_run('time', '1 / 0\\n', '--no-raise-error')"),
+    ("%%prun\nx = 1\n", "get_ipython().autograder_run('prun', 'x = 1\\n')"),
 ], ids=["timeit-cell", "timeit-assigned", "timeit-empty", "reset-joined-flags", "reset-selective-quoted",
-        "xdel-name-then-flag", "reset-refused", "run-cell", "time-assigned", "time-option-last", "prun-line"])
+        "xdel-name-then-flag", "reset-refused", "run-cell", "time-assigned", "time-option-last", "time-option-after-dashes",
+        "prun-line", "prun-returns", "time-cell-option", "prun-cell"])
 def test_magics_the_worker_runs_carry_what_ipythons_own_parser_reads_in_their_lines(cell, call):
     """Red team 15: wherever such a call stands, its line is read by IPython's parser on the trusted side, so the
     worker neither splits it differently (``-sf``, ``name -n``, quotes) nor misses it (an assignment, a block)."""

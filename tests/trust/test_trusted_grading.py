@@ -332,6 +332,27 @@ def test_time_and_prun_lines_run_as_in_ipython():
         assert worker.evaluate("THREE") == worker.evaluate("BOUND") == 3
 
 
+def test_time_swallows_under_its_option_and_gives_its_last_expressions_value_and_prun_r_its_statistics():
+    """Red team 18: ``%time --no-raise-error`` (any abbreviation, anywhere before ``--``) swallows an Exception and
+    the cell goes on; a %time line of several statements gives the value of the last when it is an expression; ``%prun
+    -r`` returns the profile's pstats.Stats and %prun catches SystemExit -- read by IPython's parser for a constant
+    line (verdicts.python), split here for a computed one."""
+    with remote.Worker() as worker:
+        worker.run(verdicts.python("%time --no-raise-error 1 / 0\nH = %time _unused = 0; 1e-5\n"
+                                   "STATS = %prun -q -r pass\n%prun raise SystemExit\nREACHED = True\n"), "<cell>")
+        assert worker.evaluate("H") == 1e-5 and worker.evaluate("REACHED")
+        assert worker.evaluate("type(STATS).__module__, type(STATS).__name__") == ("pstats", "Stats")
+        worker.run(verdicts.python("%%time --n\nRAISED = 1 / 0\n"), "<cell>")  # shown, not raised: the cell ends
+        assert worker.evaluate("'RAISED' not in globals()")
+        worker.run("line = 'x = 1; 1 / 0 --no-raise'\nget_ipython().run_line_magic('time', line)\n"
+                   "TWO = get_ipython().run_line_magic('time', 'x = 1; 2')\n", "<cell>")
+        assert worker.evaluate("x, TWO") == (1, 2)
+        with pytest.raises(remote.LearnerError, match="invalid syntax"):  # an option after `--` is code, as in IPython
+            worker.run("get_ipython().run_line_magic('time', '1 / 0 -- --no-raise')\n", "<cell>")
+        with pytest.raises(ZeroDivisionError):  # without the option it raises
+            worker.run(verdicts.python("%time 1 / 0\n"), "<cell>")
+
+
 def test_timeit_runs_in_the_worker_as_in_ipython():
     """Red team 12, 13 and 15: the setup once a call, the body -n times, -r calls, in a scope of its own with
     IPython's local names; a body that does not compile on its own (a break) runs nothing; -v binds the result and -o
