@@ -1,7 +1,7 @@
 """`pip install .` (not editable) gives a grader with every module: the wheel setuptools builds from a clean copy of
 the tracked files holds every file of `autograder/` and `labtools/`, Python or not, and the course's source notebooks
-(through the link autograder/course_source); installed into a fresh virtual environment, it grades every solution to
-full marks without the checkout."""
+(through the link autograder/course_source); installed into a fresh virtual environment, it grades solutions to full
+marks without the checkout."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -99,10 +99,17 @@ def fresh_venv(root: Path, wheel_path: str) -> Path:
     return root / "bin"
 
 
+# Every file is in the wheel (test_the_wheel_holds_every_file_of_the_packages) and every solution passes its checks
+# from the checkout (tests/course/test_notebooks.py); what an install can still break is how code finds its files:
+# notebook 4's checks are a package of their own (the one once left out of the wheel), notebook 5's load MNIST
+# through labtools and train. Grading the other three too cost a minute of `make test` and reads nothing new.
+INSTALLED_GRADES = ("04_tensor_engine", "05_modules_mnist")
+
+
 @pytest.mark.slow
-def test_a_wheel_installed_grader_grades_every_solution_to_full_marks(wheel, tmp_path):
+def test_a_wheel_installed_grader_grades_solutions_to_full_marks(wheel, tmp_path):
     """The grader of a fresh venv, started isolated (``-I``: no PYTHONPATH, no working folder on sys.path) outside
-    the checkout, imports its own copy and grades each solution with the source notebooks the wheel holds."""
+    the checkout, imports its own copy and grades solutions with the source notebooks the wheel holds."""
     bin_dir = fresh_venv(tmp_path / "venv", wheel.filename)
     home = tmp_path / "home"
     home.mkdir()
@@ -113,7 +120,7 @@ def test_a_wheel_installed_grader_grades_every_solution_to_full_marks(wheel, tmp
     where = subprocess.run([*python, "-c", "import autograder; print(autograder.__file__)"], cwd=home, env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where).is_relative_to(tmp_path / "venv"), where
-    for name in ASSIGNMENTS:
+    for name in INSTALLED_GRADES:
         done = subprocess.run([*python, "-m", "autograder", "grade", str(solution_notebook(name)), "--json"],
                               cwd=home, env=env, capture_output=True, text=True)
         report = json.loads(done.stdout)
