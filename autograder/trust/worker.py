@@ -18,6 +18,8 @@ import contextlib
 import ctypes
 import importlib
 import importlib.abc
+import importlib.machinery
+import importlib.util
 import itertools
 import operator
 import os
@@ -76,7 +78,25 @@ class _Blocker(importlib.abc.MetaPathFinder):
         if top in COURSE:
             raise Unavailable(f"{name} cannot be imported while your code is graded: an answer may use numpy and "
                               "the standard library, not the course's own packages")
+        if top == "IPython" and importlib.machinery.PathFinder.find_spec(name, path) is None:
+            return importlib.util.spec_from_loader(name, _ShowsNothing(), is_package=True)
         return None
+
+
+class _ShowsNothing(importlib.abc.Loader):
+    """IPython where the worker's allowlist leaves it out: each name in it is a stand-in (Missing) whose calls show
+    nothing, so ``from IPython.display import display`` and ``display(...)`` before an answer's def let the cell go
+    on to it, as in the kernel (red team 19)."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        def stand_in(attribute):
+            if attribute.startswith("__"):  # what the import system and copying probe for
+                raise AttributeError(attribute)
+            return Missing(f"{module.__name__}.{attribute}", f"{module.__name__} is not available while grading")
+        module.__getattr__ = stand_in
 
 
 def _load_sibling(name: str) -> types.ModuleType:
@@ -313,6 +333,10 @@ class Missing:
         return False
 
     def __call__(self, *args, **kwargs):
+        # display(...), Markdown(...): grading shows nothing (the outputs graded are the kernel's), and the cell goes
+        # on to the answer's def, as in the kernel (red team 19)
+        if self._name.split(".")[0] == "IPython":
+            return self
         raise Unavailable(self._why)
 
 
@@ -627,6 +651,14 @@ LEARNER = types.ModuleType("__main__")  # learner code runs as a notebook's __ma
 NAMESPACE = LEARNER.__dict__
 NAMESPACE["get_ipython"] = Shell().get_ipython
 NAMESPACE["__builtins__"] = builtins  # a module, as in a kernel (a dict by default in exec)
+
+
+def display(*objects, **options) -> None:
+    """IPython's display, which a kernel puts in the builtins: it shows nothing here (red team 19: a `display(...)`
+    before an answer's def stopped the cell with a NameError in the grade alone)."""
+
+
+builtins.display = display
 
 
 PR_SET_DUMPABLE = 4  # linux/prctl.h

@@ -266,6 +266,12 @@ NO_RAISE_AND_VALUES = Case("parity::%time that raises under its option, and the 
                                          .replace("return ", "return 0 * STATS.total_calls + ")
                                          + "\ncentral_difference = first_try\n\n\ndef unused(f, x, h):")]}),
                            passes=True)
+# Red team 19: display(...) before the answer's def, a builtin in the kernel, from IPython.display in the cell
+DISPLAYS_FIRST = Case("parity::display before the answer", "central_difference",
+                      Recipe("01_nudging", {"central_difference": [
+                          (CENTRAL, "display('a slope')\nfrom IPython.display import Markdown, display\n"
+                                    "display(Markdown('**slope**'))\n" + CENTRAL)]}),
+                      passes=True)
 ANNOTATED = Case("parity::an annotation that names nothing", "central_difference",
                  Recipe("01_nudging", {"central_difference": [(CENTRAL, CENTRAL.replace("):", ") -> Slope:"))]}),
                  passes=False, phrases=("`central_difference` is not defined",))
@@ -279,7 +285,7 @@ def sample() -> list[Case]:
            TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER,
            GOES_ON_PAST_WHAT_GRADING_LACKS, READS_WHAT_WAS_LEFT_OUT, INCREMENTS, FORGETS, DELETES,
            PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED, TIMEIT_LINE, TIMEIT_BREAK, TIMEIT_ASSIGNED,
-           XDEL_FLAG_LAST, HELP, PRUN_LINE_BINDS, TIME_VALUE, NO_RAISE_AND_VALUES, ANNOTATED]
+           XDEL_FLAG_LAST, HELP, PRUN_LINE_BINDS, TIME_VALUE, NO_RAISE_AND_VALUES, DISPLAYS_FIRST, ANNOTATED]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:

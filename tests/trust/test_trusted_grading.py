@@ -353,6 +353,19 @@ def test_time_swallows_under_its_option_and_gives_its_last_expressions_value_and
             worker.run(verdicts.python("%time 1 / 0\n"), "<cell>")
 
 
+def test_display_before_an_answer_shows_nothing_and_the_cell_goes_on():
+    """Red team 19: IPython's ``display``, a builtin in a kernel, and the names of ``IPython.display`` (not in the
+    worker's allowlist) show nothing here and return, so the answer's def after them is graded, as the kernel ran it;
+    a library that is blocked still says so when it is called."""
+    with remote.Worker() as worker:
+        worker.run("display('slope')\nfrom IPython.display import Markdown, display as show\nimport IPython\n"
+                   "show(Markdown('**h**'))\nIPython.display.display(1)\ndef first_try(x):\n    return 2 * x\n",
+                   "<cell>")
+        assert worker.evaluate("first_try(3)") == 6
+        with pytest.raises(ImportError, match="torch cannot be imported while your code is graded"):
+            worker.run("import torch\n", "<cell>")
+
+
 def test_timeit_runs_in_the_worker_as_in_ipython():
     """Red team 12, 13 and 15: the setup once a call, the body -n times, -r calls, in a scope of its own with
     IPython's local names; a body that does not compile on its own (a break) runs nothing; -v binds the result and -o
