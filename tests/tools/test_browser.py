@@ -294,12 +294,17 @@ def test_backward_stepper_steps_and_its_graph_fits_the_column(learner_server, pa
     move_slider(page, slider, 2)
     page.wait_for_function("el => el.innerText.startsWith('3/')", arg=caption.element_handle(), timeout=20_000)
     assert slider.locator(".widget-readout").inner_text() == "3", "the slider and the text count steps differently"
-    drawing = cell.locator(".widget-html svg")
-    area = cell.locator(".jp-OutputArea-output").first
     # Run All may still scroll on to later cells, and JupyterLab stops rendering cells out of view: measure in view.
-    drawing.scroll_into_view_if_needed()
-    width, column = drawing.bounding_box()["width"], area.bounding_box()["width"]
+    # The picture can still be redrawn (its HTML replaced) after the caption shows step 3, so the svg is found,
+    # scrolled to and measured inside the page, found afresh after the scroll, never held across a redraw.
+    width, column = cell.evaluate("""async cell => {
+        cell.querySelector('.widget-html svg').scrollIntoView({block: 'center'});
+        await new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+        const svg = cell.querySelector('.widget-html svg'), area = cell.querySelector('.jp-OutputArea-output');
+        return [svg.getBoundingClientRect().width, area.getBoundingClientRect().width];
+    }""")
     assert width <= column + 1, f"the graph is {width:.0f} px wide in a {column:.0f} px column"
+    area = cell.locator(".jp-OutputArea-output").first
     scrolls = area.evaluate("el => [...el.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1 && "
                             "['auto', 'scroll'].includes(getComputedStyle(e).overflowX))")
     assert not scrolls, "the stepper's output scrolls sideways"
