@@ -21,6 +21,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import itertools
+import math
 import operator
 import os
 import resource
@@ -362,7 +363,22 @@ class Shell:
             return self.autograder_timeit("pass", statement, options) if statement.strip() else None
         if name in wire.FORGETTING_MAGICS:
             self.autograder_forget(name, wire.forgetting_line(name, line))
+        if name in ("env", "set_env"):
+            return _environment(name, line)
+        if name == "who_ls":
+            kinds = set(line.split())
+            return sorted(n for n in _user_names() if not kinds or type(NAMESPACE[n]).__name__ in kinds)
+        if name == "pwd":
+            return os.getcwd()
         return None
+
+    def ev(self, expression):
+        """IPython's: ``expression`` evaluated in the notebook's namespace (red team 19: it raised here)."""
+        return eval(learner_code(expression, "<ev>", "eval"), NAMESPACE)
+
+    def ex(self, code):
+        """IPython's: ``code`` run in the notebook's namespace."""
+        exec(learner_code(code, "<ex>"), NAMESPACE)
 
     def autograder_run(self, name: str, code: str, option: str = ""):
         """%time or %prun of a line whose code, and option that changes how it runs (wire.RUN_OPTIONS), the trusted
@@ -509,12 +525,44 @@ TIMEIT_TEMPLATE = ("def inner(_it, _timer):\n    setup\n    _t0 = _timer()\n    
 
 
 class TimeitResult:
-    """What IPython's %timeit -o returns, in the names a notebook reads."""
+    """What IPython's %timeit -o returns, in the names a notebook reads (IPython.core.magics.execution.TimeitResult):
+    seconds per loop, each repeat's total seconds in ``all_runs``; ``compile_time`` is 0 (nothing is timed compiling
+    here)."""
+
+    compile_time = 0.0
 
     def __init__(self, loops, repeat, best, worst, all_runs):
         self.loops, self.repeat, self.best, self.worst, self.all_runs = loops, repeat, best, worst, all_runs
         self.timings = [t / loops for t in all_runs]
-        self.average = sum(self.timings) / len(self.timings)
+        self.average = math.fsum(self.timings) / len(self.timings)
+        self.stdev = (math.fsum((t - self.average) ** 2 for t in self.timings) / len(self.timings)) ** 0.5
+
+    def __str__(self):
+        return (f"{self.average:.3g} s ± {self.stdev:.3g} s per loop (mean ± std. dev. of {self.repeat} runs, "
+                f"{self.loops} loops each)")
+
+
+def _environment(name: str, line: str):
+    """IPython's %env and %set_env (IPython.core.magics.osm), on the worker's own environment: %env alone gives a
+    copy (likely secrets hidden), ``%env var`` its value (a UsageError if unset), ``var=val`` or ``var val`` sets it
+    and prints so."""
+    split = "=" if "=" in line else " "
+    if name == "env" and len(line.split(split)) == 1 and line.strip():
+        if line.strip() not in os.environ:
+            raise UsageError(f"Environment does not have key: {line.strip()}")
+        return os.environ[line.strip()]
+    if name == "env" and not line.strip():  # IPython hides what looks like a secret
+        return {k: "<hidden>" if any(s in k.lower() for s in ("key", "token", "secret")) else v
+                for k, v in os.environ.items()}
+    parts = line.split(split, 1)
+    if len(parts) < 2 or not line.strip():
+        raise UsageError("usage is 'set_env var=val'")
+    key, value = parts[0].strip(), parts[1].strip()
+    if any(c.isspace() for c in key):
+        raise UsageError(f"refusing to set env var with whitespace: '{value}'")
+    os.environ[key] = value
+    print(f"env: {key}={value}")
+    return None
 
 
 def _timeit_line(line: str) -> tuple[dict, str]:

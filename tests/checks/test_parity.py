@@ -272,6 +272,12 @@ DISPLAYS_FIRST = Case("parity::display before the answer", "central_difference",
                           (CENTRAL, "display('a slope')\nfrom IPython.display import Markdown, display\n"
                                     "display(Markdown('**slope**'))\n" + CENTRAL)]}),
                       passes=True)
+# Red team 19: magics that gave None or raised in the worker, before the answer's def
+ENV_FIRST = Case("parity::env, who_ls, ex and a timeit result before the answer", "central_difference",
+                 Recipe("01_nudging", {"central_difference": [
+                     (CENTRAL, "%env STEP_NOTE=central\nnames = %who_ls\nget_ipython().ex('HALF = 0.5')\n"
+                               "r = %timeit -o -n1 -r2 pass\nspread = r.stdev + r.compile_time\n" + CENTRAL)]}),
+                 passes=True)
 ANNOTATED = Case("parity::an annotation that names nothing", "central_difference",
                  Recipe("01_nudging", {"central_difference": [(CENTRAL, CENTRAL.replace("):", ") -> Slope:"))]}),
                  passes=False, phrases=("`central_difference` is not defined",))
@@ -285,7 +291,8 @@ def sample() -> list[Case]:
            TIME_OPTION, TIME_IN_A_DEF, RAISES_FIRST, RAISES_AFTER,
            GOES_ON_PAST_WHAT_GRADING_LACKS, READS_WHAT_WAS_LEFT_OUT, INCREMENTS, FORGETS, DELETES,
            PATCHES, PRUN_LINE, TIMEIT_SETUP, TIMEIT_COUNTED, TIMEIT_LINE, TIMEIT_BREAK, TIMEIT_ASSIGNED,
-           XDEL_FLAG_LAST, HELP, PRUN_LINE_BINDS, TIME_VALUE, NO_RAISE_AND_VALUES, DISPLAYS_FIRST, ANNOTATED]
+           XDEL_FLAG_LAST, HELP, PRUN_LINE_BINDS, TIME_VALUE, NO_RAISE_AND_VALUES, DISPLAYS_FIRST, ENV_FIRST,
+           ANNOTATED]
 
 
 def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:

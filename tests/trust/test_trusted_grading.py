@@ -366,6 +366,24 @@ def test_display_before_an_answer_shows_nothing_and_the_cell_goes_on():
             worker.run("import torch\n", "<cell>")
 
 
+def test_env_who_ls_pwd_ev_ex_and_timeit_results_work_in_the_worker_as_in_ipython():
+    """Red team 19: %env, %set_env, %who_ls, %pwd and get_ipython().ev/.ex before an answer's def gave None or
+    raised in the worker, so the answer after them was lost; %timeit -o's result lacked ``stdev``."""
+    with remote.Worker() as worker:
+        worker.run(verdicts.python("%env STEP=1e-5\n%set_env ROWS 3\nimport os\nH = float(os.environ['STEP'])\n"
+                                   "got = %env ROWS\nnames = %who_ls float\nhere = %pwd\n"
+                                   "get_ipython().ex('twice = 2 * H')\nr = %timeit -o -n2 -r3 pass\n"
+                                   "spread = (r.stdev, r.compile_time, str(r))\n"
+                                   "def first_try(x):\n    return get_ipython().ev('twice') * x\n"), "<cell>")
+        assert worker.evaluate("first_try(1)") == 2e-5 and worker.evaluate("got") == "3"
+        assert worker.evaluate("names") == ["H"] and worker.evaluate("here == os.getcwd()")
+        assert worker.evaluate("spread[0] >= 0 and spread[1] == 0 and 'per loop' in spread[2]")
+        with pytest.raises(remote.LearnerError, match="Environment does not have key: NOT_SET_ANYWHERE"):
+            worker.run(verdicts.python("%env NOT_SET_ANYWHERE\n"), "<cell>")
+        with pytest.raises(remote.LearnerError, match="usage is 'set_env var=val'"):
+            worker.run(verdicts.python("%set_env ALONE\n"), "<cell>")
+
+
 def test_timeit_runs_in_the_worker_as_in_ipython():
     """Red team 12, 13 and 15: the setup once a call, the body -n times, -r calls, in a scope of its own with
     IPython's local names; a body that does not compile on its own (a break) runs nothing; -v binds the result and -o
