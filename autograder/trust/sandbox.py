@@ -10,7 +10,8 @@ sockets in a folder the two share). Its file system starts empty and gets, read-
 - the interpreter: its executable, ``libpython``, the standard library (without the interpreter's own
   site-packages) and the virtual environment's ``pyvenv.cfg``;
 - the role's distributions and everything they require, file by file from their installed records: the check
-  worker gets numpy alone, the kernel what the notebooks and the course's kernel-side code import;
+  worker gets numpy and the given cells' matplotlib, tqdm and threadpoolctl, the kernel what the notebooks and the
+  course's kernel-side code import;
 - the role's own files (the worker's two scripts; the kernel's ``labtools``, ``data`` and a stand-in
   ``autograder`` without the checks);
 - a size-limited ``/tmp``, and for the kernel a size-limited copy of its own submission folder.
@@ -81,8 +82,11 @@ class Role:
     tmp_bytes: int
 
 
-# The check worker: learner code and the worker script, which need the standard library and numpy only.
-WORKER = Role(packages=("numpy",), tmp_bytes=128 * MIB)
+# The check worker: learner code and the worker script. numpy for both; and the libraries the notebooks' given
+# cells import for pictures, progress bars and BLAS threads, which an answer may use too (red team 20: `for start in
+# tqdm(...)` in train_epoch, `with threadpool_limits(1):`, `plt.rcParams[...] = ...` in an answer cell passed in the
+# kernel and raised in the grade). The worker imports them only when learner code uses them.
+WORKER = Role(packages=("numpy", "matplotlib", "tqdm", "threadpoolctl"), tmp_bytes=128 * MIB)
 # nbgrader's kernel: what the notebooks import (tests/trust/test_sandbox.py proves the list is enough), and ipykernel.
 # torch stays: the visible asserts of test cells compare with it, and the kernel's outputs never earn a point.
 KERNEL = Role(packages=("ipykernel", "ipywidgets", "numpy", "torch", "matplotlib", "tqdm", "threadpoolctl",

@@ -81,7 +81,33 @@ class _Blocker(importlib.abc.MetaPathFinder):
                               "the standard library, not the course's own packages")
         if top == "IPython" and importlib.machinery.PathFinder.find_spec(name, path) is None:
             return importlib.util.spec_from_loader(name, _ShowsNothing(), is_package=True)
+        if name in ON_IMPORT and (spec := importlib.machinery.PathFinder.find_spec(name, path)) is not None:
+            spec.loader = _Configured(spec.loader, ON_IMPORT[name])
+            return spec
         return None
+
+
+# Set on a library as it is imported, before learner code sees it. tqdm's monitor is a thread that outlives every
+# bar (tqdm 4.70), so an answer drawing a progress bar failed as `left-running` (red team 20); without it a bar
+# shows the same, refreshed as it iterates.
+ON_IMPORT = {"tqdm.std": lambda module: setattr(module.tqdm, "monitor_interval", 0)}
+
+
+class _Configured(importlib.abc.Loader):
+    """``loader``'s module, then ``configure`` run on it."""
+
+    def __init__(self, loader, configure):
+        self._loader, self._configure = loader, configure
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._configure(module)
+
+    def __getattr__(self, name):  # get_source (tracebacks), is_package, ...
+        return getattr(self._loader, name)
 
 
 class _ShowsNothing(importlib.abc.Loader):

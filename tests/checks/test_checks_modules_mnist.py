@@ -271,6 +271,19 @@ def test_training_accepts_other_correct_loop_styles():
     check("training", notebook(extra=TRAIN_EPOCH_OTHER_STYLES))
 
 
+def test_training_accepts_a_progress_bar_and_one_blas_thread():
+    """Red team 20: the given cells' tqdm and threadpool_limits in the answer failed the grade alone (the worker
+    lacked them, and then tqdm's monitor thread outlived the call)."""
+    loop = "    for start in range(0, len(order), batch_size):\n"
+    edits = {"training": [("    order = rng.permutation(len(labels))\n",
+                           "    threadpool_limits(limits=1)\n    order = rng.permutation(len(labels))\n"),
+                          (loop, "    for start in tqdm(range(0, len(order), batch_size), desc='batches', leave=False):\n")],
+             "module": [("class Module:\n", "threadpool_limits(limits=1)  # one BLAS thread, as section 5.6 trains\n\n\n"
+                                          "class Module:\n")]}
+    check("training", notebook(edits))
+    check("module", notebook(edits))
+
+
 @pytest.mark.parametrize("exercise, right, wrong, phrase", [
     ("training", "    order = rng.permutation(len(labels))", "    order = np.random.default_rng(0).permutation(len(labels))",
      ("same batches as the first", "cause: training/not-shuffled")),

@@ -213,6 +213,16 @@ def test_backward_accepts_kahns_order():
     check("backward", engine(extra=BACKWARD_KAHN))
 
 
+# Red team 20: the given cells' tqdm and plt, used in an answer cell, failed the grade alone (the worker lacked them).
+@pytest.mark.parametrize("exercise, right, wrong", [
+    ("backward", "    for node in reversed(order):",
+     "    for node in tqdm(reversed(order), total=len(order), disable=len(order) < 10_000):"),
+    ("value_node", "class Value:\n", "plt.rcParams['figure.figsize'] = (6, 4)  # smaller graphs\n\n\nclass Value:\n"),
+])
+def test_answers_using_the_given_cells_progress_bar_and_plots_pass(exercise, right, wrong):
+    check(exercise, edited(exercise, (right, wrong)))
+
+
 @pytest.mark.parametrize("pairs, phrases", [
     ([("for node in reversed(order):", "for node in order:")], ["processed before all of its consumers"]),
     ([(SEED, "")], ["seeded with 1", "cause: backward/no-seed"]),

@@ -384,6 +384,28 @@ def test_env_who_ls_pwd_ev_ex_and_timeit_results_work_in_the_worker_as_in_ipytho
             worker.run(verdicts.python("%set_env ALONE\n"), "<cell>")
 
 
+def test_the_given_cells_progress_bars_plots_and_thread_limits_work_in_an_answer():
+    """Red team 20: tqdm and threadpoolctl were not in the worker (ModuleNotFoundError, "crash") and matplotlib a
+    stand-in (`plt.rcParams[...] = ...` a TypeError); then tqdm's monitor thread, which outlives every bar, failed
+    any answer that drew one as `left-running`. A thread of the answer's own still does."""
+    with remote.Worker() as worker:
+        worker.run(verdicts.python("from tqdm.auto import tqdm, trange\nfrom threadpoolctl import threadpool_limits\n"
+                                   "import matplotlib.pyplot as plt\n"), "<given>")
+        worker.run(verdicts.python(
+            "plt.rcParams['figure.figsize'] = (6, 4)\nthreadpool_limits(limits=1)\nfrom tqdm import tqdm as plain\n"
+            "def total(n):\n    seen = 0\n    with threadpool_limits(limits=1):\n"
+            "        for i in tqdm(range(n), desc='batches', leave=False):\n            seen += i\n"
+            "    seen += sum(trange(3)) + sum(plain(range(2)))\n"
+            "    with tqdm(total=2) as bar:\n        bar.update(2)\n        bar.set_postfix(loss=1.0)\n"
+            "    figure, axes = plt.subplots()\n    axes.plot([1, 2])\n    plt.show()\n    plt.close(figure)\n"
+            "    return seen\n"
+            "def lingers():\n    import threading\n    threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+            "    return 0\n"), "<answer>")
+        assert worker.evaluate("total(10)") == 45 + 3 + 1
+        with pytest.raises(remote.Stopped, match="started a thread"):
+            worker.evaluate("lingers()")
+
+
 def test_timeit_runs_in_the_worker_as_in_ipython():
     """Red team 12, 13 and 15: the setup once a call, the body -n times, -r calls, in a scope of its own with
     IPython's local names; a body that does not compile on its own (a break) runs nothing; -v binds the result and -o
