@@ -351,7 +351,10 @@ def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, cap: ProcessCap, 
                       **env) -> subprocess.Popen:
     """worker.py in a sandbox of its own, talking over the socket ``fd``, its tasks capped by ``cap`` (the caller
     closes it); ``env`` is added to its environment."""
-    binds, env = dict(GRADER_FILES), {**sandbox.environment(), "WORKER_FD": str(fd), **env}
+    # no sandbox: a private folder stands for the sandbox's /tmp, matplotlib's settings and caches in it too (red team
+    # 21: /tmp/.matplotlib was the host's, shared by every worker of every submission)
+    private = "/tmp" if sandbox.bubblewrap() else home
+    binds, env = dict(GRADER_FILES), {**sandbox.environment(private), "WORKER_FD": str(fd), **env}
     no_processes = sandbox.no_new_processes()  # each worker loads it before learner code runs (worker.py)
     if no_processes:
         binds[no_processes] = sandbox.INSIDE_FILTER
@@ -359,7 +362,6 @@ def _sandboxed_worker(fd: int, limits: sandbox.Limits, stderr, cap: ProcessCap, 
     command = sandbox.wrap([sys.executable, "-I", INSIDE_SCRIPT], binds=binds, env=env, limits=limits, cap=cap)
     if not sandbox.bubblewrap():  # no sandbox: the worker runs from its real path (wire.py beside it), in a private folder
         command[-1] = str(WORKER_SCRIPT)
-        env.update(HOME=home, WORKER_HOME=home)
     return subprocess.Popen(command, pass_fds=[fd], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=stderr, start_new_session=True)
 

@@ -280,12 +280,14 @@ def _normalised(name: str) -> str:
 @functools.lru_cache(maxsize=None)
 def package_paths(roots: tuple[str, ...]) -> tuple[Path, ...]:
     """The top-level entries of site-packages that the distributions of ``roots`` installed (their packages,
-    modules, bundled libraries and metadata folders), never a ``.pth`` file: nothing else runs at start-up."""
+    modules, bundled libraries and metadata folders), never a ``.pth`` file: nothing else runs at start-up, and never
+    site-packages' own ``__pycache__`` (a single-file module's record lists its bytecode there, and mounting the
+    folder let learner code load every other such module's bytecode, red team 21: the modules run from source)."""
     paths = set()
     for name in distributions(roots):
         dist = importlib.metadata.distribution(name)  # the first on sys.path: the copy that imports
         base = Path(dist.locate_file(""))
-        paths.update(base / top for top in _top_level_entries(dist) if top != ".." and not top.endswith(".pth"))
+        paths.update(base / top for top in _top_level_entries(dist) - {"..", "__pycache__"} if not top.endswith(".pth"))
     return tuple(sorted(p for p in paths if p.exists()))
 
 

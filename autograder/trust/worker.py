@@ -81,6 +81,8 @@ class _Blocker(importlib.abc.MetaPathFinder):
                               "the standard library, not the course's own packages")
         if top == "IPython" and importlib.machinery.PathFinder.find_spec(name, path) is None:
             return importlib.util.spec_from_loader(name, _ShowsNothing(), is_package=True)
+        if name == "tqdm.notebook":
+            return importlib.util.spec_from_loader(name, _TextBars())
         if name in ON_IMPORT and (spec := importlib.machinery.PathFinder.find_spec(name, path)) is not None:
             spec.loader = _Configured(spec.loader, ON_IMPORT[name])
             return spec
@@ -108,6 +110,29 @@ class _Configured(importlib.abc.Loader):
 
     def __getattr__(self, name):  # get_source (tracebacks), is_package, ...
         return getattr(self._loader, name)
+
+
+class _TextBars(importlib.abc.Loader):
+    """tqdm.notebook without ipywidgets, which the worker's allowlist leaves out: the same names, as tqdm's text bar
+    taking the notebook bar's options too. The real module subclasses IPython's widgets, whose stand-ins (Missing)
+    raised on import, so a cell using it stopped before its def in the grade alone (red team 21); what a bar shows
+    is never graded."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        text_bar = importlib.import_module("tqdm.std").tqdm
+
+        class tqdm_notebook(text_bar):  # tqdm's own name
+            def __init__(self, *args, display=True, **kwargs):  # display: whether to show the widget at once
+                super().__init__(*args, **kwargs)
+
+        def tnrange(*args, **kwargs):
+            return tqdm_notebook(range(*args), **kwargs)
+
+        module.__dict__.update(tqdm_notebook=tqdm_notebook, tqdm=tqdm_notebook, tnrange=tnrange, trange=tnrange,
+                               __all__=["tqdm_notebook", "tnrange", "tqdm", "trange"])
 
 
 class _ShowsNothing(importlib.abc.Loader):
@@ -335,6 +360,17 @@ class Lazy:
 
     def __call__(self, *args, **kwargs):
         return self._load()(*args, **kwargs)
+
+    # a class the given cells imported, subclassed or tested against in an answer (red team 21: `class Bar(tqdm)`
+    # after `from tqdm.auto import tqdm` raised TypeError in the grade alone)
+    def __mro_entries__(self, bases):
+        return (self._load(),)
+
+    def __instancecheck__(self, instance) -> bool:
+        return isinstance(instance, self._load())
+
+    def __subclasscheck__(self, subclass) -> bool:
+        return issubclass(subclass, self._load())
 
 
 class Missing:
@@ -697,12 +733,31 @@ def running_threads() -> int:
 def threads_ended(grace_s: float = 0.2) -> bool:
     """Whether only this process's own threads are left, waiting up to ``grace_s``: a thread that learner code
     joined has finished its Python work but may take a moment (under load, longer) to leave /proc."""
+    if running_threads() > BASELINE_THREADS:
+        shut_idle_blas_pools()
     deadline = time.monotonic() + grace_s
     while running_threads() > BASELINE_THREADS:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.005)
     return True
+
+
+def shut_idle_blas_pools() -> None:
+    """End OpenBLAS's pool of waiting threads, which ``threadpool_limits(n)`` with n > 1 starts and leaves (a pool
+    that only waits for work changes no result; the next call that needs it starts it again). Without this an answer
+    calling it, as notebook 5 does with 1, failed in the grade alone as `left-running` (red team 21). Nothing to do
+    unless learner code imported threadpoolctl: with one BLAS thread (sandbox.environment) OpenBLAS starts none."""
+    threadpoolctl = sys.modules.get("threadpoolctl")
+    if threadpoolctl is None:
+        return
+    with contextlib.suppress(Exception):  # a threadpoolctl learner code replaced: its threads are counted as they are
+        for library in threadpoolctl.ThreadpoolController().lib_controllers:
+            if library.internal_api == "openblas":
+                symbol = "blas_thread_shutdown_"
+                shutdown = getattr(library.dynlib, symbol, None) or library._get_symbol(symbol)
+                if shutdown is not None:
+                    shutdown()
 
 
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect into every worker
@@ -804,7 +859,8 @@ def _forked_worker(connection_fd: int, stderr_fd: int, cpu_seconds: int) -> None
         np.random.seed()  # a forked child would otherwise repeat the zygote's stream
         home = f"/tmp/worker-{os.getpid()}"
         os.mkdir(home)
-        os.environ.update(WORKER_FD=str(connection_fd), WORKER_HOME=home)
+        # matplotlib's settings and font cache per exercise too, as everything else it may write
+        os.environ.update(WORKER_FD=str(connection_fd), WORKER_HOME=home, MPLCONFIGDIR=f"{home}/.matplotlib")
         main()
         code = 0
     except SystemExit as done:  # what the interpreter would exit with

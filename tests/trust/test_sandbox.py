@@ -53,7 +53,7 @@ def test_nothing_of_the_host_outside_the_allowlist_exists_in_the_worker(planted)
     site = sandbox.sysconfig.get_paths()["purelib"]
     absent = [*planted, REPO / "source", REPO / "solutions", REPO / "autograder", REPO / "nbgrader_config.py",
               "/opt", "/srv", "/var", "/home", "/etc/passwd", f"{site}/torch", f"{site}/sympy", f"{site}/micrograd",
-              f"{site}/nbgrader", f"{site}/distributed", "/usr/bin", "/usr/lib/python3/dist-packages",
+              f"{site}/nbgrader", f"{site}/distributed", f"{site}/__pycache__", "/usr/bin", "/usr/lib/python3/dist-packages",
               "/usr/share/python-wheels"]
     found = seen(absent)
     assert not any(found.values()), [p for p, there in found.items() if there]
@@ -173,6 +173,9 @@ def test_package_paths_come_from_install_records_without_start_up_hooks():
     assert not any(n.endswith(".pth") for n in names)
     kernel = {p.name for p in sandbox.package_paths(sandbox.KERNEL.packages)}
     assert {"torch", "IPython", "matplotlib", "zmq"} <= kernel and not {"nbgrader", "distributed"} & kernel
+    # red team 21: threadpoolctl's and pylab's records list bytecode in site-packages' own __pycache__, which holds
+    # every single-file module's (the editable install's finder, naming the course's folders, among them)
+    assert "threadpoolctl.py" in kernel and "__pycache__" not in kernel
 
 
 START_A_PROCESS = """

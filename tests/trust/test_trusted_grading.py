@@ -406,6 +406,24 @@ def test_the_given_cells_progress_bars_plots_and_thread_limits_work_in_an_answer
             worker.evaluate("lingers()")
 
 
+def test_more_blas_threads_notebook_bars_and_subclassed_bars_work_in_an_answer():
+    """Red team 21: `threadpool_limits(limits=2)` leaves OpenBLAS's pool of waiting threads (the answer failed as
+    `left-running`); `tqdm.notebook`'s bar subclasses IPython's widgets, which the worker has only as stand-ins (its
+    import raised, and the cell stopped before its def); a class the given cells imported was a Lazy stand-in, so
+    `class Quiet(tqdm)` raised TypeError. All three pass in the kernel."""
+    with remote.Worker() as worker:
+        worker.run(verdicts.python("from tqdm.auto import tqdm\n"), "<given>")
+        worker.run(verdicts.python(
+            "import numpy as np\nfrom threadpoolctl import threadpool_limits\nthreadpool_limits(limits=2)\n"
+            "from tqdm.notebook import tqdm as bar, trange\nclass Quiet(tqdm):\n    pass\n"
+            "def total(n):\n    with threadpool_limits(limits=2):\n        square = np.ones((200, 200)) @ np.ones((200, 200))\n"
+            "    with Quiet(total=1, disable=True) as quiet:\n        quiet.update(1)\n"
+            "    return int(square[0, 0]) + sum(bar(range(n), display=False, colour='green')) + sum(trange(3))\n"),
+            "<answer>")
+        assert worker.evaluate("total(4)") == 200 + 6 + 3
+        assert worker.evaluate("isinstance(Quiet(disable=True), tqdm) and issubclass(Quiet, tqdm)")
+
+
 def test_timeit_runs_in_the_worker_as_in_ipython():
     """Red team 12, 13 and 15: the setup once a call, the body -n times, -r calls, in a scope of its own with
     IPython's local names; a body that does not compile on its own (a break) runs nothing; -v binds the result and -o

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import nbformat
 import pytest
@@ -104,6 +105,18 @@ def test_make_test_names_the_tests_it_skipped_for_want_of_a_sandbox(no_bwrap):
     done = autograder("pytest", "-q", "-p", "no:cacheprovider", "tests/test_prerequisites.py", env=no_bwrap)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "SANDBOX TESTS SKIPPED (0 in this run): " in done.stdout.strip().splitlines()[-1]
+
+
+def test_a_workers_matplotlib_settings_are_in_its_private_folder(no_bwrap):
+    """Red team 21: without a sandbox matplotlib's folder was the host's /tmp/.matplotlib, where a matplotlibrc or
+    font cache one worker wrote was read by every later one, of any submission."""
+    code = ("from autograder.trust import remote\nwith remote.Worker() as w:\n"
+            "    w.run('import os, matplotlib\\nfound = os.environ[\"HOME\"], matplotlib.get_configdir()\\n', '<cell>')\n"
+            "    print(*w.evaluate('found'))\n")
+    done = subprocess.run([sys.executable, "-c", code], env=no_bwrap, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    home, config = done.stdout.split()
+    assert home.startswith(tempfile.gettempdir() + "/grading-worker-") and config == f"{home}/.matplotlib"
 
 
 def test_the_demo_leaves_out_its_attacker_and_says_why(monkeypatch):
