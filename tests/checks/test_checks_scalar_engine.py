@@ -218,6 +218,12 @@ def test_backward_accepts_kahns_order():
     ("backward", "    for node in reversed(order):",
      "    for node in tqdm(reversed(order), total=len(order), disable=len(order) < 10_000):"),
     ("value_node", "class Value:\n", "plt.rcParams['figure.figsize'] = (6, 4)  # smaller graphs\n\n\nclass Value:\n"),
+    # red team 21: a class of the given cells' tqdm, the notebook's own bar and more BLAS threads, before the answer
+    ("value_node", "class Value:\n",
+     "from threadpoolctl import threadpool_limits\nfrom tqdm.notebook import tqdm as notebook_bar\n\n\n"
+     "class Quiet(tqdm):\n    pass\n\n\n"
+     "with threadpool_limits(limits=2):\n    _ = sum(notebook_bar(range(3), disable=True))\n\n\n"
+     "class Value:\n"),
 ])
 def test_answers_using_the_given_cells_progress_bar_and_plots_pass(exercise, right, wrong):
     check(exercise, edited(exercise, (right, wrong)))
