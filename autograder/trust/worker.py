@@ -43,9 +43,13 @@ import numpy as np
 AUTODIFF = ("torch", "functorch", "torchgen", "jax", "jaxlib", "autograd", "tensorflow", "sympy", "mpmath", "theano",
             "aesara", "pytensor", "mxnet", "chainer", "tinygrad", "micrograd")
 COURSE = ("autograder", "labtools")  # the grader and the notebooks' helpers: not part of any answer
-# Imported by given cells for pictures and progress bars, which grading never shows: loaded only if something uses
-# them (matplotlib alone costs half a second per worker).
-DISPLAY = ("matplotlib", "IPython", "ipywidgets", "tqdm", "graphviz", "threadpoolctl")
+# Imported by given cells for pictures, which grading never shows: loaded only if something uses it (half a second
+# per worker). Other imports are the library itself, as in the kernel: a stand-in for a class is no class (red team
+# 22: `tqdm.__init__(self, ...)` in a subclass reached the stand-in's own, and `type(bar) is tqdm` was False).
+LAZY = ("matplotlib",)
+# Loaded by the zygote, so a worker imports them at no cost: what the given cells import besides, or what makes a
+# worker that imports them (notebooks 2 and 5) as cheap as one that does not (tqdm.auto: 0.08 s of CPU).
+PRELOADED = ("tqdm.auto", "threadpoolctl")
 OPERATORS = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "pow", "matmul", "neg", "getitem", "setitem", "lt", "le", "gt", "ge")}
 OPERATORS.update(len=len, float=float, int=int, bool=bool, isinstance=isinstance, issubclass=issubclass, type=type)
@@ -127,6 +131,11 @@ class _TextBars(importlib.abc.Loader):
         class tqdm_notebook(text_bar):  # tqdm's own name
             def __init__(self, *args, display=True, **kwargs):  # display: whether to show the widget at once
                 super().__init__(*args, **kwargs)
+                # the widget, which a cell may display or close itself: here it shows nothing, as IPython's names
+                self.container, self.displayed = Missing("IPython.tqdm_notebook.container", ""), display
+
+            def display(self, msg=None, pos=None, close=False, bar_style=None, check_delay=True):
+                return super().display(msg, pos)
 
         def tnrange(*args, **kwargs):
             return tqdm_notebook(range(*args), **kwargs)
@@ -327,10 +336,10 @@ class Connection(wire.Codec):
 
 
 def lazy(statement, namespace: dict) -> bool:
-    """Bind the names of an import of display-only modules to stand-ins that import on first use."""
+    """Bind the names of an import of LAZY modules to stand-ins that import on first use."""
     module = statement.module if isinstance(statement, ast.ImportFrom) else None
     names = [alias.name for alias in statement.names]
-    if getattr(statement, "level", 0) or any(top.split(".")[0] not in DISPLAY for top in ([module] if module else names)):
+    if getattr(statement, "level", 0) or any(top.split(".")[0] not in LAZY for top in ([module] if module else names)):
         return False
     for alias in statement.names:
         if module is None:  # import a.b as c binds c to a.b; import a.b binds a
@@ -361,17 +370,6 @@ class Lazy:
     def __call__(self, *args, **kwargs):
         return self._load()(*args, **kwargs)
 
-    # a class the given cells imported, subclassed or tested against in an answer (red team 21: `class Bar(tqdm)`
-    # after `from tqdm.auto import tqdm` raised TypeError in the grade alone)
-    def __mro_entries__(self, bases):
-        return (self._load(),)
-
-    def __instancecheck__(self, instance) -> bool:
-        return isinstance(instance, self._load())
-
-    def __subclasscheck__(self, subclass) -> bool:
-        return issubclass(subclass, self._load())
-
 
 class Missing:
     """Stands for a library that cannot be imported while grading (or a name in it); calling it says so.
@@ -391,6 +389,9 @@ class Missing:
 
     def __instancecheck__(self, instance) -> bool:  # isinstance(x, torch.Tensor): nothing here is one
         return False
+
+    def __mro_entries__(self, bases):  # class Slider(ipywidgets.IntSlider): the cell goes on to its def (red team 22)
+        return ()
 
     def __subclasscheck__(self, subclass) -> bool:
         return False
@@ -749,8 +750,8 @@ def shut_idle_blas_pools() -> None:
     calling it, as notebook 5 does with 1, failed in the grade alone as `left-running` (red team 21). Nothing to do
     unless learner code imported threadpoolctl: with one BLAS thread (sandbox.environment) OpenBLAS starts none."""
     threadpoolctl = sys.modules.get("threadpoolctl")
-    if threadpoolctl is None:
-        return
+    if threadpoolctl is None or threading.active_count() > 1:  # a thread of the answer's may be using the pool:
+        return  # shutting it down would wait for that thread, and a thread left running is told as one (red team 22)
     with contextlib.suppress(Exception):  # a threadpoolctl learner code replaced: its threads are counted as they are
         for library in threadpoolctl.ThreadpoolController().lib_controllers:
             if library.internal_api == "openblas":
@@ -827,6 +828,7 @@ def zygote(control: socket.socket) -> None:
     # inherit the setting). The workers' filter forbids ptrace besides.
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0):
         raise SystemExit("the zygote could not make itself undumpable")
+    preload()
     worker, fresh = None, _scratch()
     while True:
         message, fds, _, _ = socket.recv_fds(control, 5, 2)
@@ -844,6 +846,17 @@ def zygote(control: socket.socket) -> None:
             control.sendall(struct.pack(">i", code))
         else:
             return
+
+
+def preload() -> None:
+    """Import PRELOADED as a worker would, set up as ON_IMPORT says."""
+    blocker = _Blocker()
+    sys.meta_path.insert(0, blocker)
+    try:
+        for name in PRELOADED:
+            importlib.import_module(name)
+    finally:
+        sys.meta_path.remove(blocker)
 
 
 def _forked_worker(connection_fd: int, stderr_fd: int, cpu_seconds: int) -> None:

@@ -407,21 +407,40 @@ def test_the_given_cells_progress_bars_plots_and_thread_limits_work_in_an_answer
 
 
 def test_more_blas_threads_notebook_bars_and_subclassed_bars_work_in_an_answer():
-    """Red team 21: `threadpool_limits(limits=2)` leaves OpenBLAS's pool of waiting threads (the answer failed as
-    `left-running`); `tqdm.notebook`'s bar subclasses IPython's widgets, which the worker has only as stand-ins (its
-    import raised, and the cell stopped before its def); a class the given cells imported was a Lazy stand-in, so
-    `class Quiet(tqdm)` raised TypeError. All three pass in the kernel."""
+    """Red teams 21 and 22: `threadpool_limits(limits=2)` leaves OpenBLAS's pool of waiting threads (the answer
+    failed as `left-running`); `tqdm.notebook`'s bar subclasses IPython's widgets, which the worker has only as
+    stand-ins (its import raised, and the cell stopped before its def), and its widget (`display(bar_style=...)`,
+    `container`) was not there; a class the given cells imported was a stand-in, so `class Quiet(tqdm)` raised
+    TypeError, and `tqdm.__init__(self, ...)` in a subclass reached the stand-in's own; a class of a library the
+    grade lacks could not be subclassed. All of it passes in the kernel."""
     with remote.Worker() as worker:
-        worker.run(verdicts.python("from tqdm.auto import tqdm\n"), "<given>")
+        worker.request({"op": "given", "code": "from tqdm.auto import tqdm\nimport ipywidgets\n", "name": "<given>"})
         worker.run(verdicts.python(
             "import numpy as np\nfrom threadpoolctl import threadpool_limits\nthreadpool_limits(limits=2)\n"
-            "from tqdm.notebook import tqdm as bar, trange\nclass Quiet(tqdm):\n    pass\n"
+            "from tqdm.notebook import tqdm as bar, trange\nclass Quiet(tqdm):\n"
+            "    def __init__(self, *args, **kwargs):\n        tqdm.__init__(self, *args, disable=True, **kwargs)\n"
+            "class Slider(ipywidgets.IntSlider):\n    pass\n"
             "def total(n):\n    with threadpool_limits(limits=2):\n        square = np.ones((200, 200)) @ np.ones((200, 200))\n"
-            "    with Quiet(total=1, disable=True) as quiet:\n        quiet.update(1)\n"
-            "    return int(square[0, 0]) + sum(bar(range(n), display=False, colour='green')) + sum(trange(3))\n"),
-            "<answer>")
+            "    with Quiet(total=1) as quiet:\n        quiet.update(1)\n"
+            "    shown = bar(range(n), display=False, colour='green')\n    shown.container.close()\n"
+            "    seen = sum(shown)\n    shown.display(bar_style='success')\n"
+            "    return int(square[0, 0]) + seen + sum(trange(3))\n"), "<answer>")
         assert worker.evaluate("total(4)") == 200 + 6 + 3
-        assert worker.evaluate("isinstance(Quiet(disable=True), tqdm) and issubclass(Quiet, tqdm)")
+        assert worker.evaluate("type(Quiet()).__mro__[1] is tqdm and isinstance(tqdm, type)")
+
+
+def test_a_thread_still_using_more_blas_threads_is_told_as_left_running():
+    """Red team 22: ending OpenBLAS's pool while a thread of the answer's used it waited for that thread, and the
+    answer failed as a timeout after 10 s of CPU instead."""
+    with remote.Worker() as worker:
+        worker.run(verdicts.python(
+            "import threading, numpy as np\nfrom threadpoolctl import threadpool_limits\n"
+            "def spin(square):\n    while True:\n        square @ square\n"
+            "def busy():\n    threadpool_limits(limits=2)\n    for _ in range(2):\n"
+            "        threading.Thread(target=spin, args=(np.ones((300, 300)),), daemon=True).start()\n"
+            "    return 0\n"), "<answer>")
+        with pytest.raises(remote.Stopped, match="started a thread"):
+            worker.evaluate("busy()")
 
 
 def test_timeit_runs_in_the_worker_as_in_ipython():
