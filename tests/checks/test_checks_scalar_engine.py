@@ -218,10 +218,12 @@ def test_backward_accepts_kahns_order():
     ("backward", "    for node in reversed(order):",
      "    for node in tqdm(reversed(order), total=len(order), disable=len(order) < 10_000):"),
     ("value_node", "class Value:\n", "plt.rcParams['figure.figsize'] = (6, 4)  # smaller graphs\n\n\nclass Value:\n"),
-    # red team 21: a class of the given cells' tqdm, the notebook's own bar and more BLAS threads, before the answer
+    # red teams 21 and 22: a class of the given cells' tqdm, the notebook's own bar and more BLAS threads, before the
+    # answer
     ("value_node", "class Value:\n",
      "from threadpoolctl import threadpool_limits\nfrom tqdm.notebook import tqdm as notebook_bar\n\n\n"
-     "class Quiet(tqdm):\n    pass\n\n\n"
+     "class Quiet(tqdm):\n    def __init__(self, *args, **kwargs):\n        tqdm.__init__(self, *args, disable=True, **kwargs)\n"
+     "\n\nQuiet(total=1).close()\n\n\n"
      "with threadpool_limits(limits=2):\n    _ = sum(notebook_bar(range(3), disable=True))\n\n\n"
      "class Value:\n"),
 ])
