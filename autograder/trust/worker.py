@@ -85,7 +85,7 @@ class _Blocker(importlib.abc.MetaPathFinder):
                               "the standard library, not the course's own packages")
         if top == "IPython" and importlib.machinery.PathFinder.find_spec(name, path) is None:
             return importlib.util.spec_from_loader(name, _ShowsNothing(), is_package=True)
-        if name == "tqdm.notebook":
+        if name in ("tqdm.notebook", "tqdm.autonotebook"):
             return importlib.util.spec_from_loader(name, _TextBars())
         if name in ON_IMPORT and (spec := importlib.machinery.PathFinder.find_spec(name, path)) is not None:
             spec.loader = _Configured(spec.loader, ON_IMPORT[name])
@@ -118,9 +118,10 @@ class _Configured(importlib.abc.Loader):
 
 class _TextBars(importlib.abc.Loader):
     """tqdm.notebook without ipywidgets, which the worker's allowlist leaves out: the same names, as tqdm's text bar
-    taking the notebook bar's options too. The real module subclasses IPython's widgets, whose stand-ins (Missing)
-    raised on import, so a cell using it stopped before its def in the grade alone (red team 21); what a bar shows
-    is never graded."""
+    with the notebook bar's options and widget too. The real module subclasses IPython's widgets, whose stand-ins
+    (Missing) raised on import, so a cell using it stopped before its def in the grade alone (red team 21); what a
+    bar shows is never graded. tqdm.autonotebook too, which picks the notebook bar in a kernel (and tqdm.auto's bar
+    is built on it): there `tqdm(..., display=False)` and `bar.container` raised in the grade alone (red team 23)."""
 
     def create_module(self, spec):
         return None
@@ -129,10 +130,15 @@ class _TextBars(importlib.abc.Loader):
         text_bar = importlib.import_module("tqdm.std").tqdm
 
         class tqdm_notebook(text_bar):  # tqdm's own name
+            __module__ = "tqdm.notebook"
+
             def __init__(self, *args, display=True, **kwargs):  # display: whether to show the widget at once
+                if kwargs.get("file") in (None, sys.stderr):  # as the widget's text, to stdout: nothing in a worker
+                    kwargs["file"] = sys.stdout  # (red team 23: 64 MiB of bars filled the worker's stderr file)
                 super().__init__(*args, **kwargs)
                 # the widget, which a cell may display or close itself: here it shows nothing, as IPython's names
                 self.container, self.displayed = Missing("IPython.tqdm_notebook.container", ""), display
+                self.disp = self.display
 
             def display(self, msg=None, pos=None, close=False, bar_style=None, check_delay=True):
                 return super().display(msg, pos)
@@ -734,10 +740,13 @@ def running_threads() -> int:
 def threads_ended(grace_s: float = 0.2) -> bool:
     """Whether only this process's own threads are left, waiting up to ``grace_s``: a thread that learner code
     joined has finished its Python work but may take a moment (under load, longer) to leave /proc."""
-    if running_threads() > BASELINE_THREADS:
-        shut_idle_blas_pools()
-    deadline = time.monotonic() + grace_s
+    deadline, pools_ended = time.monotonic() + grace_s, False
     while running_threads() > BASELINE_THREADS:
+        # once no thread of the answer's is alive, nothing uses a BLAS pool: ending it earlier would wait for the
+        # thread using it, and a thread left running would be told as a timeout (red teams 22 and 23)
+        if not pools_ended and threading.active_count() == 1:
+            shut_idle_blas_pools()
+            pools_ended = True
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.005)
@@ -747,11 +756,12 @@ def threads_ended(grace_s: float = 0.2) -> bool:
 def shut_idle_blas_pools() -> None:
     """End OpenBLAS's pool of waiting threads, which ``threadpool_limits(n)`` with n > 1 starts and leaves (a pool
     that only waits for work changes no result; the next call that needs it starts it again). Without this an answer
-    calling it, as notebook 5 does with 1, failed in the grade alone as `left-running` (red team 21). Nothing to do
-    unless learner code imported threadpoolctl: with one BLAS thread (sandbox.environment) OpenBLAS starts none."""
+    calling it, as notebook 5 does with 1, failed in the grade alone as `left-running` (red team 21). Call it only
+    when no thread of the answer's is alive: it waits for a pool in use. Without threadpoolctl loaded there is no
+    pool: with one BLAS thread (sandbox.environment) OpenBLAS starts none."""
     threadpoolctl = sys.modules.get("threadpoolctl")
-    if threadpoolctl is None or threading.active_count() > 1:  # a thread of the answer's may be using the pool:
-        return  # shutting it down would wait for that thread, and a thread left running is told as one (red team 22)
+    if threadpoolctl is None:
+        return
     with contextlib.suppress(Exception):  # a threadpoolctl learner code replaced: its threads are counted as they are
         for library in threadpoolctl.ThreadpoolController().lib_controllers:
             if library.internal_api == "openblas":

@@ -427,11 +427,25 @@ def test_more_blas_threads_notebook_bars_and_subclassed_bars_work_in_an_answer()
             "    return int(square[0, 0]) + seen + sum(trange(3))\n"), "<answer>")
         assert worker.evaluate("total(4)") == 200 + 6 + 3
         assert worker.evaluate("type(Quiet()).__mro__[1] is tqdm and isinstance(tqdm, type)")
+        # red team 23: tqdm.auto's bar is the notebook bar in a kernel, with its options and widget
+        worker.run(verdicts.python("from tqdm.autonotebook import tqdm as auto_bar\ndef widget(n):\n"
+                                   "    shown = tqdm(total=n, display=False)\n    shown.container.close()\n"
+                                   "    shown.update(n)\n    shown.display(close=True)\n    shown.disp()\n"
+                                   "    with auto_bar(range(n), display=False) as other:\n        return sum(other)\n"),
+                   "<answer>")
+        assert worker.evaluate("widget(3)") == 3
 
 
 def test_a_thread_still_using_more_blas_threads_is_told_as_left_running():
-    """Red team 22: ending OpenBLAS's pool while a thread of the answer's used it waited for that thread, and the
-    answer failed as a timeout after 10 s of CPU instead."""
+    """Red teams 22 and 23: ending OpenBLAS's pool while a thread of the answer's used it waited for that thread,
+    and the answer failed as a timeout after 10 s of CPU instead; a short thread the answer did not join, ending
+    while the worker waits for it, left the pool, counted as a thread left running."""
+    with remote.Worker() as worker:
+        worker.run(verdicts.python(
+            "import threading, time, numpy as np\nfrom threadpoolctl import threadpool_limits\n"
+            "threadpool_limits(limits=2)\ndef short():\n    np.ones((200, 200)) @ np.ones((200, 200))\n"
+            "    threading.Thread(target=time.sleep, args=(0.05,)).start()\n    return 1\n"), "<answer>")
+        assert [worker.evaluate("short()") for _ in range(3)] == [1, 1, 1]
     with remote.Worker() as worker:
         worker.run(verdicts.python(
             "import threading, numpy as np\nfrom threadpoolctl import threadpool_limits\n"
