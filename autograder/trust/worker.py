@@ -127,17 +127,24 @@ class _TextBars(importlib.abc.Loader):
         return None
 
     def exec_module(self, module):
+        if module.__name__ == "tqdm.autonotebook":  # the same bar as tqdm.notebook's, as in a kernel
+            notebook = importlib.import_module("tqdm.notebook")
+            module.__dict__.update(tqdm=notebook.tqdm, trange=notebook.trange, __all__=["tqdm", "trange"])
+            return
         text_bar = importlib.import_module("tqdm.std").tqdm
+        nowhere = open(os.devnull, "w")  # the widget writes no text (red teams 23 and 24: a flood of bars filled the
+        # worker's 64 MiB stderr file; an answer's own redirect_stdout caught the bar)
 
         class tqdm_notebook(text_bar):  # tqdm's own name
-            __module__ = "tqdm.notebook"
+            __module__, __qualname__ = "tqdm.notebook", "tqdm_notebook"  # where pickle finds it
 
             def __init__(self, *args, display=True, **kwargs):  # display: whether to show the widget at once
-                if kwargs.get("file") in (None, sys.stderr):  # as the widget's text, to stdout: nothing in a worker
-                    kwargs["file"] = sys.stdout  # (red team 23: 64 MiB of bars filled the worker's stderr file)
-                super().__init__(*args, **kwargs)
-                # the widget, which a cell may display or close itself: here it shows nothing, as IPython's names
+                super().__init__(*args, **{**kwargs, "file": nowhere})
+                # the widget, which a cell may display, close or colour itself (its children: text, bar, text):
+                # here it shows nothing, as IPython's names
                 self.container, self.displayed = Missing("IPython.tqdm_notebook.container", ""), display
+                self.container._names["children"] = tuple(Missing(f"IPython.tqdm_notebook.{part}", "")
+                                                          for part in ("description", "bar", "counter"))
                 self.disp = self.display
 
             def display(self, msg=None, pos=None, close=False, bar_style=None, check_delay=True):

@@ -434,6 +434,15 @@ def test_more_blas_threads_notebook_bars_and_subclassed_bars_work_in_an_answer()
                                    "    with auto_bar(range(n), display=False) as other:\n        return sum(other)\n"),
                    "<answer>")
         assert worker.evaluate("widget(3)") == 3
+        # red team 24: the widget's children, one class for both modules, pickled by name, and no text anywhere
+        worker.run(verdicts.python(
+            "import contextlib, io, pickle\nimport tqdm.notebook as notebook\ncaught = io.StringIO()\n"
+            "with contextlib.redirect_stdout(caught), contextlib.redirect_stderr(caught):\n"
+            "    coloured = tqdm(range(2), file=caught)\n    coloured.container.children[-2].style.bar_color = 'green'\n"
+            "    _, progress, _ = coloured.container.children\n    list(coloured)\n"
+            "same = auto_bar is notebook.tqdm and isinstance(coloured, notebook.tqdm_notebook)\n"
+            "same = same and pickle.loads(pickle.dumps(notebook.tqdm)) is notebook.tqdm\n"), "<answer>")
+        assert worker.evaluate("same and caught.getvalue() == ''")
 
 
 def test_a_thread_still_using_more_blas_threads_is_told_as_left_running():
