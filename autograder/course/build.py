@@ -66,7 +66,10 @@ def solutions(dest: Path = REPO / "solutions", execute: bool = True, names: list
         nbclient.exceptions.CellExecutionError: a cell of a solution notebook failed.
         KeyError: a name in ``names`` is no assignment of the course.
     """
+    # jupyter's kernel machinery, loaded only where notebooks run
     from nbclient import NotebookClient
+
+    from autograder.course.kernels import LocalKernelManager
 
     written = []
     for name in names or assignments():
@@ -75,6 +78,7 @@ def solutions(dest: Path = REPO / "solutions", execute: bool = True, names: list
         out.parent.mkdir(parents=True, exist_ok=True)
         if execute:
             NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", record_timing=False, extra_arguments=KERNEL_ARGS,
+                           kernel_manager_class=LocalKernelManager,
                            resources={"metadata": {"path": str(out.parent)}}).execute()
         nbformat.write(reproducible(nb), out)
         written.append(out)

@@ -26,6 +26,7 @@ from nbclient import NotebookClient
 
 from autograder.contract import INTERACTIVE_TAG, REPO, assignments
 from autograder.course import KERNEL_ARGS, solution_version
+from autograder.course.kernels import LocalKernelManager
 from autograder.trust.verdicts import bindings, definitions
 
 REPEATS = 3
@@ -118,6 +119,7 @@ def run_once(name: str, wrong: dict) -> tuple[dict[Timed, tuple[float, float]], 
     nb, timed = program(name, wrong)
     folder = assignments()[name].parent  # data files and labtools resolve as in the learner's folder
     NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True, extra_arguments=KERNEL_ARGS,
+                   kernel_manager_class=LocalKernelManager,
                    record_timing=True, resources={"metadata": {"path": str(folder)}}).execute()
     found, surprises = {}, []
     for index, what in timed.items():

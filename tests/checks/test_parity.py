@@ -22,6 +22,7 @@ from nbclient.exceptions import DeadKernelError
 
 from autograder.contract import cause_of
 from autograder.course import KERNEL_ARGS
+from autograder.course.kernels import LocalKernelManager
 from autograder.trust import remote, verdicts
 from catalogue import Case, Recipe, harvest, program_cells
 from conftest import ASSIGNMENTS
@@ -314,6 +315,7 @@ def in_a_kernel(cases: list[Case], folder) -> dict[str, verdicts.Verdict]:
             nb.cells.append(nbformat.v4.new_code_cell(f"run_check({case.exercise!r}, globals())"))
         try:
             NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True, extra_arguments=KERNEL_ARGS,
+                           kernel_manager_class=LocalKernelManager,
                            resources={"metadata": {"path": str(folder)}}).execute()
         except DeadKernelError:
             unrun = next(i for i, cell in enumerate(nb.cells) if cell.get("execution_count") is None)
