@@ -21,7 +21,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 help:
 	@echo "make demo        regenerate notebooks, execute solutions, autograde a demo class (the main job)"
-	@echo "make test        the whole test suite (about 17 minutes on 2 cores)"
+	@echo "make test        the whole test suite (about 20 minutes on 2 cores)"
 	@echo "make test-quick  the fast subset: no Jupyter kernel started (about 3 minutes)"
 	@echo "make lint        ruff, with the rules in pyproject.toml (make test runs it first)"
 	@echo "make lab         JupyterLab on notebooks/, for a learner"
