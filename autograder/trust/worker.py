@@ -47,8 +47,8 @@ COURSE = ("autograder", "labtools")  # the grader and the notebooks' helpers: no
 # per worker). Other imports are the library itself, as in the kernel: a stand-in for a class is no class (red team
 # 22: `tqdm.__init__(self, ...)` in a subclass reached the stand-in's own, and `type(bar) is tqdm` was False).
 LAZY = ("matplotlib",)
-# Loaded by the zygote, so a worker imports them at no cost: what the given cells import besides, or what makes a
-# worker that imports them (notebooks 2 and 5) as cheap as one that does not (tqdm.auto: 0.08 s of CPU).
+# Imported by the zygote, so a worker whose given cells import them (notebooks 2 and 5) starts as cheaply as one
+# whose cells do not (tqdm.auto alone: 0.08 s of CPU).
 PRELOADED = ("tqdm.auto", "threadpoolctl")
 OPERATORS = {name: getattr(operator, name) for name in (
     "add", "sub", "mul", "truediv", "pow", "matmul", "neg", "getitem", "setitem", "lt", "le", "gt", "ge")}
